@@ -1,0 +1,3 @@
+from normbench.cli import app
+
+app(prog_name="normbench")

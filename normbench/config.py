@@ -1,0 +1,421 @@
+"""Compose a run's config from conf/ with Hydra's compose API, and validate it before any work.
+
+Hydra does the composition (defaults list, group options, its override grammar); this module
+checks every override and every resolved value against ``SCHEMA`` so that a typo or a wrong
+type is refused in one line naming the key, the bad value and the valid choices. The result
+is a plain nested dict: the rest of normbench never sees OmegaConf.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+GROUPS = ("model", "norm", "placement", "data", "precision")
+DEVICES = ("auto", "cpu", "cuda", "mps")
+# Execution settings: they change where and how fast a run goes, not what it computes, so
+# they are left out of the run id.
+EXECUTION_KEYS = ("device", "threads")
+
+
+class UsageError(Exception):
+    """Bad input from the user: reported as one line, exit code 2, nothing written."""
+
+
+def conf_dir() -> Path:
+    """conf/ inside an installed wheel (normbench/conf) or beside the package in a checkout."""
+    package = Path(__file__).resolve().parent
+    for candidate in (package / "conf", package.parent / "conf"):
+        if (candidate / "config.yaml").is_file():
+            return candidate
+    raise FileNotFoundError(f"normbench's conf/ directory is missing (looked beside {package})")
+
+
+def group_options(group: str) -> list[str]:
+    return sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
+
+
+def describe_option(group: str, option: str) -> str:
+    """The first comment line of an option's yaml file: its one-line description."""
+    for line in (conf_dir() / group / f"{option}.yaml").read_text().splitlines():
+        if line.startswith("#"):
+            return line.lstrip("# ").strip()
+    return ""
+
+
+# ---------------------------------------------------------------------------------- schema
+@dataclass(frozen=True)
+class Key:
+    """What one config key accepts."""
+
+    kind: type
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    nullable: bool = False
+
+    def describe(self) -> str:
+        if self.choices:
+            return ", ".join(self.choices)
+        text = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+        bounds = ""
+        if self.minimum is not None:
+            bounds += f" >= {self.minimum}"
+        if self.maximum is not None:
+            bounds += f" <= {self.maximum}"
+        return text[self.kind] + bounds + (" or null" if self.nullable else "")
+
+    def check(self, value: Any) -> Any:
+        """The value converted to ``kind``; raises ValueError when it does not fit."""
+        if value is None:
+            if self.nullable:
+                return None
+            raise ValueError
+        if self.kind is bool:
+            if not isinstance(value, bool):
+                raise ValueError
+        elif self.kind is int:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError
+        elif self.kind is float:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError
+            value = float(value)
+        elif not isinstance(value, str) or (self.choices and value not in self.choices):
+            raise ValueError
+        if self.minimum is not None and value < self.minimum:
+            raise ValueError
+        if self.maximum is not None and value > self.maximum:
+            raise ValueError
+        return value
+
+
+def _positive(nullable: bool = False) -> Key:
+    return Key(int, minimum=1, nullable=nullable)
+
+
+def _fraction() -> Key:
+    return Key(float, minimum=0.0, maximum=0.9)
+
+
+SCHEMA: dict[str, Key] = {
+    "batch_size": _positive(),
+    "seed": Key(int, minimum=0),
+    "device": Key(str, choices=DEVICES),
+    "threads": _positive(nullable=True),
+    "norm.eps": Key(float, minimum=0.0),
+    "norm.momentum": Key(float, minimum=0.0, maximum=1.0),
+    "norm.groups": _positive(),
+    "norm.ghost_batch": _positive(nullable=True),
+    "norm.mask_padding": Key(bool),
+    "norm.fp32_stats": Key(bool),
+    "train.optimizer": Key(str, choices=("adamw", "sgd")),
+    "train.lr": Key(float, minimum=0.0),
+    "train.weight_decay": Key(float, minimum=0.0),
+    "train.momentum": Key(float, minimum=0.0, maximum=1.0),
+    "train.epochs": _positive(nullable=True),
+    "train.max_steps": _positive(nullable=True),
+    "train.schedule": Key(str, choices=("constant", "cosine")),
+    "train.warmup_steps": Key(int, minimum=0),
+    "train.lr_scaling": Key(str, choices=("none", "linear", "sqrt")),
+    "train.base_batch_size": _positive(),
+    "train.grad_clip": Key(float, minimum=0.0, nullable=True),
+    "train.eval_every": _positive(),
+    "train.log_every": _positive(),
+    "target.metric": Key(str, choices=("val_acc", "val_loss")),
+    "target.value": Key(float),
+}
+# Keys that exist only for one option of a group; the option's `name` key is checked against
+# the group's yaml files.
+OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
+    "model": {
+        "transformer": {
+            "model.width": _positive(),
+            "model.depth": _positive(),
+            "model.heads": _positive(),
+            "model.mlp_ratio": _positive(),
+            "model.patch_size": _positive(),
+            "model.weight_std": Key(bool),
+        },
+        "cnn": {
+            "model.width": _positive(),
+            "model.depth": _positive(),
+            "model.kernel_size": _positive(),
+            "model.weight_std": Key(bool),
+        },
+    },
+    "data": {
+        "mnist1d": {"data.num_samples": Key(int, minimum=100), "data.val_fraction": _fraction()},
+        "digits": {"data.test_fraction": _fraction(), "data.val_fraction": _fraction()},
+        "tokens": {
+            "data.num_samples": Key(int, minimum=100),
+            "data.min_len": Key(int, minimum=2),
+            "data.max_len": Key(int, minimum=2),
+            "data.vocab_size": Key(int, minimum=2),
+            "data.num_classes": Key(int, minimum=2),
+            "data.test_fraction": _fraction(),
+            "data.val_fraction": _fraction(),
+        },
+    },
+}
+
+
+def schema_for(choices: dict[str, str]) -> dict[str, Key]:
+    """Every key valid for the given group choices, dotted, with what it accepts."""
+    keys = dict(SCHEMA)
+    for group in GROUPS:
+        keys[f"{group}.name"] = Key(str, choices=tuple(group_options(group)))
+        keys.update(OPTION_SCHEMA.get(group, {}).get(choices[group], {}))
+    return keys
+
+
+# --------------------------------------------------------------------- combination rules
+@dataclass(frozen=True)
+class Rule:
+    """A combination normbench refuses before training, and why."""
+
+    summary: str
+    violation: Callable[[dict], str | None]
+
+
+def _patch_rule(cfg: dict) -> str | None:
+    from normbench.data import input_shape
+
+    model, data = cfg["model"], cfg["data"]
+    if model["name"] != "transformer" or data["name"] == "tokens":
+        return None
+    patch, sides = model["patch_size"], input_shape(data)[1:]
+    if all(side % patch == 0 for side in sides):
+        return None
+    valid = [p for p in range(1, max(sides) + 1) if all(side % p == 0 for side in sides)]
+    return (
+        f"model.patch_size={patch} must divide the input size {list(sides)} of "
+        f"data={data['name']}; valid: {', '.join(map(str, valid))}"
+    )
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "model=cnn with data=tokens: the CNN has no padding mask; variable-length tokens need "
+        "the transformer",
+        lambda cfg: (
+            "model=cnn cannot take data=tokens (no padding mask in the CNN); valid "
+            "model for data=tokens: transformer"
+            if cfg["model"]["name"] == "cnn" and cfg["data"]["name"] == "tokens"
+            else None
+        ),
+    ),
+    Rule(
+        "model.patch_size must divide the transformer's input (mnist1d: 40 samples, digits: 8x8)",
+        _patch_rule,
+    ),
+    Rule(
+        "norm=groupnorm needs norm.groups to divide model.width",
+        lambda cfg: (
+            f"norm.groups={cfg['norm']['groups']} must divide "
+            f"model.width={cfg['model']['width']}; valid: {_divisors(cfg['model']['width'])}"
+            if cfg["norm"]["name"] == "groupnorm" and cfg["model"]["width"] % cfg["norm"]["groups"]
+            else None
+        ),
+    ),
+    Rule(
+        "model.heads must divide model.width",
+        lambda cfg: (
+            f"model.heads={cfg['model']['heads']} must divide "
+            f"model.width={cfg['model']['width']}; valid: {_divisors(cfg['model']['width'])}"
+            if cfg["model"]["name"] == "transformer"
+            and cfg["model"]["width"] % cfg["model"]["heads"]
+            else None
+        ),
+    ),
+    Rule(
+        "train.epochs and train.max_steps both null: the run would never end",
+        lambda cfg: (
+            "train.epochs and train.max_steps are both null; set at least one"
+            if cfg["train"]["epochs"] is None and cfg["train"]["max_steps"] is None
+            else None
+        ),
+    ),
+    Rule(
+        "norm.ghost_batch larger than batch_size: a chunk cannot exceed the batch",
+        lambda cfg: (
+            f"norm.ghost_batch={cfg['norm']['ghost_batch']} is larger than "
+            f"batch_size={cfg['batch_size']}; valid: 1..{cfg['batch_size']} or null"
+            if (cfg["norm"]["ghost_batch"] or 0) > cfg["batch_size"]
+            else None
+        ),
+    ),
+    Rule("batch_size larger than the training set", lambda cfg: _batch_rule(cfg)),
+    Rule(
+        "data=tokens needs min_len <= max_len and min_len > num_classes - 1 (room for the "
+        "query and its repeats)",
+        lambda cfg: _tokens_rule(cfg),
+    ),
+)
+
+
+def _divisors(n: int) -> str:
+    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0)
+
+
+def _batch_rule(cfg: dict) -> str | None:
+    from normbench.data import split_sizes
+
+    train = split_sizes(cfg["data"])["train"]
+    if cfg["batch_size"] > train:
+        return (
+            f"batch_size={cfg['batch_size']} is larger than the training set of "
+            f"data={cfg['data']['name']} ({train} samples); valid: 1..{train}"
+        )
+    return None
+
+
+def _tokens_rule(cfg: dict) -> str | None:
+    data = cfg["data"]
+    if data["name"] != "tokens":
+        return None
+    if data["min_len"] > data["max_len"]:
+        return f"data.min_len={data['min_len']} is larger than data.max_len={data['max_len']}"
+    if data["min_len"] < data["num_classes"]:
+        return (
+            f"data.min_len={data['min_len']} leaves no room for {data['num_classes'] - 1} "
+            f"repeats of the query; valid: data.min_len >= {data['num_classes']}"
+        )
+    return None
+
+
+# -------------------------------------------------------------------------------- compose
+def parse_overrides(overrides: Iterable[str]) -> list:
+    """Hydra's own override parser; a malformed override is a UsageError."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    overrides = list(overrides)
+    try:
+        return OverridesParser.create().parse_overrides(overrides)
+    except OverrideParseException as err:
+        first = str(err).splitlines()[0]
+        raise UsageError(
+            f"{first}: overrides look like key=value, e.g. norm=groupnorm "
+            "batch_size=8 train.lr=1e-3"
+        ) from None
+
+
+def compose(overrides: Iterable[str] = ()) -> dict:
+    """The validated, resolved config of one run, as a plain dict.
+
+    Sweep syntax (``a,b``, ``range()``, ...) is refused here: it belongs to `normbench sweep`.
+    """
+    overrides = list(overrides)
+    parsed = parse_overrides(overrides)
+    for override in parsed:
+        if override.is_sweep_override():
+            raise UsageError(
+                f"'{override.input_line}' is sweep syntax; `normbench run` trains "
+                f"one config: use `normbench sweep {override.input_line}`"
+            )
+    choices = _group_choices(parsed)
+    keys = schema_for(choices)
+    for override in parsed:
+        key = override.key_or_group
+        if key in GROUPS:
+            continue
+        if override.is_delete() or override.is_add():
+            raise UsageError(
+                f"'{override.input_line}': keys can only be set (key=value), "
+                "not added (+) or deleted (~)"
+            )
+        if key not in keys:
+            raise UsageError(_unknown_key(key, keys))
+    cfg = _hydra_compose(overrides)
+    validate(cfg, keys)
+    return cfg
+
+
+def _group_choices(parsed: list) -> dict[str, str]:
+    from omegaconf import OmegaConf
+
+    defaults = OmegaConf.to_container(OmegaConf.load(conf_dir() / "config.yaml").defaults)
+    choices = {
+        group: value
+        for entry in defaults
+        if isinstance(entry, dict)
+        for group, value in entry.items()
+    }
+    for override in parsed:
+        group = override.key_or_group
+        if group not in GROUPS:
+            continue
+        value = override.value()
+        options = group_options(group)
+        if not isinstance(value, str) or value not in options:
+            raise UsageError(f"{group}={value}: unknown {group}; valid: {', '.join(options)}")
+        choices[group] = value
+    return choices
+
+
+def _unknown_key(key: str, keys: dict[str, Key]) -> str:
+    section = key.rsplit(".", 1)[0] if "." in key else ""
+    siblings = sorted(k for k in keys if (k.rsplit(".", 1)[0] if "." in k else "") == section)
+    close = difflib.get_close_matches(key, keys, n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    where = f"under {section}" if siblings and section else "at the top level"
+    if not siblings:
+        siblings = sorted({k.split(".")[0] for k in keys})
+        where = "sections and top-level keys"
+    return f"unknown key '{key}'{hint}; valid {where}: {', '.join(siblings)}"
+
+
+def _hydra_compose(overrides: list[str]) -> dict:
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
+            cfg = hydra_compose(config_name="config", overrides=overrides)
+        return OmegaConf.to_container(cfg, resolve=True)
+    except (HydraException, OmegaConfBaseException) as err:
+        raise UsageError(" ".join(str(err).split())) from None
+
+
+def flatten(cfg: dict, prefix: str = "") -> dict[str, Any]:
+    """{'train': {'lr': 1}} -> {'train.lr': 1}."""
+    flat: dict[str, Any] = {}
+    for key, value in cfg.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten(value, dotted + "."))
+        else:
+            flat[dotted] = value
+    return flat
+
+
+def validate(cfg: dict, keys: dict[str, Key] | None = None) -> None:
+    """Check every value against the schema and every combination rule; convert in place."""
+    if keys is None:
+        keys = schema_for({group: cfg[group]["name"] for group in GROUPS})
+    flat = flatten(cfg)
+    for key in flat:
+        if key not in keys:
+            raise UsageError(_unknown_key(key, keys))
+    for key, spec in keys.items():
+        if key not in flat:
+            raise UsageError(f"missing key '{key}' (expected {spec.describe()})")
+        try:
+            value = spec.check(flat[key])
+        except ValueError:
+            raise UsageError(
+                f"{key}={flat[key]!r} is not valid; valid: {spec.describe()}"
+            ) from None
+        section, _, leaf = key.rpartition(".")
+        (cfg[section] if section else cfg)[leaf] = value
+    for rule in RULES:
+        message = rule.violation(cfg)
+        if message:
+            raise UsageError(message)

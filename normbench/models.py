@@ -1,0 +1,244 @@
+"""The two models, built from one residual unit that places its norm as the config says.
+
+``ResidualUnit`` is the whole placement study: each placement is one line that reads like its
+equation (DESIGN.md). The Transformer's units wrap attention and an MLP, the CNN's wrap
+conv-act-conv; any norm from ``make_norm`` fits either.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from normbench.norms import make_norm
+
+# Placements whose residual stream leaves the last unit unnormalized: they need a final norm.
+NEEDS_FINAL_NORM = ("pre", "res_post", "sandwich")
+
+
+def standardize(weight: Tensor, eps: float = 1e-5) -> Tensor:
+    """Weight Standardization (Qiao et al. 2019): per output unit, zero mean and unit std."""
+    dims = tuple(range(1, weight.dim()))
+    var, mean = torch.var_mean(weight, dim=dims, keepdim=True, correction=0)
+    return (weight - mean) / (var.sqrt() + eps)
+
+
+class StdLinear(nn.Linear):
+    def forward(self, x: Tensor) -> Tensor:
+        return F.linear(x, standardize(self.weight), self.bias)
+
+
+class StdConv1d(nn.Conv1d):
+    def forward(self, x: Tensor) -> Tensor:
+        return self._conv_forward(x, standardize(self.weight), self.bias)
+
+
+class StdConv2d(nn.Conv2d):
+    def forward(self, x: Tensor) -> Tensor:
+        return self._conv_forward(x, standardize(self.weight), self.bias)
+
+
+def masked_mean(h: Tensor, mask: Tensor | None) -> Tensor:
+    """Mean over tokens (N, T, D) -> (N, D), real tokens only."""
+    if mask is None:
+        return h.mean(1)
+    weight = mask[..., None].to(h.dtype)
+    return (h * weight).sum(1) / weight.sum(1).clamp_min(1)
+
+
+# ------------------------------------------------------------------------------ sublayers
+class Attention(nn.Module):
+    """Multi-head self-attention; padded keys are masked out."""
+
+    def __init__(self, width: int, heads: int, linear: type[nn.Linear]):
+        super().__init__()
+        self.heads = heads
+        self.qkv = linear(width, 3 * width)
+        self.proj = linear(width, width)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        n, t, d = x.shape
+        q, k, v = self.qkv(x).view(n, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        keep = None if mask is None else mask[:, None, None, :]
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+        return self.proj(y.transpose(1, 2).reshape(n, t, d))
+
+    def deepnorm_weights(self) -> list[Tensor]:
+        """DeepNet scales the value and output projections, not queries and keys."""
+        width = self.proj.weight.shape[0]
+        return [self.qkv.weight[2 * width :], self.proj.weight]
+
+
+class MLP(nn.Module):
+    def __init__(self, width: int, hidden: int, linear: type[nn.Linear]):
+        super().__init__()
+        self.fc1 = linear(width, hidden)
+        self.fc2 = linear(hidden, width)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        return self.fc2(F.gelu(self.fc1(x)))
+
+    def deepnorm_weights(self) -> list[Tensor]:
+        return [self.fc1.weight, self.fc2.weight]
+
+
+class ConvBlock(nn.Module):
+    """conv-act-conv, the CNN's sublayer; length/size preserving."""
+
+    def __init__(self, width: int, kernel_size: int, conv: type[nn.Module]):
+        super().__init__()
+        self.conv1 = conv(width, width, kernel_size, padding=kernel_size // 2)
+        self.conv2 = conv(width, width, kernel_size, padding=kernel_size // 2)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        return self.conv2(F.gelu(self.conv1(x)))
+
+    def deepnorm_weights(self) -> list[Tensor]:
+        return [self.conv1.weight, self.conv2.weight]
+
+
+# -------------------------------------------------------------------------- residual unit
+class ResidualUnit(nn.Module):
+    """x -> x' around sublayer F with norm N, placed as `placement` says (DESIGN.md)."""
+
+    def __init__(
+        self, sublayer: nn.Module, width: int, layout: str, placement: str, depth: int, norm: dict
+    ):
+        super().__init__()
+        self.sublayer = sublayer
+        self.placement = placement
+        self.norm = make_norm(norm["name"], width, layout, **norm["options"])
+        self.norm2 = (
+            make_norm(norm["name"], width, layout, **norm["options"])
+            if placement == "sandwich"
+            else None
+        )
+        self.alpha = 1.0
+        if placement == "deepnorm":  # DeepNet (Wang et al. 2022), encoder-only constants
+            self.alpha = (2 * depth) ** 0.25
+            with torch.no_grad():
+                for weight in sublayer.deepnorm_weights():
+                    weight.mul_((8 * depth) ** -0.25)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        n = partial(self.norm, mask=mask)  # N
+        f = partial(self.sublayer, mask=mask)  # F
+        match self.placement:
+            case "pre":
+                return x + f(n(x))
+            case "post":
+                return n(x + f(x))
+            case "res_post":
+                return x + n(f(x))
+            case "sandwich":
+                return x + self.norm2(f(n(x)), mask=mask)
+            case "deepnorm":
+                return n(self.alpha * x + f(x))
+        raise ValueError(f"unknown placement {self.placement!r}")
+
+
+# --------------------------------------------------------------------------------- models
+class Transformer(nn.Module):
+    """Encoder classifier: embed patches (signals, images) or tokens, add learned positions,
+    `depth` blocks of attention and MLP units, masked mean pooling, linear head."""
+
+    def __init__(
+        self,
+        model: dict,
+        norm: dict,
+        placement: str,
+        input_shape: tuple[int, ...],
+        num_classes: int,
+        vocab_size: int = 0,
+    ):
+        super().__init__()
+        width, depth, patch = model["width"], model["depth"], model["patch_size"]
+        linear = StdLinear if model["weight_std"] else nn.Linear
+        self.patch = patch
+        if vocab_size:  # tokens: (N, T) ids, 0 is padding
+            self.embed = nn.Embedding(vocab_size + 1, width, padding_idx=0)
+            positions = input_shape[0]
+        else:  # signals (C, L) or images (C, H, W), cut into non-overlapping patches
+            channels, *sides = input_shape
+            self.embed = nn.Linear(channels * patch ** len(sides), width)
+            positions = math.prod(side // patch for side in sides)
+        self.pos = nn.Parameter(torch.randn(1, positions, width) * 0.02)
+
+        def unit(sublayer: nn.Module) -> ResidualUnit:
+            return ResidualUnit(sublayer, width, "tokens", placement, depth, norm)
+
+        self.units = nn.ModuleList()
+        for _ in range(depth):
+            self.units.append(unit(Attention(width, model["heads"], linear)))
+            self.units.append(unit(MLP(width, model["mlp_ratio"] * width, linear)))
+        final = norm["name"] if placement in NEEDS_FINAL_NORM else "none"
+        self.final_norm = make_norm(final, width, "tokens", **norm["options"])
+        self.head = nn.Linear(width, num_classes)
+
+    def patchify(self, x: Tensor) -> Tensor:
+        """(N, C, L) -> (N, L/p, C*p); (N, C, H, W) -> (N, HW/p^2, C*p^2)."""
+        p = self.patch
+        if x.dim() == 3:
+            return x.unfold(2, p, p).permute(0, 2, 1, 3).flatten(2)
+        patches = x.unfold(2, p, p).unfold(3, p, p)  # (N, C, H/p, W/p, p, p)
+        return patches.permute(0, 2, 3, 1, 4, 5).flatten(3).flatten(1, 2)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        h = self.embed(x) if x.dtype == torch.long else self.embed(self.patchify(x))
+        h = h + self.pos[:, : h.shape[1]]
+        for unit in self.units:
+            h = unit(h, mask)
+        h = self.final_norm(h, mask=mask)
+        return self.head(masked_mean(h, mask))
+
+
+class CNN(nn.Module):
+    """Residual CNN, 1D for signals and 2D for images: stem conv, `depth` conv-act-conv
+    units at constant width and resolution, global average pooling, linear head."""
+
+    def __init__(
+        self,
+        model: dict,
+        norm: dict,
+        placement: str,
+        input_shape: tuple[int, ...],
+        num_classes: int,
+    ):
+        super().__init__()
+        width, depth, kernel = model["width"], model["depth"], model["kernel_size"]
+        channels, *sides = input_shape
+        conv = {1: (StdConv1d, nn.Conv1d), 2: (StdConv2d, nn.Conv2d)}[len(sides)]
+        conv = conv[0] if model["weight_std"] else conv[1]
+        self.stem = conv(channels, width, kernel, padding=kernel // 2)
+        self.units = nn.ModuleList(
+            ResidualUnit(ConvBlock(width, kernel, conv), width, "channels", placement, depth, norm)
+            for _ in range(depth)
+        )
+        final = norm["name"] if placement in NEEDS_FINAL_NORM else "none"
+        self.final_norm = make_norm(final, width, "channels", **norm["options"])
+        self.head = nn.Linear(width, num_classes)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        h = self.stem(x)
+        for unit in self.units:
+            h = unit(h)
+        h = self.final_norm(h)
+        return self.head(h.flatten(2).mean(2))
+
+
+def build_model(
+    cfg: dict, input_shape: tuple[int, ...], num_classes: int, vocab_size: int = 0
+) -> nn.Module:
+    """The model a resolved config names, for data of the given shape."""
+    norm = {
+        "name": cfg["norm"]["name"],
+        "options": {k: v for k, v in cfg["norm"].items() if k != "name"},
+    }
+    placement = cfg["placement"]["name"]
+    if cfg["model"]["name"] == "transformer":
+        return Transformer(cfg["model"], norm, placement, input_shape, num_classes, vocab_size)
+    return CNN(cfg["model"], norm, placement, input_shape, num_classes)

@@ -1,0 +1,377 @@
+"""Normalization layers behind one constructor, ``make_norm(name, num_features, layout, **opts)``.
+
+Every layer takes ``forward(x, mask=None, cond=None)`` so a model can call any norm the same
+way. Two layouts:
+
+- ``channels``: x is (N, C, *S), features on dim 1 (CNN activations).
+- ``tokens``:   x is (N, T, D), features last (Transformer activations); ``mask`` (N, T) is
+  True for real tokens, and statistics that run over tokens skip padded positions.
+
+Where PyTorch has a fused op for a layout it is the implementation; custom code covers only
+what PyTorch lacks (masked statistics, SwitchNorm's mixture, ScaleNorm, DyT, AdaLN's modulation).
+Statistics are computed in float32 under autocast (``fp32_stats``): on CPU, autocast would
+otherwise run layer_norm/group_norm/batch_norm in bf16/fp16 and lose the variance.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+LAYOUTS = ("channels", "tokens")
+
+
+def feature_view(param: Tensor, x: Tensor, layout: str) -> Tensor:
+    """Reshape a per-feature vector so it broadcasts against x in the given layout."""
+    if layout == "tokens":
+        return param
+    return param.view(1, -1, *([1] * (x.dim() - 2)))
+
+
+def masked_moments(x: Tensor, dims: tuple[int, ...], mask: Tensor | None) -> tuple[Tensor, Tensor]:
+    """Mean and biased variance over ``dims`` counting only positions where mask is True.
+
+    ``mask`` broadcasts against x (for tokens: (N, T, 1)); None means every position counts.
+    """
+    if mask is None:
+        var, mean = torch.var_mean(x, dim=dims, keepdim=True, correction=0)
+        return mean, var
+    weight = mask.to(x.dtype)
+    count = weight.expand_as(x).sum(dim=dims, keepdim=True).clamp_min(1)
+    mean = (x * weight).sum(dim=dims, keepdim=True) / count
+    var = (((x - mean) * weight) ** 2).sum(dim=dims, keepdim=True) / count
+    return mean, var
+
+
+class Norm(nn.Module):
+    """Base class: float32 statistics under autocast, then the subclass's ``normalize``."""
+
+    def __init__(
+        self,
+        num_features: int,
+        layout: str,
+        eps: float = 1e-5,
+        fp32_stats: bool = True,
+        mask_padding: bool = True,
+    ):
+        super().__init__()
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+        self.num_features = num_features
+        self.layout = layout
+        self.eps = eps
+        self.fp32_stats = fp32_stats
+        self.mask_padding = mask_padding
+
+    def forward(self, x: Tensor, mask: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
+        if not self.mask_padding:
+            mask = None
+        if not self.fp32_stats:
+            return self.normalize(x, mask, cond)
+        with torch.autocast(x.device.type, enabled=False):
+            y = self.normalize(x.float(), mask, None if cond is None else cond.float())
+        return y.to(x.dtype)
+
+    def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
+        raise NotImplementedError
+
+
+class AffineNorm(Norm):
+    """A norm with a per-feature scale (init 1) and shift (init 0)."""
+
+    def __init__(self, num_features: int, layout: str, **common):
+        super().__init__(num_features, layout, **common)
+        self.weight = nn.Parameter(torch.ones(num_features))
+        self.bias = nn.Parameter(torch.zeros(num_features))
+
+    def affine(self, y: Tensor) -> Tensor:
+        weight, bias = (feature_view(p, y, self.layout) for p in (self.weight, self.bias))
+        return y * weight + bias
+
+
+class BatchNorm(AffineNorm):
+    """Per feature over the batch: channels over (N, S), tokens over all real tokens (N, T).
+
+    ``ghost_batch`` splits the batch into chunks of that many samples, each normalized with its
+    own statistics (the per-device batch of data-parallel training); every chunk updates the
+    running statistics, which eval mode uses.
+    """
+
+    def __init__(
+        self,
+        num_features: int,
+        layout: str,
+        momentum: float = 0.1,
+        ghost_batch: int | None = None,
+        **common,
+    ):
+        super().__init__(num_features, layout, **common)
+        self.momentum = momentum
+        self.ghost_batch = ghost_batch
+        self.register_buffer("running_mean", torch.zeros(num_features))
+        self.register_buffer("running_var", torch.ones(num_features))
+
+    def ghost_size(self, batch: int) -> int:
+        """Samples per statistics chunk: the ghost batch when training, else the whole batch."""
+        return self.ghost_batch if self.training and self.ghost_batch else batch
+
+    def bn(self, x: Tensor) -> Tensor:
+        return F.batch_norm(
+            x,
+            self.running_mean,
+            self.running_var,
+            self.weight,
+            self.bias,
+            self.training,
+            self.momentum,
+            self.eps,
+        )
+
+    def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
+        size = self.ghost_size(x.shape[0])
+        if self.layout == "channels":
+            return torch.cat([self.bn(chunk) for chunk in x.split(size)])
+        if mask is None:  # (N, T, D) -> (N, D, T): features on dim 1, tokens as space
+            h = x.transpose(1, 2)
+            return torch.cat([self.bn(chunk) for chunk in h.split(size)]).transpose(1, 2)
+        # Only real tokens enter the statistics; padded positions come out as zeros.
+        real = [self.bn(x[i : i + size][mask[i : i + size]]) for i in range(0, x.shape[0], size)]
+        out = torch.zeros_like(x)
+        out[mask] = torch.cat(real)
+        return out
+
+
+class LayerNorm(AffineNorm):
+    """Per sample over (C, S) with a per-C affine (channels: GroupNorm with one group);
+    per token over D (tokens: F.layer_norm)."""
+
+    def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
+        if self.layout == "channels":
+            return F.group_norm(x, 1, self.weight, self.bias, self.eps)
+        return F.layer_norm(x, (self.num_features,), self.weight, self.bias, self.eps)
+
+
+class RMSNorm(Norm):
+    """Divide by the root mean square, no centring, per-feature scale: per sample over (C, S);
+    per token over D."""
+
+    def __init__(self, num_features: int, layout: str, **common):
+        super().__init__(num_features, layout, **common)
+        self.weight = nn.Parameter(torch.ones(num_features))
+
+    def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
+        if self.layout == "tokens":
+            return F.rms_norm(x, (self.num_features,), self.weight, self.eps)
+        return F.rms_norm(x, x.shape[1:], None, self.eps) * feature_view(self.weight, x, "channels")
+
+
+class InstanceNorm(AffineNorm):
+    """Per (sample, feature) over space: channels over S (F.instance_norm); tokens over the
+    real tokens T (F.instance_norm without padding, masked moments with it)."""
+
+    def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
+        if self.layout == "channels":
+            return F.instance_norm(x, weight=self.weight, bias=self.bias, eps=self.eps)
+        if mask is None:
+            y = F.instance_norm(x.transpose(1, 2), weight=self.weight, bias=self.bias, eps=self.eps)
+            return y.transpose(1, 2)
+        mean, var = masked_moments(x, (1,), mask[..., None])
+        return self.affine((x - mean) * torch.rsqrt(var + self.eps))
+
+
+class GroupNorm(AffineNorm):
+    """Per (sample, group) over (C/G, S); tokens per (token, group) over D/G. One group is
+    LayerNorm."""
+
+    def __init__(self, num_features: int, layout: str, groups: int = 8, **common):
+        super().__init__(num_features, layout, **common)
+        if num_features % groups:
+            raise ValueError(f"groups={groups} must divide num_features={num_features}")
+        self.groups = groups
+
+    def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
+        if self.layout == "channels":
+            return F.group_norm(x, self.groups, self.weight, self.bias, self.eps)
+        flat = x.reshape(-1, self.num_features)  # every token is its own sample
+        return F.group_norm(flat, self.groups, self.weight, self.bias, self.eps).view_as(x)
+
+
+class SwitchNorm(AffineNorm):
+    """Switchable Normalization (Luo et al. 2018): the IN, LN and BN means and variances of
+    the DESIGN table, mixed by two softmax weight vectors (means, variances) initialised equal.
+
+    Eval mode replaces the BN statistics with running statistics; ``ghost_batch`` takes BN
+    statistics over chunks of samples, as BatchNorm does.
+    """
+
+    def __init__(
+        self,
+        num_features: int,
+        layout: str,
+        momentum: float = 0.1,
+        ghost_batch: int | None = None,
+        **common,
+    ):
+        super().__init__(num_features, layout, **common)
+        self.momentum = momentum
+        self.ghost_batch = ghost_batch
+        self.mean_weight = nn.Parameter(torch.ones(3))  # order: IN, LN, BN
+        self.var_weight = nn.Parameter(torch.ones(3))
+        self.register_buffer("running_mean", torch.zeros(num_features))
+        self.register_buffer("running_var", torch.ones(num_features))
+
+    def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
+        # Work channels-first with the "space" axis flattened: (N, C, L). Tokens become
+        # (N, D, T), so IN and BN run over T just as they run over S for channels.
+        shape = x.shape
+        h = x.flatten(2) if self.layout == "channels" else x.transpose(1, 2)
+        m = None if mask is None else mask[:, None, :]  # (N, 1, T)
+        mean_in, var_in = masked_moments(h, (2,), m)
+        ln_dims = (1, 2) if self.layout == "channels" else (1,)
+        mean_ln, var_ln = masked_moments(h, ln_dims, None)
+        mean_bn, var_bn = self.batch_moments(h, m)
+        mw, vw = self.mean_weight.softmax(0), self.var_weight.softmax(0)
+        mean = mw[0] * mean_in + mw[1] * mean_ln + mw[2] * mean_bn
+        var = vw[0] * var_in + vw[1] * var_ln + vw[2] * var_bn
+        y = self.affine_cf((h - mean) * torch.rsqrt(var + self.eps))
+        return y.view(shape) if self.layout == "channels" else y.transpose(1, 2)
+
+    def affine_cf(self, y: Tensor) -> Tensor:
+        return y * self.weight[:, None] + self.bias[:, None]
+
+    def batch_moments(self, h: Tensor, m: Tensor | None) -> tuple[Tensor, Tensor]:
+        """BN statistics per channel over (N, L), per ghost batch; running ones in eval."""
+        if not self.training:
+            return self.running_mean[:, None], self.running_var[:, None]
+        size = self.ghost_batch or h.shape[0]
+        means, variances = [], []
+        for start in range(0, h.shape[0], size):
+            chunk = h[start : start + size]
+            chunk_mask = None if m is None else m[start : start + size]
+            mean, var = masked_moments(chunk, (0, 2), chunk_mask)
+            self.update_running(mean, var, chunk, chunk_mask)
+            repeat = chunk.shape[0]
+            means.append(mean.expand(repeat, -1, -1))
+            variances.append(var.expand(repeat, -1, -1))
+        return torch.cat(means), torch.cat(variances)
+
+    @torch.no_grad()
+    def update_running(self, mean: Tensor, var: Tensor, chunk: Tensor, mask: Tensor | None):
+        """Running statistics as PyTorch's BatchNorm keeps them (unbiased variance)."""
+        count = mask.sum() if mask is not None else torch.tensor(chunk[:, 0].numel())
+        unbiased = var.flatten() * count / (count - 1).clamp_min(1)
+        self.running_mean.lerp_(mean.flatten(), self.momentum)
+        self.running_var.lerp_(unbiased, self.momentum)
+
+
+class ScaleNorm(Norm):
+    """g * x / ||x|| with one learnable scalar g initialised to sqrt(num_features).
+
+    Tokens: the norm is over D. Channels: over (C, S), divided by sqrt(|S|) so that g keeps the
+    same meaning (output RMS = g / sqrt(C)) whatever the spatial size.
+    """
+
+    def __init__(self, num_features: int, layout: str, **common):
+        super().__init__(num_features, layout, **common)
+        self.g = nn.Parameter(torch.tensor(math.sqrt(num_features)))
+
+    def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
+        if self.layout == "tokens":
+            norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+        else:
+            dims = tuple(range(1, x.dim()))
+            spatial = x[0, 0].numel()
+            norm = torch.linalg.vector_norm(x, dim=dims, keepdim=True) / math.sqrt(spatial)
+        return x * (self.g / norm.clamp_min(self.eps))
+
+
+class DyT(AffineNorm):
+    """Dynamic Tanh (Zhu et al. 2025): gamma * tanh(alpha * x) + beta, elementwise, with a
+    learnable scalar alpha initialised to 0.5 and per-feature gamma, beta."""
+
+    def __init__(self, num_features: int, layout: str, alpha_init: float = 0.5, **common):
+        super().__init__(num_features, layout, **common)
+        self.alpha = nn.Parameter(torch.tensor(alpha_init))
+
+    def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
+        return self.affine(torch.tanh(self.alpha * x))
+
+
+class AdaLN(Norm):
+    """LayerNorm without affine, modulated as x * (1 + scale) + shift, where (scale, shift) is a
+    zero-initialised linear projection of a per-sample condition ``cond`` (N, cond_dim).
+
+    Without ``cond`` the condition is the mean-pooled input of the unit (over S, or over the
+    real tokens), so cond_dim defaults to num_features. Zero init: training starts as plain
+    LayerNorm.
+    """
+
+    def __init__(self, num_features: int, layout: str, cond_dim: int | None = None, **common):
+        super().__init__(num_features, layout, **common)
+        self.modulation = nn.Linear(cond_dim or num_features, 2 * num_features)
+        nn.init.zeros_(self.modulation.weight)
+        nn.init.zeros_(self.modulation.bias)
+
+    def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
+        if self.layout == "channels":
+            y = F.group_norm(x, 1, eps=self.eps)
+            if cond is None:
+                cond = x.flatten(2).mean(2)
+        else:
+            y = F.layer_norm(x, (self.num_features,), eps=self.eps)
+            if cond is None:
+                cond = masked_moments(x, (1,), None if mask is None else mask[..., None])[0][:, 0]
+        scale, shift = self.modulation(cond).chunk(2, dim=-1)  # (N, features) each
+        if self.layout == "channels":
+            scale, shift = (t.view(*t.shape, *([1] * (x.dim() - 2))) for t in (scale, shift))
+        else:
+            scale, shift = scale[:, None, :], shift[:, None, :]
+        return y * (1 + scale) + shift
+
+
+class Identity(Norm):
+    """No normalization."""
+
+    def forward(self, x: Tensor, mask: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
+        return x
+
+
+# name -> (class, the norm.* options it takes beyond eps, fp32_stats and mask_padding)
+NORMS: dict[str, tuple[Callable[..., Norm], tuple[str, ...]]] = {
+    "batchnorm": (BatchNorm, ("momentum", "ghost_batch")),
+    "layernorm": (LayerNorm, ()),
+    "instancenorm": (InstanceNorm, ()),
+    "groupnorm": (GroupNorm, ("groups",)),
+    "switchnorm": (SwitchNorm, ("momentum", "ghost_batch")),
+    "rmsnorm": (RMSNorm, ()),
+    "adaln": (AdaLN, ("cond_dim",)),
+    "dyt": (DyT, ()),
+    "scalenorm": (ScaleNorm, ()),
+    "none": (Identity, ()),
+}
+
+COMMON_OPTIONS = ("eps", "fp32_stats", "mask_padding")
+
+
+def make_norm(name: str, num_features: int, layout: str = "channels", **options) -> Norm:
+    """Build norm ``name`` for ``num_features`` features in ``layout``.
+
+    ``options`` use the ``norm.*`` config key names. Keys a norm has no use for are ignored, so
+    one config can be crossed with every norm; names no norm knows are an error.
+    """
+    if name not in NORMS:
+        raise ValueError(f"norm={name!r} is not one of {sorted(NORMS)}")
+    known = set(COMMON_OPTIONS).union(*(extra for _, extra in NORMS.values()))
+    unknown = set(options) - known
+    if unknown:
+        raise ValueError(f"unknown norm option(s) {sorted(unknown)}; known: {sorted(known)}")
+    cls, extra = NORMS[name]
+    return cls(
+        num_features,
+        layout,
+        **{k: v for k, v in options.items() if k in COMMON_OPTIONS or k in extra},
+    )

@@ -1,0 +1,112 @@
+"""The run store: runs/<run_id>/{config.yaml, meta.json, metrics.parquet}.
+
+A run id is readable and content-addressed: the same resolved experiment always maps to the
+same id, so a repeated command (or a resumed sweep) finds what is already done. Every file is
+written to a temporary name and renamed into place, so a killed process never leaves a
+half-written file that looks complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from normbench.config import EXECUTION_KEYS
+
+STATUSES = ("running", "complete", "diverged", "failed", "interrupted")
+FINISHED = ("complete", "diverged")  # results: not run again unless forced
+METRIC_COLUMNS = (
+    "step",
+    "epoch",
+    "samples",
+    "elapsed_s",
+    "lr",
+    "train_loss",
+    "train_acc",
+    "val_loss",
+    "val_acc",
+    "grad_norm",
+)
+
+
+def run_id(cfg: dict) -> str:
+    """``transformer-layernorm-pre-fp32-b32-s0-1a2b3c4d``: the headline choices, then a hash of
+    the whole resolved config except execution settings (device, threads)."""
+    experiment = {k: v for k, v in cfg.items() if k not in EXECUTION_KEYS}
+    digest = hashlib.sha256(json.dumps(experiment, sort_keys=True).encode()).hexdigest()[:8]
+    return (
+        f"{cfg['model']['name']}-{cfg['norm']['name']}-{cfg['placement']['name']}-"
+        f"{cfg['precision']['name']}-b{cfg['batch_size']}-s{cfg['seed']}-{digest}"
+    )
+
+
+def atomic_write(path: Path, data: bytes | str) -> None:
+    """Write to a temporary file in the same directory, fsync, then rename over ``path``."""
+    raw = data.encode() if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(raw)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class RunDir:
+    """One run's directory and the three files in it."""
+
+    def __init__(self, runs_dir: Path | str, run_id: str):
+        self.run_id = run_id
+        self.path = Path(runs_dir) / run_id
+
+    @property
+    def meta_path(self) -> Path:
+        return self.path / "meta.json"
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.path / "metrics.parquet"
+
+    def read_meta(self) -> dict[str, Any] | None:
+        """The run's meta.json, or None when there is none (or it cannot be read)."""
+        try:
+            return json.loads(self.meta_path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def status(self) -> str | None:
+        meta = self.read_meta()
+        return meta.get("status") if meta else None
+
+    def write_config(self, cfg: dict) -> None:
+        from omegaconf import OmegaConf
+
+        self.path.mkdir(parents=True, exist_ok=True)
+        atomic_write(self.path / "config.yaml", OmegaConf.to_yaml(OmegaConf.create(cfg)))
+
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        atomic_write(self.meta_path, json.dumps(meta, indent=2, default=str) + "\n")
+
+    def write_metrics(self, rows: list[dict[str, float]]) -> None:
+        """All rows so far, as one parquet file (rewritten whole: runs log hundreds of rows)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        columns = {name: [row.get(name) for row in rows] for name in METRIC_COLUMNS}
+        types = {"step": pa.int64(), "samples": pa.int64()}
+        table = pa.table(
+            {
+                name: pa.array(values, type=types.get(name, pa.float64()))
+                for name, values in columns.items()
+            }
+        )
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
+        atomic_write(self.metrics_path, sink.getvalue().to_pybytes())

@@ -1,0 +1,359 @@
+"""One training run, from a validated config to a finished run directory.
+
+``run_experiment`` owns the run's life cycle (skip if finished, status transitions, errors);
+``Trainer`` owns the loop. The loop keeps host synchronisation to logging steps: losses and
+accuracies accumulate on the device and are read every ``train.log_every`` steps.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import socket
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from normbench import __version__
+from normbench.config import UsageError
+from normbench.data import Split, input_shape, load
+from normbench.models import build_model
+from normbench.store import FINISHED, RunDir, run_id
+
+AUTOCAST_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+EVAL_BATCH = 1024
+
+
+@dataclass
+class Outcome:
+    """What became of a run: its id, directory, final status and summary numbers."""
+
+    run_id: str
+    path: Path
+    status: str
+    summary: dict = field(default_factory=dict)
+    error: str | None = None
+    skipped: bool = False
+
+
+def resolve_device(name: str) -> torch.device:
+    """auto picks cuda, then mps, then cpu; asking for a device that is not there is refused."""
+    cuda, mps = torch.cuda.is_available(), torch.backends.mps.is_available()
+    if name == "auto":
+        return torch.device("cuda" if cuda else "mps" if mps else "cpu")
+    if (name == "cuda" and not cuda) or (name == "mps" and not mps):
+        present = ", ".join(d for d, ok in (("cpu", True), ("cuda", cuda), ("mps", mps)) if ok)
+        raise UsageError(f"device={name} is not available on this machine; valid: auto, {present}")
+    return torch.device(name)
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def run_experiment(
+    cfg: dict, runs_dir: Path | str, force: bool = False, progress: bool = True
+) -> Outcome:
+    """Train the run ``cfg`` describes unless a finished one exists; record everything.
+
+    A failure is recorded as status ``failed`` (with its error text) and returned, not raised.
+    KeyboardInterrupt marks the run ``interrupted``, keeps its metrics, and propagates.
+    """
+    device = resolve_device(cfg["device"])
+    run = RunDir(runs_dir, run_id(cfg))
+    previous = run.read_meta()
+    if previous and previous.get("status") in FINISHED and not force:
+        return Outcome(
+            run.run_id, run.path, previous["status"], previous.get("summary", {}), skipped=True
+        )
+    if cfg["threads"]:
+        torch.set_num_threads(cfg["threads"])
+    run.write_config(cfg)
+    meta = {
+        "run_id": run.run_id,
+        "status": "running",
+        "started": now(),
+        "finished": None,
+        "error": None,
+        "device": str(device),
+        "threads": torch.get_num_threads(),
+        "host": socket.gethostname(),
+        "command": sys.argv,
+        "versions": {
+            "normbench": __version__,
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+        },
+        "summary": {},
+    }
+    run.write_meta(meta)
+    trainer = Trainer(cfg, device, run, progress)
+    try:
+        status = trainer.fit()
+        error = None
+    except KeyboardInterrupt:
+        meta.update(status="interrupted", finished=now(), summary=trainer.summary)
+        run.write_meta(meta)
+        raise
+    except Exception as exc:  # a run's failure is a recorded result, never a lost sweep
+        status, error = "failed", f"{type(exc).__name__}: {exc}"
+        meta["traceback"] = traceback.format_exc()
+    meta.update(status=status, finished=now(), error=error, summary=trainer.summary)
+    run.write_meta(meta)
+    return Outcome(run.run_id, run.path, status, trainer.summary, error)
+
+
+class Trainer:
+    """The training loop of one run, with its evaluation, logging and progress display."""
+
+    def __init__(self, cfg: dict, device: torch.device, run: RunDir, progress: bool):
+        self.cfg, self.device, self.run, self.show_progress = cfg, device, run, progress
+        self.rows: list[dict[str, float]] = []
+        self.summary: dict = {}
+        self.train_s = 0.0  # training time, evaluation excluded
+
+    # ---------------------------------------------------------------------------- set-up
+    def setup(self) -> None:
+        cfg, train = self.cfg, self.cfg["train"]
+        torch.manual_seed(cfg["seed"])
+        np.random.seed(cfg["seed"])
+        self.data = load(cfg["data"])
+        self.tensors = {
+            name: self.to_device(getattr(self.data, name)) for name in ("train", "val", "test")
+        }
+        self.model = build_model(
+            cfg, input_shape(cfg["data"]), self.data.num_classes, self.data.vocab_size
+        ).to(self.device)
+        self.lr = train["lr"] * self.lr_scale()
+        decay = [p for p in self.model.parameters() if p.dim() >= 2]
+        no_decay = [p for p in self.model.parameters() if p.dim() < 2]
+        groups = [
+            {"params": decay, "weight_decay": train["weight_decay"]},
+            {"params": no_decay, "weight_decay": 0.0},
+        ]
+        fused = self.device.type in ("cpu", "cuda")  # one kernel instead of one per tensor
+        if train["optimizer"] == "adamw":
+            self.optimizer = torch.optim.AdamW(groups, lr=self.lr, fused=fused)
+        else:
+            self.optimizer = torch.optim.SGD(groups, lr=self.lr, momentum=train["momentum"],
+                                             fused=fused)
+        self.steps_per_epoch = len(self.data.train) // cfg["batch_size"]
+        budgets = [train["max_steps"]]
+        if train["epochs"]:
+            budgets.append(train["epochs"] * self.steps_per_epoch)
+        self.total_steps = min(b for b in budgets if b)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self.lr_factor)
+        precision = cfg["precision"]["name"]
+        self.autocast_dtype = AUTOCAST_DTYPES[precision]
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=precision == "fp16")
+        self.params = list(self.model.parameters())
+
+    def lr_scale(self) -> float:
+        """train.lr_scaling: lr * (batch_size / base_batch_size) ** (1 | 1/2 | 0)."""
+        power = {"none": 0.0, "linear": 1.0, "sqrt": 0.5}[self.cfg["train"]["lr_scaling"]]
+        return (self.cfg["batch_size"] / self.cfg["train"]["base_batch_size"]) ** power
+
+    def lr_factor(self, step: int) -> float:
+        """Linear warm-up over warmup_steps, then constant or cosine decay to zero."""
+        warmup = self.cfg["train"]["warmup_steps"]
+        if step < warmup:
+            return (step + 1) / warmup
+        if self.cfg["train"]["schedule"] == "constant":
+            return 1.0
+        progress = (step - warmup) / max(1, self.total_steps - warmup)
+        return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+
+    def to_device(self, split: Split) -> dict[str, torch.Tensor | None]:
+        mask = None if split.mask is None else torch.from_numpy(split.mask).to(self.device)
+        return {
+            "x": torch.from_numpy(split.x).to(self.device),
+            "y": torch.from_numpy(split.y).to(self.device),
+            "mask": mask,
+        }
+
+    # ------------------------------------------------------------------------------ loop
+    def batches(self):
+        """Endless shuffled training batches; each epoch is a fresh permutation from the seed."""
+        data, size = self.tensors["train"], self.cfg["batch_size"]
+        generator = torch.Generator().manual_seed(self.cfg["seed"])
+        while True:
+            order = torch.randperm(len(self.data.train), generator=generator).to(self.device)
+            for i in range(self.steps_per_epoch):
+                idx = order[i * size : (i + 1) * size]
+                mask = None if data["mask"] is None else data["mask"][idx]
+                yield data["x"][idx], data["y"][idx], mask
+
+    def fit(self) -> str:
+        """Train to the budget. Returns the status: ``complete`` or ``diverged``."""
+        self.setup()
+        train = self.cfg["train"]
+        window = Window(self.device)
+        self.summary = {"steps": 0, "steps_to_target": None, "time_to_target_s": None}
+        batches = self.batches()
+        self.model.train()
+        try:
+            with self.progress_bar() as progress:
+                task = progress.add_task(
+                    self.run.run_id, total=self.total_steps, loss="-", val="-", speed="-"
+                )
+                tick = time.perf_counter()
+                for step in range(1, self.total_steps + 1):
+                    x, y, mask = next(batches)
+                    evaluate = step % train["eval_every"] == 0 or step == self.total_steps
+                    log = evaluate or step % train["log_every"] == 0
+                    loss, logits, grad_norm = self.step(x, y, mask, want_grad_norm=log)
+                    window.add(loss, logits, y)
+                    if not log:
+                        continue
+                    self.train_s += time.perf_counter() - tick
+                    row = self.train_row(step, window, grad_norm)
+                    if evaluate:
+                        row["val_loss"], row["val_acc"] = self.evaluate("val")
+                        self.check_target(step, row)
+                    self.rows.append(row)
+                    self.summary["steps"] = step
+                    val = "-" if math.isnan(row["val_acc"]) else f"{row['val_acc']:.3f}"
+                    progress.update(
+                        task,
+                        completed=step,
+                        loss=f"{row['train_loss']:.3f}",
+                        val=val,
+                        speed=f"{step / self.train_s:.0f}",
+                    )
+                    if not math.isfinite(row["train_loss"]) or math.isinf(row["val_loss"]):
+                        return "diverged"
+                    if evaluate:
+                        self.run.write_metrics(self.rows)
+                    tick = time.perf_counter()
+        finally:
+            self.run.write_metrics(self.rows)
+            self.finish_summary()
+        self.summary["test_loss"], self.summary["test_acc"] = self.evaluate("test")
+        return "complete"
+
+    def step(
+        self, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None, want_grad_norm: bool
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """One optimiser step; the gradient norm is computed when clipping or logging."""
+        with torch.autocast(
+            self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None
+        ):
+            logits = self.model(x, mask=mask)
+        loss = F.cross_entropy(logits.float(), y)
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()
+        clip, grad_norm = self.cfg["train"]["grad_clip"], None
+        if clip or want_grad_norm:
+            self.scaler.unscale_(self.optimizer)
+            grads = [p.grad for p in self.params if p.grad is not None]
+            grad_norm = (
+                torch.nn.utils.clip_grad_norm_(self.params, clip)
+                if clip
+                else torch.nn.utils.get_total_norm(grads)
+            )
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.scheduler.step()
+        return loss, logits, grad_norm
+
+    def train_row(self, step: int, window: Window, grad_norm: torch.Tensor | None) -> dict:
+        samples = step * self.cfg["batch_size"]
+        train_loss, train_acc = window.read()
+        return {
+            "step": step,
+            "epoch": samples / len(self.data.train),
+            "samples": samples,
+            "elapsed_s": self.train_s,
+            "lr": self.lr * self.lr_factor(step - 1),
+            "train_loss": train_loss,
+            "train_acc": train_acc,
+            "val_loss": math.nan,
+            "val_acc": math.nan,
+            "grad_norm": math.nan if grad_norm is None else float(grad_norm),
+        }
+
+    def check_target(self, step: int, row: dict) -> None:
+        """Record the first evaluation that reaches target.value."""
+        target = self.cfg["target"]
+        value = row[target["metric"]]
+        reached = (
+            value >= target["value"] if target["metric"] == "val_acc" else value <= target["value"]
+        )
+        if reached and self.summary["steps_to_target"] is None:
+            self.summary.update(steps_to_target=step, time_to_target_s=self.train_s)
+
+    @torch.no_grad()
+    def evaluate(self, split: str) -> tuple[float, float]:
+        """Mean loss and accuracy on a split, in eval mode (running statistics)."""
+        data = self.tensors[split]
+        self.model.eval()
+        loss_sum, correct = 0.0, 0
+        for start in range(0, len(data["y"]), EVAL_BATCH):
+            rows = slice(start, start + EVAL_BATCH)
+            mask = None if data["mask"] is None else data["mask"][rows]
+            with torch.autocast(
+                self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None
+            ):
+                logits = self.model(data["x"][rows], mask=mask).float()
+            loss_sum += F.cross_entropy(logits, data["y"][rows], reduction="sum").item()
+            correct += (logits.argmax(-1) == data["y"][rows]).sum().item()
+        self.model.train()
+        return loss_sum / len(data["y"]), correct / len(data["y"])
+
+    def finish_summary(self) -> None:
+        evaluated = [row for row in self.rows if not math.isnan(row["val_acc"])]
+        self.summary.update(
+            train_s=round(self.train_s, 3),
+            steps_per_s=round(self.summary["steps"] / self.train_s, 1) if self.train_s else None,
+            epochs=self.rows[-1]["epoch"] if self.rows else 0.0,
+            final_val_loss=evaluated[-1]["val_loss"] if evaluated else None,
+            final_val_acc=evaluated[-1]["val_acc"] if evaluated else None,
+            best_val_acc=max(row["val_acc"] for row in evaluated) if evaluated else None,
+        )
+
+    def progress_bar(self) -> Progress:
+        return Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("loss {task.fields[loss]}"),
+            TextColumn("val acc {task.fields[val]}"),
+            TextColumn("{task.fields[speed]} steps/s"),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            disable=not self.show_progress,
+        )
+
+
+class Window:
+    """Training loss and accuracy summed on the device between two logging steps."""
+
+    def __init__(self, device: torch.device):
+        self.loss = torch.zeros((), device=device)
+        self.correct = torch.zeros((), device=device, dtype=torch.long)
+        self.samples = 0
+        self.steps = 0
+
+    def add(self, loss: torch.Tensor, logits: torch.Tensor, y: torch.Tensor) -> None:
+        self.loss += loss.detach()
+        self.correct += (logits.detach().argmax(-1) == y).sum()
+        self.samples += len(y)
+        self.steps += 1
+
+    def read(self) -> tuple[float, float]:
+        """(mean loss, accuracy) since the last read, then start a new window."""
+        result = (self.loss.item() / self.steps, self.correct.item() / self.samples)
+        self.loss.zero_()
+        self.correct.zero_()
+        self.samples = self.steps = 0
+        return result
