@@ -329,6 +329,12 @@ def compose(overrides: Iterable[str] = ()) -> dict:
                 "not added (+) or deleted (~)"
             )
         if key not in keys:
+            group = key.split(".")[0]
+            owners = [option for option, option_keys in OPTION_SCHEMA.get(group, {}).items()
+                      if key in option_keys]
+            if owners:
+                raise UsageError(f"{key} is a key of {group}={'/'.join(owners)}; it does not "
+                                 f"apply to {group}={choices[group]}")
             raise UsageError(_unknown_key(key, keys))
     cfg = _hydra_compose(overrides)
     validate(cfg, keys)

@@ -71,7 +71,7 @@ class Norm(nn.Module):
         if not self.mask_padding:
             mask = None
         if not self.fp32_stats:
-            return self.normalize(x, mask, cond)
+            return self.normalize(x, mask, cond).to(x.dtype)
         with torch.autocast(x.device.type, enabled=False):
             y = self.normalize(x.float(), mask, None if cond is None else cond.float())
         return y.to(x.dtype)
@@ -264,8 +264,8 @@ class SwitchNorm(AffineNorm):
         """Running statistics as PyTorch's BatchNorm keeps them (unbiased variance)."""
         count = mask.sum() if mask is not None else torch.tensor(chunk[:, 0].numel())
         unbiased = var.flatten() * count / (count - 1).clamp_min(1)
-        self.running_mean.lerp_(mean.flatten(), self.momentum)
-        self.running_var.lerp_(unbiased, self.momentum)
+        self.running_mean.lerp_(mean.flatten().to(self.running_mean.dtype), self.momentum)
+        self.running_var.lerp_(unbiased.to(self.running_var.dtype), self.momentum)
 
 
 class ScaleNorm(Norm):

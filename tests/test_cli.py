@@ -1,0 +1,96 @@
+"""The command line: bad input is one line, exit 2, nothing written; --cfg, list, --help."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from normbench.cli import app
+
+runner = CliRunner()
+
+BAD_INPUTS = [
+    (["norm=fancy"], "norm=fancy", "batchnorm"),
+    (["placement=middle"], "placement=middle", "sandwich"),
+    (["train.lrr=1"], "train.lrr", "train.lr"),
+    (["foo=1"], "foo", "batch_size"),
+    (["batch_size=abc"], "batch_size='abc'", "integer"),
+    (["batch_size=0"], "batch_size=0", ">= 1"),
+    (["batch_size=99999"], "batch_size=99999", "1..14400"),
+    (["device=tpu"], "device='tpu'", "auto, cpu, cuda, mps"),
+    (["model=cnn", "data=tokens"], "data=tokens", "transformer"),
+    (["norm=="], "norm==", "key=value"),
+    (["norm=groupnorm", "norm.groups=5"], "norm.groups=5", "1, 2, 4, 8"),
+    (["batch_size=2,4"], "batch_size=2,4", "normbench sweep"),
+    (["seed=range(3)"], "seed=range(3)", "normbench sweep"),
+    (["train.optimizer=adam"], "train.optimizer='adam'", "adamw, sgd"),
+    (["precision=fp8"], "precision=fp8", "bf16, fp16, fp32"),
+    (["model=cnn", "model.heads=2"], "model.heads", "model=transformer"),
+    (["norm.ghost_batch=64"], "norm.ghost_batch=64", "1..32"),
+    (["train.max_steps=null"], "train.max_steps", "set at least one"),
+    (["model.patch_size=3"], "model.patch_size=3", "1, 2, 4, 5, 8"),
+    (["norm.mask_padding=maybe"], "norm.mask_padding='maybe'", "true or false"),
+    (["+foo=1"], "+foo=1", "not added"),
+    (["train.lr=-1"], "train.lr=-1", ">= 0.0"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "names", "valid"), BAD_INPUTS,
+                         ids=[" ".join(case[0]) for case in BAD_INPUTS])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(overrides, names, valid, tmp_path,
+                                                          monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["run", *overrides, "--runs-dir", str(tmp_path / "runs")])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith("normbench: error: ")
+    assert names in lines[0] and valid in lines[0]
+    assert "Traceback" not in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unavailable_device_is_refused_before_anything_is_written(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    result = runner.invoke(app, ["run", "device=cuda", "--runs-dir", str(tmp_path / "runs")])
+    assert result.exit_code == 2
+    assert "device=cuda is not available" in result.output and "valid: auto, cpu" in result.output
+    assert not (tmp_path / "runs").exists()
+
+
+def test_cfg_prints_the_resolved_config_and_run_id_and_trains_nothing(tmp_path):
+    result = runner.invoke(app, ["run", "--cfg", "model=cnn", "norm=groupnorm", "seed=3",
+                                 "--runs-dir", str(tmp_path / "runs")])
+    assert result.exit_code == 0, result.output
+    assert "# run_id: cnn-groupnorm-pre-fp32-b32-s3-" in result.output
+    assert "name: groupnorm" in result.output and "kernel_size: 3" in result.output
+    assert not (tmp_path / "runs").exists()
+
+
+def test_list_shows_every_choice_and_the_refused_combinations():
+    result = runner.invoke(app, ["list"])
+    assert result.exit_code == 0
+    for name in ("transformer", "cnn", "switchnorm", "dyt", "deepnorm", "res_post", "tokens",
+                 "digits", "bf16", "fp16"):
+        assert name in result.output
+    assert "Refused before training" in result.output and "model=cnn with data=tokens" in result.output
+
+
+def test_help_and_list_do_not_import_torch():
+    code = ("import sys\nfrom typer.testing import CliRunner\nfrom normbench.cli import app\n"
+            "for args in (['--help'], ['run', '--help'], ['list']):\n"
+            "    assert CliRunner().invoke(app, args).exit_code == 0, args\n"
+            "assert 'torch' not in sys.modules, 'torch was imported'\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_python_dash_m_works():
+    out = subprocess.run([sys.executable, "-m", "normbench", "--help"], capture_output=True,
+                         text=True, check=True).stdout
+    assert "normbench" in out and "run" in out

@@ -1,0 +1,146 @@
+"""Both models, every placement and norm: equations, DeepNorm scaling, a few training steps."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import tiny
+
+from normbench.config import compose, group_options
+from normbench.data import input_shape
+from normbench.models import CNN, NEEDS_FINAL_NORM, ResidualUnit, Transformer, build_model, standardize
+from normbench.train import run_experiment
+
+PLACEMENTS = group_options("placement")
+
+
+class Double(torch.nn.Module):
+    """A sublayer F(x) = 2x + 1 whose effect on each equation is easy to write down."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(1))
+
+    def forward(self, x, mask=None):
+        return 2 * x * self.weight + 1
+
+    def deepnorm_weights(self):
+        return [self.weight]
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+def test_each_placement_computes_its_equation(placement):
+    torch.manual_seed(0)
+    norm = {"name": "layernorm", "options": {}}
+    unit = ResidualUnit(Double(), 4, "tokens", placement, depth=3, norm=norm)
+    x = torch.randn(2, 3, 4)
+
+    def N(h):  # noqa: N802
+        return F.layer_norm(h, (4,), eps=1e-5)
+
+    beta, alpha = (8 * 3) ** -0.25, (2 * 3) ** 0.25
+    expected = {
+        "pre": x + (2 * N(x) + 1),
+        "post": N(x + 2 * x + 1),
+        "res_post": x + N(2 * x + 1),
+        "sandwich": x + N(2 * N(x) + 1),
+        "deepnorm": N(alpha * x + (2 * beta * x + 1)),
+    }[placement]
+    torch.testing.assert_close(unit(x), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("model", ["transformer", "cnn"])
+def test_deepnorm_scales_sublayer_weights_at_init(model):
+    def built(placement):
+        torch.manual_seed(0)
+        cfg = compose(tiny(f"model={model}", f"placement={placement}", "model.depth=3"))
+        return build_model(cfg, input_shape(cfg["data"]), 10)
+
+    post, deep = built("post"), built("deepnorm")
+    beta = (8 * 3) ** -0.25
+    for unit_post, unit_deep in zip(post.units, deep.units, strict=True):
+        assert unit_deep.alpha == pytest.approx((2 * 3) ** 0.25) and unit_post.alpha == 1.0
+        for (name, p_post), p_deep in zip(unit_post.sublayer.named_parameters(),
+                                          unit_deep.sublayer.parameters(), strict=True):
+            if name.endswith("bias"):
+                torch.testing.assert_close(p_deep, p_post)
+            elif name == "qkv.weight":  # queries and keys untouched, values scaled
+                width = p_post.shape[1]
+                torch.testing.assert_close(p_deep[: 2 * width], p_post[: 2 * width])
+                torch.testing.assert_close(p_deep[2 * width:], p_post[2 * width:] * beta)
+            else:  # out projection, MLP and conv weights
+                torch.testing.assert_close(p_deep, p_post * beta)
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+def test_final_norm_only_where_the_stream_is_unnormalized(placement):
+    cfg = compose(tiny(f"placement={placement}"))
+    model = build_model(cfg, input_shape(cfg["data"]), 10)
+    has_final = type(model.final_norm).__name__ != "Identity"
+    assert has_final == (placement in NEEDS_FINAL_NORM)
+
+
+def test_weight_standardization_applies_to_units_and_is_per_output_unit():
+    w = torch.randn(6, 4, 3) * 5 + 2
+    s = standardize(w)
+    torch.testing.assert_close(s.mean((1, 2)), torch.zeros(6), atol=1e-5, rtol=0)
+    torch.testing.assert_close(s.std((1, 2), unbiased=False), torch.ones(6), atol=1e-4, rtol=0)
+    cfg = compose(tiny("model=cnn", "model.weight_std=true", "norm=groupnorm"))
+    cnn = build_model(cfg, input_shape(cfg["data"]), 10)
+    assert type(cnn.units[0].sublayer.conv1).__name__ == "StdConv1d"
+    cfg = compose(tiny("model.weight_std=true"))
+    transformer = build_model(cfg, input_shape(cfg["data"]), 10)
+    assert type(transformer.units[0].sublayer.qkv).__name__ == "StdLinear"
+
+
+@pytest.mark.parametrize("data", ["mnist1d", "digits", "tokens"])
+def test_transformer_takes_every_data_set(data):
+    cfg = compose(tiny(data=data))
+    from normbench.data import load
+
+    dataset = load(cfg["data"])
+    model = build_model(cfg, input_shape(cfg["data"]), dataset.num_classes, dataset.vocab_size)
+    assert isinstance(model, Transformer)
+    x = torch.from_numpy(dataset.train.x[:3])
+    mask = None if dataset.train.mask is None else torch.from_numpy(dataset.train.mask[:3])
+    assert model(x, mask=mask).shape == (3, dataset.num_classes)
+
+
+def test_cnn_is_2d_for_images():
+    cfg = compose(tiny("model=cnn", data="digits"))
+    model = build_model(cfg, input_shape(cfg["data"]), 10)
+    assert isinstance(model, CNN) and isinstance(model.stem, torch.nn.Conv2d)
+    assert model(torch.randn(2, 1, 8, 8)).shape == (2, 10)
+
+
+def test_padding_does_not_change_the_transformer_output():
+    """Masked attention, masked statistics and masked pooling: extra padding is invisible."""
+    torch.manual_seed(0)
+    cfg = compose(tiny("norm=batchnorm", data="tokens"))
+    model = build_model(cfg, (12,), 4, vocab_size=16).eval()
+    tokens = torch.randint(1, 17, (2, 6))
+    short = torch.nn.functional.pad(tokens, (0, 2))
+    long = torch.nn.functional.pad(tokens, (0, 6))
+    out_short = model(short, mask=short != 0)
+    out_long = model(long, mask=long != 0)
+    torch.testing.assert_close(out_short, out_long, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("placement", PLACEMENTS)
+@pytest.mark.parametrize("model", ["transformer", "cnn"])
+def test_every_placement_trains_in_both_models(model, placement, tmp_path):
+    cfg = compose(tiny(f"model={model}", f"placement={placement}", "norm=groupnorm"))
+    outcome = run_experiment(cfg, tmp_path, progress=False)
+    assert outcome.status == "complete", outcome.error
+    assert outcome.summary["steps"] == 6 and outcome.summary["final_val_acc"] is not None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("norm", group_options("norm"))
+@pytest.mark.parametrize("model", ["transformer", "cnn"])
+def test_every_norm_trains_in_both_models(model, norm, tmp_path):
+    cfg = compose(tiny(f"model={model}", f"norm={norm}", "model.depth=1", "train.max_steps=3"))
+    outcome = run_experiment(cfg, tmp_path, progress=False)
+    assert outcome.status == "complete", outcome.error
