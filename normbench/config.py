@@ -39,11 +39,13 @@ def group_options(group: str) -> list[str]:
 
 
 def describe_option(group: str, option: str) -> str:
-    """The first comment line of an option's yaml file: its one-line description."""
+    """The comment block heading an option's yaml file: its description for `normbench list`."""
+    lines = []
     for line in (conf_dir() / group / f"{option}.yaml").read_text().splitlines():
-        if line.startswith("#"):
-            return line.lstrip("# ").strip()
-    return ""
+        if not line.startswith("#"):
+            break
+        lines.append(line.lstrip("# ").strip())
+    return " ".join(lines)
 
 
 # ---------------------------------------------------------------------------------- schema
@@ -330,11 +332,16 @@ def compose(overrides: Iterable[str] = ()) -> dict:
             )
         if key not in keys:
             group = key.split(".")[0]
-            owners = [option for option, option_keys in OPTION_SCHEMA.get(group, {}).items()
-                      if key in option_keys]
+            owners = [
+                option
+                for option, option_keys in OPTION_SCHEMA.get(group, {}).items()
+                if key in option_keys
+            ]
             if owners:
-                raise UsageError(f"{key} is a key of {group}={'/'.join(owners)}; it does not "
-                                 f"apply to {group}={choices[group]}")
+                raise UsageError(
+                    f"{key} is a key of {group}={'/'.join(owners)}; it does not "
+                    f"apply to {group}={choices[group]}"
+                )
             raise UsageError(_unknown_key(key, keys))
     cfg = _hydra_compose(overrides)
     validate(cfg, keys)

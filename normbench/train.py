@@ -145,8 +145,9 @@ class Trainer:
         if train["optimizer"] == "adamw":
             self.optimizer = torch.optim.AdamW(groups, lr=self.lr, fused=fused)
         else:
-            self.optimizer = torch.optim.SGD(groups, lr=self.lr, momentum=train["momentum"],
-                                             fused=fused)
+            self.optimizer = torch.optim.SGD(
+                groups, lr=self.lr, momentum=train["momentum"], fused=fused
+            )
         self.steps_per_epoch = len(self.data.train) // cfg["batch_size"]
         budgets = [train["max_steps"]]
         if train["epochs"]:

@@ -38,10 +38,12 @@ BAD_INPUTS = [
 ]
 
 
-@pytest.mark.parametrize(("overrides", "names", "valid"), BAD_INPUTS,
-                         ids=[" ".join(case[0]) for case in BAD_INPUTS])
-def test_bad_input_is_one_line_exit_2_and_writes_nothing(overrides, names, valid, tmp_path,
-                                                          monkeypatch):
+@pytest.mark.parametrize(
+    ("overrides", "names", "valid"), BAD_INPUTS, ids=[" ".join(case[0]) for case in BAD_INPUTS]
+)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(
+    overrides, names, valid, tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["run", *overrides, "--runs-dir", str(tmp_path / "runs")])
     assert result.exit_code == 2, result.output
@@ -65,8 +67,18 @@ def test_unavailable_device_is_refused_before_anything_is_written(tmp_path):
 
 
 def test_cfg_prints_the_resolved_config_and_run_id_and_trains_nothing(tmp_path):
-    result = runner.invoke(app, ["run", "--cfg", "model=cnn", "norm=groupnorm", "seed=3",
-                                 "--runs-dir", str(tmp_path / "runs")])
+    result = runner.invoke(
+        app,
+        [
+            "run",
+            "--cfg",
+            "model=cnn",
+            "norm=groupnorm",
+            "seed=3",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "# run_id: cnn-groupnorm-pre-fp32-b32-s3-" in result.output
     assert "name: groupnorm" in result.output and "kernel_size: 3" in result.output
@@ -76,21 +88,35 @@ def test_cfg_prints_the_resolved_config_and_run_id_and_trains_nothing(tmp_path):
 def test_list_shows_every_choice_and_the_refused_combinations():
     result = runner.invoke(app, ["list"])
     assert result.exit_code == 0
-    for name in ("transformer", "cnn", "switchnorm", "dyt", "deepnorm", "res_post", "tokens",
-                 "digits", "bf16", "fp16"):
+    for name in (
+        "transformer",
+        "cnn",
+        "switchnorm",
+        "dyt",
+        "deepnorm",
+        "res_post",
+        "tokens",
+        "digits",
+        "bf16",
+        "fp16",
+    ):
         assert name in result.output
-    assert "Refused before training" in result.output and "model=cnn with data=tokens" in result.output
+    assert "Refused before training" in result.output
+    assert "model=cnn with data=tokens" in result.output
 
 
 def test_help_and_list_do_not_import_torch():
-    code = ("import sys\nfrom typer.testing import CliRunner\nfrom normbench.cli import app\n"
-            "for args in (['--help'], ['run', '--help'], ['list']):\n"
-            "    assert CliRunner().invoke(app, args).exit_code == 0, args\n"
-            "assert 'torch' not in sys.modules, 'torch was imported'\n")
+    code = (
+        "import sys\nfrom typer.testing import CliRunner\nfrom normbench.cli import app\n"
+        "for args in (['--help'], ['run', '--help'], ['list']):\n"
+        "    assert CliRunner().invoke(app, args).exit_code == 0, args\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_python_dash_m_works():
-    out = subprocess.run([sys.executable, "-m", "normbench", "--help"], capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "normbench", "--help"], capture_output=True, text=True, check=True
+    ).stdout
     assert "normbench" in out and "run" in out

@@ -9,7 +9,14 @@ from conftest import tiny
 
 from normbench.config import compose, group_options
 from normbench.data import input_shape
-from normbench.models import CNN, NEEDS_FINAL_NORM, ResidualUnit, Transformer, build_model, standardize
+from normbench.models import (
+    CNN,
+    NEEDS_FINAL_NORM,
+    ResidualUnit,
+    Transformer,
+    build_model,
+    standardize,
+)
 from normbench.train import run_experiment
 
 PLACEMENTS = group_options("placement")
@@ -61,14 +68,15 @@ def test_deepnorm_scales_sublayer_weights_at_init(model):
     beta = (8 * 3) ** -0.25
     for unit_post, unit_deep in zip(post.units, deep.units, strict=True):
         assert unit_deep.alpha == pytest.approx((2 * 3) ** 0.25) and unit_post.alpha == 1.0
-        for (name, p_post), p_deep in zip(unit_post.sublayer.named_parameters(),
-                                          unit_deep.sublayer.parameters(), strict=True):
+        for (name, p_post), p_deep in zip(
+            unit_post.sublayer.named_parameters(), unit_deep.sublayer.parameters(), strict=True
+        ):
             if name.endswith("bias"):
                 torch.testing.assert_close(p_deep, p_post)
             elif name == "qkv.weight":  # queries and keys untouched, values scaled
                 width = p_post.shape[1]
                 torch.testing.assert_close(p_deep[: 2 * width], p_post[: 2 * width])
-                torch.testing.assert_close(p_deep[2 * width:], p_post[2 * width:] * beta)
+                torch.testing.assert_close(p_deep[2 * width :], p_post[2 * width :] * beta)
             else:  # out projection, MLP and conv weights
                 torch.testing.assert_close(p_deep, p_post * beta)
 

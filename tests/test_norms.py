@@ -132,7 +132,8 @@ def test_tokens_groupnorm_is_per_token_over_feature_groups():
     for half in (slice(0, 4), slice(4, 8)):
         part = x[..., half]
         expected = (part - part.mean(-1, keepdim=True)) / torch.sqrt(
-            part.var(-1, unbiased=False, keepdim=True) + 1e-5)
+            part.var(-1, unbiased=False, keepdim=True) + 1e-5
+        )
         torch.testing.assert_close(y[..., half], expected, rtol=1e-5, atol=1e-5)
 
 
@@ -184,8 +185,12 @@ def test_masked_statistics_equal_statistics_of_the_unpadded_tokens(name):
         expected = make_norm(name, C, "tokens")
         if name == "switchnorm":  # IN/LN/BN of one sequence == BN over the tokens when
             with torch.no_grad():  # the BN weight is one-hot
-                for w in (layer.mean_weight, layer.var_weight, expected.mean_weight,
-                          expected.var_weight):
+                for w in (
+                    layer.mean_weight,
+                    layer.var_weight,
+                    expected.mean_weight,
+                    expected.var_weight,
+                ):
                     w.copy_(torch.tensor([-100.0, -100.0, 100.0]))
             y = layer(padded, mask=mask)
         torch.testing.assert_close(y[mask], expected(flat)[0], rtol=1e-4, atol=1e-4)
@@ -235,8 +240,9 @@ def test_ghost_batch_takes_statistics_per_chunk(name):
         alone = x[chunk]
         mean = alone.mean((0, 2), keepdim=True)
         var = alone.var((0, 2), unbiased=False, keepdim=True)
-        torch.testing.assert_close(y[chunk], (alone - mean) / torch.sqrt(var + 1e-5),
-                                   rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(
+            y[chunk], (alone - mean) / torch.sqrt(var + 1e-5), rtol=1e-4, atol=1e-4
+        )
     assert not torch.allclose(ghost.running_mean, torch.zeros(C))  # still updated
 
 

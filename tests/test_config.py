@@ -1,0 +1,109 @@
+"""Config composition: Hydra's tree, the schema, and the rules that refuse combinations."""
+
+from __future__ import annotations
+
+import pytest
+
+from normbench.config import GROUPS, RULES, UsageError, compose, conf_dir, flatten, group_options
+
+
+def test_defaults_compose_to_the_documented_experiment():
+    cfg = compose([])
+    assert {g: cfg[g]["name"] for g in GROUPS} == {
+        "model": "transformer",
+        "norm": "layernorm",
+        "placement": "pre",
+        "data": "mnist1d",
+        "precision": "fp32",
+    }
+    assert cfg["batch_size"] == 32 and cfg["device"] == "auto" and cfg["seed"] == 0
+    assert set(cfg["train"]) >= {
+        "epochs",
+        "max_steps",
+        "lr",
+        "optimizer",
+        "warmup_steps",
+        "schedule",
+        "lr_scaling",
+        "base_batch_size",
+        "eval_every",
+        "grad_clip",
+    }
+    assert set(cfg["target"]) == {"metric", "value"}
+
+
+def test_every_group_has_the_options_of_the_design():
+    assert group_options("norm") == sorted(
+        [
+            "batchnorm",
+            "layernorm",
+            "instancenorm",
+            "groupnorm",
+            "switchnorm",
+            "rmsnorm",
+            "adaln",
+            "dyt",
+            "scalenorm",
+            "none",
+        ]
+    )
+    assert group_options("placement") == sorted(["pre", "post", "res_post", "sandwich", "deepnorm"])
+    assert group_options("model") == ["cnn", "transformer"]
+    assert group_options("precision") == ["bf16", "fp16", "fp32"]
+    assert group_options("data") == ["digits", "mnist1d", "tokens"]
+
+
+def test_overrides_are_typed_and_applied():
+    cfg = compose(
+        [
+            "model=cnn",
+            "norm=groupnorm",
+            "norm.groups=4",
+            "batch_size=8",
+            "train.lr=1e-3",
+            "norm.ghost_batch=4",
+            "precision=bf16",
+            "train.grad_clip=null",
+        ]
+    )
+    assert cfg["model"]["name"] == "cnn" and cfg["norm"]["groups"] == 4
+    assert cfg["train"]["lr"] == 0.001 and isinstance(cfg["train"]["lr"], float)
+    assert cfg["norm"]["ghost_batch"] == 4 and cfg["train"]["grad_clip"] is None
+
+
+def test_integers_are_accepted_where_a_number_is_expected():
+    assert compose(["train.lr=1"])["train"]["lr"] == 1.0
+
+
+def test_every_norm_model_and_placement_combination_composes():
+    for norm in group_options("norm"):
+        for model in group_options("model"):
+            compose([f"norm={norm}", f"model={model}", "placement=sandwich"])
+
+
+def test_rules_have_summaries_for_normbench_list():
+    assert len(RULES) >= 6 and all(rule.summary for rule in RULES)
+
+
+def test_flatten():
+    assert flatten({"a": 1, "b": {"c": 2}}) == {"a": 1, "b.c": 2}
+
+
+def test_conf_dir_is_found():
+    assert (conf_dir() / "config.yaml").is_file()
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["norm.eps=abc"],
+        ["train.epochs=1.5"],
+        ["seed=-1"],
+        ["data=tokens", "data.max_len=4", "data.min_len=6"],
+        ["~norm"],
+        ["train.schedule=linear"],
+    ],
+)
+def test_more_bad_values_are_usage_errors(bad):
+    with pytest.raises(UsageError):
+        compose(bad)

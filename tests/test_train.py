@@ -1,0 +1,236 @@
+"""Training runs end to end: precisions, determinism, resume/skip, divergence, interrupts."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+import torch
+from conftest import tiny
+
+from normbench.config import compose
+from normbench.store import METRIC_COLUMNS, RunDir, run_id
+from normbench.train import Trainer, resolve_device, run_experiment
+
+
+def metrics(outcome) -> pd.DataFrame:
+    return pd.read_parquet(outcome.path / "metrics.parquet")
+
+
+def test_a_run_writes_config_meta_and_metrics(tmp_path):
+    cfg = compose(tiny())
+    outcome = run_experiment(cfg, tmp_path, progress=False)
+    assert outcome.status == "complete"
+    assert outcome.path == tmp_path / run_id(cfg)
+    assert {p.name for p in outcome.path.iterdir()} == {
+        "config.yaml",
+        "meta.json",
+        "metrics.parquet",
+    }
+    meta = json.loads((outcome.path / "meta.json").read_text())
+    assert meta["status"] == "complete" and meta["error"] is None
+    assert set(meta["versions"]) >= {"normbench", "torch", "python"}
+    assert meta["summary"]["test_acc"] is not None
+    frame = metrics(outcome)
+    assert list(frame.columns) == list(METRIC_COLUMNS)
+    assert frame["step"].tolist() == [2, 3, 4, 6]  # log_every=2, eval_every=3, and the end
+    assert frame["val_acc"].notna().tolist() == [False, True, False, True]
+    assert (frame["samples"] == frame["step"] * 32).all()
+    assert frame["grad_norm"].notna().all() and (frame["elapsed_s"].diff().dropna() >= 0).all()
+
+
+def test_same_config_twice_gives_identical_metrics(tmp_path):
+    cfg = compose(tiny("norm=batchnorm"))
+    first = metrics(run_experiment(cfg, tmp_path / "a", progress=False))
+    second = metrics(run_experiment(cfg, tmp_path / "b", progress=False))
+    pd.testing.assert_frame_equal(first.drop(columns="elapsed_s"), second.drop(columns="elapsed_s"))
+    other_seed = metrics(
+        run_experiment(compose(tiny("norm=batchnorm", "seed=1")), tmp_path / "c", progress=False)
+    )
+    assert not first["train_loss"].equals(other_seed["train_loss"])
+
+
+def test_run_id_is_readable_and_content_addressed():
+    base = run_id(compose(tiny("model=cnn", "norm=groupnorm", "seed=2")))
+    assert base.startswith("cnn-groupnorm-pre-fp32-b32-s2-") and len(base.split("-")[-1]) == 8
+    assert base == run_id(compose(tiny("seed=2", "norm=groupnorm", "model=cnn")))
+    assert base == run_id(compose(tiny("model=cnn", "norm=groupnorm", "seed=2", "threads=2")))
+    assert base == run_id(compose(tiny("model=cnn", "norm=groupnorm", "seed=2", "device=auto")))
+    assert base != run_id(compose(tiny("model=cnn", "norm=groupnorm", "seed=2", "train.lr=0.1")))
+    # naming the default explicitly is the same experiment
+    assert run_id(compose(["norm=layernorm"])) == run_id(compose([]))
+
+
+def test_a_complete_run_is_skipped_and_force_runs_it_again(tmp_path):
+    cfg = compose(tiny())
+    first = run_experiment(cfg, tmp_path, progress=False)
+    stamp = (first.path / "metrics.parquet").stat().st_mtime_ns
+    again = run_experiment(cfg, tmp_path, progress=False)
+    assert again.skipped and again.status == "complete"
+    assert again.summary == json.loads((first.path / "meta.json").read_text())["summary"]
+    assert (first.path / "metrics.parquet").stat().st_mtime_ns == stamp
+    forced = run_experiment(cfg, tmp_path, force=True, progress=False)
+    assert not forced.skipped and (first.path / "metrics.parquet").stat().st_mtime_ns != stamp
+
+
+def test_failed_and_interrupted_runs_are_run_again(tmp_path):
+    cfg = compose(tiny())
+    run = RunDir(tmp_path, run_id(cfg))
+    run.path.mkdir(parents=True)
+    for status in ("failed", "interrupted", "running"):
+        run.write_meta({"status": status})
+        assert not run_experiment(cfg, tmp_path, progress=False).skipped
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_every_precision_trains_and_only_fp16_scales_gradients(precision, tmp_path):
+    cfg = compose(tiny(f"precision={precision}"))
+    trainer = Trainer(cfg, torch.device("cpu"), RunDir(tmp_path, run_id(cfg)), progress=False)
+    trainer.run.path.mkdir(parents=True)
+    assert trainer.fit() == "complete"
+    assert trainer.scaler.is_enabled() == (precision == "fp16")
+    if precision == "fp16":
+        assert trainer.scaler.get_scale() > 1  # the scaler really ran
+    assert all(math.isfinite(row["train_loss"]) for row in trainer.rows)
+
+
+def test_a_non_finite_loss_stops_the_run_as_diverged(tmp_path):
+    cfg = compose(
+        tiny(
+            "norm=none",
+            "train.optimizer=sgd",
+            "train.lr=1e6",
+            "train.grad_clip=null",
+            "train.warmup_steps=0",
+            "train.max_steps=40",
+            "train.log_every=1",
+        )
+    )
+    outcome = run_experiment(cfg, tmp_path, progress=False)
+    assert outcome.status == "diverged"
+    assert outcome.summary["steps"] < 40
+    frame = metrics(outcome)
+    assert not math.isfinite(frame["train_loss"].iloc[-1])
+    assert json.loads((outcome.path / "meta.json").read_text())["status"] == "diverged"
+    assert run_experiment(cfg, tmp_path, progress=False).skipped  # a result, not re-run
+
+
+def test_an_exception_is_recorded_as_failed_with_its_error(tmp_path, monkeypatch):
+    def broken_step(self, *args, **kwargs):
+        raise RuntimeError("out of memory (simulated)")
+
+    monkeypatch.setattr(Trainer, "step", broken_step)
+    outcome = run_experiment(compose(tiny()), tmp_path, progress=False)
+    assert outcome.status == "failed"
+    meta = json.loads((outcome.path / "meta.json").read_text())
+    assert meta["error"] == "RuntimeError: out of memory (simulated)"
+    assert "Traceback" in meta["traceback"]
+
+
+def test_learning_rate_schedule_warmup_cosine_and_batch_scaling(tmp_path):
+    cfg = compose(
+        tiny(
+            "train.max_steps=10",
+            "train.warmup_steps=4",
+            "train.eval_every=10",
+            "train.log_every=1",
+            "batch_size=64",
+            "train.lr_scaling=sqrt",
+            "train.base_batch_size=16",
+            "train.lr=0.01",
+        )
+    )
+    lr = metrics(run_experiment(cfg, tmp_path, progress=False))["lr"].tolist()
+    peak = 0.01 * 2  # sqrt(64 / 16)
+    assert lr[:4] == pytest.approx([peak * k / 4 for k in (1, 2, 3, 4)])
+    assert lr[4] == pytest.approx(peak) and lr[-1] < lr[5] < lr[4]
+    expected_last = peak * 0.5 * (1 + math.cos(math.pi * 5 / 6))
+    assert lr[-1] == pytest.approx(expected_last)
+
+
+def test_steps_to_target_is_the_first_evaluation_reaching_it(tmp_path):
+    cfg = compose(tiny("target.value=0.0"))
+    outcome = run_experiment(cfg, tmp_path, progress=False)
+    assert outcome.summary["steps_to_target"] == 3  # first evaluation
+    never = run_experiment(compose(tiny("target.value=1.5")), tmp_path, progress=False)
+    assert never.summary["steps_to_target"] is None
+
+
+@pytest.mark.parametrize("data", ["digits", "tokens"])
+def test_other_data_sets_train(data, tmp_path):
+    outcome = run_experiment(compose(tiny("norm=batchnorm", data=data)), tmp_path, progress=False)
+    assert outcome.status == "complete"
+
+
+def test_device_auto_resolves_and_cpu_is_always_there():
+    assert resolve_device("cpu").type == "cpu"
+    assert resolve_device("auto").type in ("cpu", "cuda", "mps")
+
+
+@pytest.mark.slow
+def test_ctrl_c_marks_the_run_interrupted_keeps_its_metrics_and_exits_130(tmp_path):
+    runs = tmp_path / "runs"
+    overrides = tiny("train.max_steps=100000", "train.eval_every=5", "train.log_every=5")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "normbench", "run", "-q", *overrides, "--runs-dir", str(runs)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 60
+    while not list(runs.glob("*/metrics.parquet")) and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "interrupted" in err
+    (run_dir,) = runs.iterdir()
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["status"] == "interrupted" and meta["summary"]["steps"] > 0
+    assert len(pd.read_parquet(run_dir / "metrics.parquet")) >= meta["summary"]["steps"] // 5
+
+
+@pytest.mark.slow
+def test_normbench_run_from_the_command_line(tmp_path):
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "normbench",
+            "run",
+            *tiny("model=cnn"),
+            "--runs-dir",
+            str(tmp_path / "runs"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    line = result.stdout.strip().splitlines()[-1]
+    assert line.startswith("complete  val acc ") and "runs/cnn-layernorm-pre-fp32-b32-s0-" in line
+    again = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "normbench",
+            "run",
+            *tiny("model=cnn"),
+            "--runs-dir",
+            str(tmp_path / "runs"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert again.stdout.startswith("already complete")
