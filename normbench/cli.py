@@ -98,11 +98,11 @@ def summary_line(outcome, config: dict) -> str:
     )
     val = "-" if s.get("final_val_acc") is None else f"{s['final_val_acc']:.4f}"
     test = f"  test acc {s['test_acc']:.4f}" if s.get("test_acc") is not None else ""
-    prefix = "already complete (--force runs it again): " if outcome.skipped else ""
+    prefix = "skipped, already finished (--force runs it again): " if outcome.skipped else ""
     return (
         f"{prefix}{outcome.status}  val acc {val}{test}  "
         f"{target['metric']} {comparison} {target['value']}: {reached}  "
-        f"train {s.get('train_s', 0):.1f} s  {outcome.path}"
+        f"train {s.get('train_s', 0):.1f} s  wall {s.get('wall_s', 0):.1f} s  {outcome.path}"
     )
 
 

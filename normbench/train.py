@@ -96,20 +96,25 @@ def run_experiment(
         },
         "summary": {},
     }
+    run.metrics_path.unlink(missing_ok=True)  # a forced re-run starts a fresh log
     run.write_meta(meta)
+    start = time.perf_counter()
     trainer = Trainer(cfg, device, run, progress)
-    try:
-        status = trainer.fit()
-        error = None
-    except KeyboardInterrupt:
-        meta.update(status="interrupted", finished=now(), summary=trainer.summary)
+
+    def finish(status: str, error: str | None = None) -> None:
+        trainer.summary["wall_s"] = round(time.perf_counter() - start, 3)
+        meta.update(status=status, finished=now(), error=error, summary=trainer.summary)
         run.write_meta(meta)
+
+    try:
+        status, error = trainer.fit(), None
+    except KeyboardInterrupt:
+        finish("interrupted")
         raise
     except Exception as exc:  # a run's failure is a recorded result, never a lost sweep
         status, error = "failed", f"{type(exc).__name__}: {exc}"
         meta["traceback"] = traceback.format_exc()
-    meta.update(status=status, finished=now(), error=error, summary=trainer.summary)
-    run.write_meta(meta)
+    finish(status, error)
     return Outcome(run.run_id, run.path, status, trainer.summary, error)
 
 

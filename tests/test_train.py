@@ -233,4 +233,4 @@ def test_normbench_run_from_the_command_line(tmp_path):
         text=True,
         cwd=tmp_path,
     )
-    assert again.stdout.startswith("already complete")
+    assert again.stdout.startswith("skipped, already finished")
