@@ -9,6 +9,8 @@ is a plain nested dict: the rest of normbench never sees OmegaConf.
 from __future__ import annotations
 
 import difflib
+import functools
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +27,7 @@ class UsageError(Exception):
     """Bad input from the user: reported as one line, exit code 2, nothing written."""
 
 
+@functools.cache
 def conf_dir() -> Path:
     """conf/ inside an installed wheel (normbench/conf) or beside the package in a checkout."""
     package = Path(__file__).resolve().parent
@@ -34,6 +37,7 @@ def conf_dir() -> Path:
     raise FileNotFoundError(f"normbench's conf/ directory is missing (looked beside {package})")
 
 
+@functools.cache
 def group_options(group: str) -> list[str]:
     return sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
 
@@ -343,21 +347,29 @@ def compose(overrides: Iterable[str] = ()) -> dict:
                     f"apply to {group}={choices[group]}"
                 )
             raise UsageError(_unknown_key(key, keys))
-    cfg = _hydra_compose(overrides)
+    values = [override for override in parsed if override.key_or_group not in GROUPS]
+    cfg = _set_values(_base_config(tuple(choices.items())), values)
     validate(cfg, keys)
     return cfg
 
 
-def _group_choices(parsed: list) -> dict[str, str]:
+@functools.cache
+def _default_choices() -> tuple[tuple[str, str], ...]:
+    """The group options config.yaml's defaults list picks, in the order of GROUPS."""
     from omegaconf import OmegaConf
 
     defaults = OmegaConf.to_container(OmegaConf.load(conf_dir() / "config.yaml").defaults)
-    choices = {
+    chosen = {
         group: value
         for entry in defaults
         if isinstance(entry, dict)
         for group, value in entry.items()
     }
+    return tuple((group, chosen[group]) for group in GROUPS)
+
+
+def _group_choices(parsed: list) -> dict[str, str]:
+    choices = dict(_default_choices())
     for override in parsed:
         group = override.key_or_group
         if group not in GROUPS:
@@ -382,18 +394,31 @@ def _unknown_key(key: str, keys: dict[str, Key]) -> str:
     return f"unknown key '{key}'{hint}; valid {where}: {', '.join(siblings)}"
 
 
-def _hydra_compose(overrides: list[str]) -> dict:
+@functools.cache
+def _base_config(choices: tuple[tuple[str, str], ...]) -> str:
+    """Hydra's composition of the group choices, as JSON (cached: a sweep of hundreds of runs
+    has only a handful of group combinations, and Hydra takes ~50 ms per composition)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
-    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+
+    overrides = [f"{group}={option}" for group, option in choices]
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
+        cfg = hydra_compose(config_name="config", overrides=overrides)
+    return json.dumps(OmegaConf.to_container(cfg, resolve=True))
+
+
+def _set_values(base: str, overrides: list) -> dict:
+    """Apply key=value overrides (already parsed and type-converted by Hydra's parser)."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
+    cfg = OmegaConf.create(json.loads(base))
     try:
-        with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
-            cfg = hydra_compose(config_name="config", overrides=overrides)
+        for override in overrides:
+            OmegaConf.update(cfg, override.key_or_group, override.value(), merge=False)
         return OmegaConf.to_container(cfg, resolve=True)
-    except (HydraException, OmegaConfBaseException) as err:
+    except OmegaConfBaseException as err:
         raise UsageError(" ".join(str(err).split())) from None
 
 
