@@ -198,7 +198,7 @@ class Transformer(nn.Module):
 
 class CNN(nn.Module):
     """Residual CNN, 1D for signals and 2D for images: stem conv, `depth` conv-act-conv
-    units at constant width and resolution, global average pooling, linear head."""
+    units at constant width and resolution, activation, global average pooling, linear head."""
 
     def __init__(
         self,
@@ -226,7 +226,9 @@ class CNN(nn.Module):
         h = self.stem(x)
         for unit in self.units:
             h = unit(h)
-        h = self.final_norm(h)
+        # An activation before pooling, as in pre-activation ResNets: without it,
+        # InstanceNorm followed by global average pooling would leave only its bias.
+        h = F.gelu(self.final_norm(h))
         return self.head(h.flatten(2).mean(2))
 
 

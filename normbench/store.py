@@ -8,10 +8,13 @@ half-written file that looks complete.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +76,25 @@ class RunDir:
     @property
     def metrics_path(self) -> Path:
         return self.path / "metrics.parquet"
+
+    @contextlib.contextmanager
+    def lock(self, wait: bool = True) -> Iterator[bool]:
+        """Hold the run's lock while training it, so two processes never train the same run at
+        once. An flock: the kernel drops it when its holder dies, even by kill -9, so a crashed
+        process never blocks the run forever. Yields False when ``wait`` is off and the lock is
+        held elsewhere."""
+        lock_dir = self.path.parent / ".locks"
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        with open(lock_dir / f"{self.run_id}.lock", "w") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                yield False
+                return
+            try:
+                yield True
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def read_meta(self) -> dict[str, Any] | None:
         """The run's meta.json, or None when there is none (or it cannot be read)."""

@@ -70,11 +70,16 @@ def run_experiment(
     """
     device = resolve_device(cfg["device"])
     run = RunDir(runs_dir, run_id(cfg))
-    previous = run.read_meta()
-    if previous and previous.get("status") in FINISHED and not force:
-        return Outcome(
-            run.run_id, run.path, previous["status"], previous.get("summary", {}), skipped=True
-        )
+    with run.lock():  # another process training this run: wait for it, then look again
+        previous = run.read_meta()
+        if previous and previous.get("status") in FINISHED and not force:
+            summary = previous.get("summary", {})
+            return Outcome(run.run_id, run.path, previous["status"], summary, skipped=True)
+        return train_and_record(cfg, run, device, progress)
+
+
+def train_and_record(cfg: dict, run: RunDir, device: torch.device, progress: bool) -> Outcome:
+    """Train one run and keep its status, timings and errors in meta.json."""
     if cfg["threads"]:
         torch.set_num_threads(cfg["threads"])
     run.write_config(cfg)

@@ -194,7 +194,7 @@ def test_ctrl_c_marks_the_run_interrupted_keeps_its_metrics_and_exits_130(tmp_pa
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "interrupted" in err
-    (run_dir,) = runs.iterdir()
+    (run_dir,) = [p for p in runs.iterdir() if not p.name.startswith(".")]
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["status"] == "interrupted" and meta["summary"]["steps"] > 0
     assert len(pd.read_parquet(run_dir / "metrics.parquet")) >= meta["summary"]["steps"] // 5
