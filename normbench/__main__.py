@@ -1,3 +1,4 @@
-from normbench.cli import app
+from normbench.cli import main
 
-app(prog_name="normbench")
+if __name__ == "__main__":  # guarded: sweep workers re-import the main module when spawned
+    main()

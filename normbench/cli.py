@@ -106,6 +106,104 @@ def summary_line(outcome, config: dict) -> str:
     )
 
 
+@app.command()
+def sweep(
+    arguments: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="[PRESET] [OVERRIDE ...]: a preset from conf/sweep (bare `normbench sweep`: "
+            "batch_sensitivity) and Hydra sweep overrides, e.g. norm=batchnorm,groupnorm "
+            "seed=range(3); launcher settings as launcher.KEY=VALUE",
+            show_default=False,
+        ),
+    ] = None,
+    launcher: Annotated[
+        str, typer.Option("--launcher", help="local | slurm | submitit_local")
+    ] = "local",
+    jobs: Annotated[
+        int | None, typer.Option("--jobs", "-j", help="Local worker processes [default: cores]")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", "--cfg", help="Print the grid and what would run; exit.")
+    ] = False,
+    force: Annotated[bool, typer.Option("--force", help="Run every run again.")] = False,
+    runs_dir: RunsDir = Path("runs"),
+    name: Annotated[
+        str | None, typer.Option("--name", help="Sweep name [default: the preset's]")
+    ] = None,
+) -> None:
+    """Run a grid of runs: resumable, in parallel, locally or on SLURM."""
+    from datetime import datetime
+
+    from rich.console import Console
+
+    from normbench import sweep as sweeps
+    from normbench.config import UsageError
+    from normbench.launchers import launcher_settings, make_launcher
+
+    arguments = list(arguments or [])
+    preset = arguments.pop(0) if arguments and "=" not in arguments[0] else None
+    if preset is None and not arguments:
+        preset = sweeps.DEFAULT_PRESET
+    settings_overrides = [a for a in arguments if a.startswith("launcher.")]
+    overrides = [a for a in arguments if not a.startswith("launcher.")]
+    try:
+        if jobs is not None and jobs < 1:
+            raise UsageError(f"--jobs {jobs}: must be at least 1")
+        if name is not None and (not name or "/" in name or name.startswith(".")):
+            raise UsageError(f"--name {name!r}: a sweep name is a plain file name")
+        settings = launcher_settings(launcher, settings_overrides)
+        grid = sweeps.expand(preset, overrides)
+        if launcher == "local":
+            _check_devices({job.cfg["device"] for job in grid.jobs})
+    except UsageError as err:
+        raise fail(str(err)) from None
+    grid.name = name or grid.name
+    todo, statuses = sweeps.plan(grid, runs_dir, force)
+    console = Console()
+    if dry_run:
+        console.print(sweeps.plan_table(grid, statuses, force))
+        console.print(sweeps.plan_summary(grid, todo, statuses))
+        return
+    report = f"normbench report --sweep {grid.name}" + (
+        f" --runs-dir {runs_dir}" if runs_dir != Path("runs") else ""
+    )
+    started = datetime.now()
+    record = sweeps.write_record(grid, runs_dir, launcher, started)
+    folder = runs_dir / "sweeps" / f"{record.stem}.submitit"
+    runner = make_launcher(launcher, settings, jobs, runs_dir, force, folder)
+    console.print(sweeps.plan_summary(grid, todo, statuses))
+    view = sweeps.LiveView(console, grid, todo, runner.parallelism(len(todo)))
+    _interrupt_on_sigterm()
+    try:
+        if todo:
+            with view:
+                runner.launch(todo, view)
+    except KeyboardInterrupt:
+        sweeps.finish_record(record, dict(view.counts))
+        console.print(
+            f"interrupted: {view.counts['complete']} runs completed and kept; "
+            "run the same command again to finish the rest"
+        )
+        raise typer.Exit(130) from None
+    sweeps.finish_record(record, dict(view.counts))
+    console.line()
+    console.print(sweeps.summary_table(grid, view))
+    console.print(f"results: {report}")
+    if view.counts["failed"]:
+        raise typer.Exit(1)
+
+
+def _check_devices(devices: set[str]) -> None:
+    """A device the sweep names must exist here (imports torch only when one is named)."""
+    wanted = devices - {"auto", "cpu"}
+    if wanted:
+        from normbench.train import resolve_device
+
+        for device in wanted:
+            resolve_device(device)
+
+
 @app.command("list")
 def list_choices() -> None:
     """What can be chosen (models, norms, placements, data, precisions) and what is refused."""

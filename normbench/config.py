@@ -294,14 +294,24 @@ def _tokens_rule(cfg: dict) -> str | None:
 
 
 # -------------------------------------------------------------------------------- compose
-def parse_overrides(overrides: Iterable[str]) -> list:
-    """Hydra's own override parser; a malformed override is a UsageError."""
+def parse_overrides(overrides: Iterable[str], with_group_options: bool = False) -> list:
+    """Hydra's own override parser; a malformed override is a UsageError.
+
+    ``with_group_options`` gives the parser Hydra's config loader, which ``glob()`` needs to
+    list a group's options (sweeps only: it costs a Hydra initialisation).
+    """
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
 
     overrides = list(overrides)
     try:
-        return OverridesParser.create().parse_overrides(overrides)
+        if not with_group_options:
+            return OverridesParser.create().parse_overrides(overrides)
+        with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
+            loader = GlobalHydra.instance().config_loader()
+            return OverridesParser.create(config_loader=loader).parse_overrides(overrides)
     except OverrideParseException as err:
         first = str(err).splitlines()[0]
         raise UsageError(
