@@ -163,7 +163,7 @@ def sweep(
     console = Console()
     if dry_run:
         console.print(sweeps.plan_table(grid, statuses, force))
-        console.print(sweeps.plan_summary(grid, todo, statuses))
+        console.print(sweeps.plan_summary(grid, todo, statuses), soft_wrap=True)
         return
     report = f"normbench report --sweep {grid.name}" + (
         f" --runs-dir {runs_dir}" if runs_dir != Path("runs") else ""
@@ -172,7 +172,7 @@ def sweep(
     record = sweeps.write_record(grid, runs_dir, launcher, started)
     folder = runs_dir / "sweeps" / f"{record.stem}.submitit"
     runner = make_launcher(launcher, settings, jobs, runs_dir, force, folder)
-    console.print(sweeps.plan_summary(grid, todo, statuses))
+    console.print(sweeps.plan_summary(grid, todo, statuses), soft_wrap=True)
     view = sweeps.LiveView(console, grid, todo, runner.parallelism(len(todo)))
     _interrupt_on_sigterm()
     try:
@@ -183,13 +183,14 @@ def sweep(
         sweeps.finish_record(record, dict(view.counts))
         console.print(
             f"interrupted: {view.counts['complete']} runs completed and kept; "
-            "run the same command again to finish the rest"
+            "run the same command again to finish the rest",
+            soft_wrap=True,
         )
         raise typer.Exit(130) from None
     sweeps.finish_record(record, dict(view.counts))
     console.line()
     console.print(sweeps.summary_table(grid, view))
-    console.print(f"results: {report}")
+    console.print(f"results: {report}", soft_wrap=True)
     if view.counts["failed"]:
         raise typer.Exit(1)
 

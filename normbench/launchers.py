@@ -26,7 +26,9 @@ LAUNCHERS = ("local", "slurm", "submitit_local")
 class View(Protocol):
     def started(self, rid: str) -> None: ...
 
-    def done(self, rid: str, status: str, error: str | None = None, summary=None) -> None: ...
+    def done(
+        self, rid: str, status: str, error: str | None = None, summary=None, skipped=False
+    ) -> None: ...
 
 
 def cores() -> int:
@@ -64,7 +66,12 @@ def run_one(cfg: dict, runs_dir: str, force: bool) -> dict[str, Any]:
 
     signal.signal(signal.SIGTERM, raise_interrupt)
     outcome = run_experiment(cfg, runs_dir, force=force, progress=False)
-    return {"status": outcome.status, "error": outcome.error, "summary": outcome.summary}
+    return {
+        "status": outcome.status,
+        "error": outcome.error,
+        "summary": outcome.summary,
+        "skipped": outcome.skipped,
+    }
 
 
 # ------------------------------------------------------------------------ local workers
@@ -100,9 +107,9 @@ def worker_loop(index: int, inbox, events, runs_dir: str, force: bool, threads: 
             events.put(("started", index, job.run_id))
             try:
                 outcome = run_experiment(job.cfg, runs_dir, force=force, progress=False)
-                result = (job.run_id, outcome.status, outcome.error, outcome.summary)
+                result = (outcome.status, outcome.error, outcome.summary, outcome.skipped)
             except UsageError as err:  # e.g. a device this worker cannot see
-                result = (job.run_id, "failed", str(err), {})
+                result = ("failed", str(err), {}, False)
             events.put(("done", index, result))
     except KeyboardInterrupt:
         return
@@ -155,9 +162,8 @@ class LocalLauncher:
                     view.started(payload)
                     continue
                 if kind == "done":
-                    rid, status, error, summary = payload
+                    view.done(worker.job.run_id, *payload)
                     worker.job = None
-                    view.done(rid, status, error, summary)
                 worker.job = pending.popleft() if pending else None
                 worker.inbox.put(worker.job)
                 if worker.job is None:
@@ -289,7 +295,7 @@ class SubmititLauncher:
             error = str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
             view.done(job.run_id, *record_lost_run(self.runs_dir, job, "failed", error))
             return
-        view.done(job.run_id, result["status"], result["error"], result["summary"])
+        view.done(job.run_id, **result)
 
 
 def make_launcher(

@@ -221,14 +221,17 @@ class LiveView:
         self.running.add(rid)
         self.live.update(self.render())
 
-    def done(self, rid: str, status: str, error: str | None = None, summary=None) -> None:
+    def done(
+        self, rid: str, status: str, error: str | None = None, summary=None, skipped=False
+    ) -> None:
+        """A run ended; ``skipped``: another process had finished it while this one waited."""
         self.running.discard(rid)
-        self.counts[status] += 1
+        self.counts["skipped" if skipped else status] += 1
         self.results[rid] = {"status": status, "error": error, "summary": summary or {}}
         if status in ("failed", "interrupted", "diverged"):
             style = "red" if status == "failed" else "yellow"
             reason = f": {error}" if error else ""
-            self.console.print(Text(f"{status} {rid}{reason}", style=style))
+            self.console.print(Text(f"{status} {rid}{reason}", style=style), soft_wrap=True)
         self.live.update(self.render())
 
     def render(self) -> Group:
@@ -267,8 +270,9 @@ def summary_table(sweep: Sweep, view: LiveView) -> Table:
     table.add_column("runs", justify="right")
     if view.skipped:
         table.add_row("already complete", str(view.skipped))
+    labels = {"skipped": "finished meanwhile by another process"}
     for status, count in sorted(view.counts.items()):
-        table.add_row(status, str(count))
+        table.add_row(labels.get(status, status), str(count))
     for rid, result in view.results.items():
         if result["status"] == "failed":
             table.add_row(Text(f"  {rid}", style="red"), Text(result["error"] or "", style="red"))
