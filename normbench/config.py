@@ -134,6 +134,18 @@ SCHEMA: dict[str, Key] = {
     "target.metric": Key(str, choices=("val_acc", "val_loss")),
     "target.value": Key(float),
 }
+# norm.* keys that only some norms read (the rest are read by every norm), and which norms
+# read them. normbench.norms.NORMS takes the same options; a test keeps the two in step.
+NORM_SPECIFIC_KEYS = {"momentum", "ghost_batch", "groups"}
+NORM_KEYS: dict[str, set[str]] = {
+    "batchnorm": {"momentum", "ghost_batch"},
+    "switchnorm": {"momentum", "ghost_batch"},
+    "groupnorm": {"groups"},
+    **{
+        name: set()
+        for name in ("layernorm", "instancenorm", "rmsnorm", "adaln", "dyt", "scalenorm", "none")
+    },
+}
 # Keys that exist only for one option of a group; the option's `name` key is checked against
 # the group's yaml files.
 OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
@@ -250,7 +262,8 @@ RULES: tuple[Rule, ...] = (
         lambda cfg: (
             f"norm.ghost_batch={cfg['norm']['ghost_batch']} is larger than "
             f"batch_size={cfg['batch_size']}; valid: 1..{cfg['batch_size']} or null"
-            if (cfg["norm"]["ghost_batch"] or 0) > cfg["batch_size"]
+            if "ghost_batch" in NORM_KEYS[cfg["norm"]["name"]]
+            and (cfg["norm"]["ghost_batch"] or 0) > cfg["batch_size"]
             else None
         ),
     ),
@@ -360,6 +373,16 @@ def compose(overrides: Iterable[str] = ()) -> dict:
     values = [override for override in parsed if override.key_or_group not in GROUPS]
     cfg = _set_values(_base_config(tuple(choices.items())), values)
     validate(cfg, keys)
+    return canonical(cfg)
+
+
+def canonical(cfg: dict) -> dict:
+    """Null the norm.* keys the chosen norm ignores, so that configs that cannot differ in
+    outcome are one experiment with one run id (GroupNorm at ghost_batch 2 and 32 is the same
+    run; a sweep crossing every norm with ghost_batch trains it once)."""
+    used = NORM_KEYS[cfg["norm"]["name"]]
+    for key in NORM_SPECIFIC_KEYS - used:
+        cfg["norm"][key] = None
     return cfg
 
 

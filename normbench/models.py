@@ -236,9 +236,9 @@ def build_model(
     cfg: dict, input_shape: tuple[int, ...], num_classes: int, vocab_size: int = 0
 ) -> nn.Module:
     """The model a resolved config names, for data of the given shape."""
-    norm = {
+    norm = {  # null options are the ones this norm ignores (config.canonical)
         "name": cfg["norm"]["name"],
-        "options": {k: v for k, v in cfg["norm"].items() if k != "name"},
+        "options": {k: v for k, v in cfg["norm"].items() if k != "name" and v is not None},
     }
     placement = cfg["placement"]["name"]
     if cfg["model"]["name"] == "transformer":

@@ -48,6 +48,7 @@ class Sweep:
     version: int | None
     jobs: list[Job]
     axes: list[str] = field(default_factory=list)  # keys whose value varies across jobs
+    combinations: int = 0  # before removing combinations that are the same run
 
 
 def presets() -> list[str]:
@@ -111,7 +112,7 @@ def expand(preset: str | None, overrides: list[str]) -> Sweep:
         if rid not in seen:
             seen.add(rid)
             jobs.append(Job(job, cfg, rid))
-    return Sweep(preset or "custom", spec["version"], jobs, varying_keys(jobs))
+    return Sweep(preset or "custom", spec["version"], jobs, varying_keys(jobs), len(job_overrides))
 
 
 def varying_keys(jobs: list[Job]) -> list[str]:
@@ -161,7 +162,13 @@ def plan_table(sweep: Sweep, statuses: dict, force: bool) -> Table:
 def plan_summary(sweep: Sweep, todo: list[Job], statuses: dict) -> str:
     counts = Counter(status or "missing" for status in statuses.values())
     parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    return f"{len(sweep.jobs)} runs ({parts}): {len(todo)} to run"
+    same = sweep.combinations - len(sweep.jobs)
+    merged = (
+        f" ({sweep.combinations} combinations; {same} differ only in keys their norm ignores)"
+        if same
+        else ""
+    )
+    return f"{len(sweep.jobs)} runs{merged} ({parts}): {len(todo)} to run"
 
 
 # ---------------------------------------------------------------------------- the record

@@ -29,7 +29,7 @@ BAD_INPUTS = [
     (["train.optimizer=adam"], "train.optimizer='adam'", "adamw, sgd"),
     (["precision=fp8"], "precision=fp8", "bf16, fp16, fp32"),
     (["model=cnn", "model.heads=2"], "model.heads", "model=transformer"),
-    (["norm.ghost_batch=64"], "norm.ghost_batch=64", "1..32"),
+    (["norm=batchnorm", "norm.ghost_batch=64"], "norm.ghost_batch=64", "1..32"),
     (["train.max_steps=null"], "train.max_steps", "set at least one"),
     (["model.patch_size=3"], "model.patch_size=3", "1, 2, 4, 5, 8"),
     (["norm.mask_padding=maybe"], "norm.mask_padding='maybe'", "true or false"),

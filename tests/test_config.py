@@ -68,7 +68,8 @@ def test_overrides_are_typed_and_applied():
     )
     assert cfg["model"]["name"] == "cnn" and cfg["norm"]["groups"] == 4
     assert cfg["train"]["lr"] == 0.001 and isinstance(cfg["train"]["lr"], float)
-    assert cfg["norm"]["ghost_batch"] == 4 and cfg["train"]["grad_clip"] is None
+    assert cfg["norm"]["ghost_batch"] is None  # groupnorm ignores it
+    assert cfg["train"]["grad_clip"] is None
 
 
 def test_integers_are_accepted_where_a_number_is_expected():
@@ -107,3 +108,24 @@ def test_conf_dir_is_found():
 def test_more_bad_values_are_usage_errors(bad):
     with pytest.raises(UsageError):
         compose(bad)
+
+
+def test_norm_keys_match_the_options_each_norm_takes():
+    from normbench.config import NORM_KEYS, NORM_SPECIFIC_KEYS
+    from normbench.norms import NORMS
+
+    assert set(NORM_KEYS) == set(NORMS)
+    for name, (_, options) in NORMS.items():
+        assert NORM_KEYS[name] == set(options) & NORM_SPECIFIC_KEYS, name
+
+
+def test_keys_a_norm_ignores_are_nulled_so_equal_experiments_share_a_run_id():
+    from normbench.store import run_id
+
+    gn = [compose(["norm=groupnorm", f"norm.ghost_batch={g}"]) for g in (2, 32)]
+    assert gn[0]["norm"]["ghost_batch"] is None and run_id(gn[0]) == run_id(gn[1])
+    bn = [compose(["norm=batchnorm", f"norm.ghost_batch={g}"]) for g in (2, 32)]
+    assert bn[0]["norm"]["ghost_batch"] == 2 and run_id(bn[0]) != run_id(bn[1])
+    assert compose(["norm=layernorm"])["norm"]["groups"] is None
+    assert compose(["norm=groupnorm"])["norm"]["groups"] == 8
+    compose(["norm=layernorm", "norm.ghost_batch=64"])  # ignored, so not refused

@@ -90,10 +90,16 @@ def test_presets_ship_with_a_question_and_a_version():
 
 def test_batch_sensitivity_crosses_five_norms_and_gn_ws_with_ghost_batches_and_seeds():
     sweep = expand("batch_sensitivity", [])
-    assert len(sweep.jobs) == 6 * 5 * 3
+    assert sweep.combinations == 6 * 5 * 3
+    # batch-independent norms ignore norm.ghost_batch: one run per seed, not five
+    assert len(sweep.jobs) == 2 * 5 * 3 + 4 * 3
     with_ws = [job for job in sweep.jobs if job.cfg["model"]["weight_std"]]
-    assert len(with_ws) == 15 and {job.cfg["norm"]["name"] for job in with_ws} == {"groupnorm"}
-    assert {job.cfg["norm"]["ghost_batch"] for job in sweep.jobs} == {2, 4, 8, 16, 32}
+    assert len(with_ws) == 3 and {job.cfg["norm"]["name"] for job in with_ws} == {"groupnorm"}
+    ghost = {job.cfg["norm"]["name"]: set() for job in sweep.jobs}
+    for job in sweep.jobs:
+        ghost[job.cfg["norm"]["name"]].add(job.cfg["norm"]["ghost_batch"])
+    assert ghost["batchnorm"] == ghost["switchnorm"] == {2, 4, 8, 16, 32}
+    assert ghost["groupnorm"] == ghost["layernorm"] == ghost["instancenorm"] == {None}
     assert {job.cfg["batch_size"] for job in sweep.jobs} == {32}
 
 
@@ -108,7 +114,7 @@ def test_command_line_overrides_replace_or_extend_preset_axes():
 def test_dry_run_prints_the_grid_and_trains_nothing(tmp_path):
     result = runner.invoke(app, ["sweep", "smoke", "--dry-run", "--runs-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    assert "4 runs (4 missing): 4 to run" in result.output and "norm.ghost_batch" in result.output
+    assert "4 runs (4 missing): 4 to run" in result.output and "batch_size" in result.output
     assert list(tmp_path.iterdir()) == []
 
 
@@ -225,6 +231,44 @@ def test_kill_9_of_the_sweep_and_its_workers_then_resume(tmp_path):
     for name, meta in complete_before.items():
         assert after[name] == meta  # not trained again
     assert f"{6 - len(complete_before)} to run" in resumed.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("whole_group", [True, False], ids=["terminal", "parent-only"])
+def test_ctrl_c_interrupts_running_runs_and_the_same_command_finishes_the_rest(
+    tmp_path, whole_group
+):
+    runs = tmp_path / "runs"
+    args = [*QUICK, "train.max_steps=300", "train.eval_every=50", "seed=range(6)", "--jobs", "2"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "normbench", "sweep", *args, "--runs-dir", str(runs)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        statuses = [m and m.get("status") for m in metas(runs).values()] if runs.exists() else []
+        if statuses.count("complete") >= 1 and "running" in statuses:
+            break
+        time.sleep(0.1)
+    if whole_group:  # a terminal's Ctrl-C reaches the sweep and its workers
+        os.killpg(proc.pid, signal.SIGINT)
+    else:  # only the sweep: it must stop its workers itself
+        proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out + err
+    assert "Traceback" not in err and "run the same command again" in out
+    stopped = metas(runs)
+    assert "running" not in {m["status"] for m in stopped.values()}
+    assert "interrupted" in {m["status"] for m in stopped.values()}
+    complete = {n: m for n, m in stopped.items() if m["status"] == "complete"}
+    rerun = sweep_cli(runs, *args)
+    assert rerun.returncode == 0, rerun.stderr
+    after = metas(runs)
+    assert len(after) == 6 and {m["status"] for m in after.values()} == {"complete"}
+    assert all(after[name] == meta for name, meta in complete.items())
 
 
 @pytest.mark.slow
