@@ -164,11 +164,11 @@ def plan_summary(sweep: Sweep, todo: list[Job], statuses: dict) -> str:
     parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     same = sweep.combinations - len(sweep.jobs)
     merged = (
-        f" ({sweep.combinations} combinations; {same} differ only in keys their norm ignores)"
+        f" from {sweep.combinations} combinations ({same} differ only in keys their norm ignores)"
         if same
         else ""
     )
-    return f"{len(sweep.jobs)} runs{merged} ({parts}): {len(todo)} to run"
+    return f"{len(sweep.jobs)} runs{merged}: {parts}; {len(todo)} to run"
 
 
 # ---------------------------------------------------------------------------- the record
@@ -272,7 +272,7 @@ class LiveView:
 
 def summary_table(sweep: Sweep, view: LiveView) -> Table:
     """The end of a sweep: how many runs ended how, and why each failure failed."""
-    table = Table(title=f"sweep {sweep.name}", title_justify="left")
+    table = Table(title=f"sweep {sweep.name}", title_justify="left", min_width=40)
     table.add_column("status")
     table.add_column("runs", justify="right")
     if view.skipped:

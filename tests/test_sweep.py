@@ -114,7 +114,7 @@ def test_command_line_overrides_replace_or_extend_preset_axes():
 def test_dry_run_prints_the_grid_and_trains_nothing(tmp_path):
     result = runner.invoke(app, ["sweep", "smoke", "--dry-run", "--runs-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    assert "4 runs (4 missing): 4 to run" in result.output and "batch_size" in result.output
+    assert "4 runs: 4 missing; 4 to run" in result.output and "batch_size" in result.output
     assert list(tmp_path.iterdir()) == []
 
 
@@ -169,7 +169,7 @@ def test_sweep_runs_records_and_resumes(tmp_path):
     RunDir(runs, failed).write_meta({**before[failed], "status": "failed"})
     stamp = RunDir(runs, failed).metrics_path.stat().st_mtime_ns
     again = sweep_cli(runs, *QUICK, "norm=batchnorm,groupnorm", "seed=0,1", "--name", "quick")
-    assert again.returncode == 0 and "4 runs (3 complete, 1 failed): 1 to run" in again.stdout
+    assert again.returncode == 0 and "4 runs: 3 complete, 1 failed; 1 to run" in again.stdout
     after = metas(runs)
     assert after[failed]["status"] == "complete"
     assert RunDir(runs, failed).metrics_path.stat().st_mtime_ns != stamp  # trained again
