@@ -195,6 +195,82 @@ def sweep(
         raise typer.Exit(1)
 
 
+@app.command()
+def report(
+    arguments: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="[RUNS_DIR] [FILTER ...]: filters in override syntax, e.g. model=cnn "
+            "norm=batchnorm,groupnorm",
+            show_default=False,
+        ),
+    ] = None,
+    sweep_name: Annotated[
+        str | None, typer.Option("--sweep", help="Only this sweep's runs (its latest record).")
+    ] = None,
+    by: Annotated[
+        str | None, typer.Option("--by", help="Group by these keys (comma-separated).")
+    ] = None,
+    best_over: Annotated[
+        str | None,
+        typer.Option("--best-over", help="Per group, keep the best value of this key."),
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", help="rich | csv | markdown | json")] = "rich",
+    table: Annotated[
+        str | None,
+        typer.Option("--table", help="convergence | batch_sensitivity | precision"),
+    ] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Write the tables here.")] = None,
+    plots: Annotated[
+        Path | None, typer.Option("--plots", help="Write PNG figures into this directory.")
+    ] = None,
+    runs_dir: RunsDir = Path("runs"),
+) -> None:
+    """Compare runs: convergence, batch-size sensitivity and precision, seeds aggregated."""
+    from normbench import report as reports
+    from normbench.config import UsageError
+
+    arguments = list(arguments or [])
+    if arguments and "=" not in arguments[0]:
+        runs_dir = Path(arguments.pop(0))
+    try:
+        if fmt not in ("rich", "csv", "markdown", "json"):
+            raise UsageError(f"--format {fmt}: valid: rich, csv, markdown, json")
+        selection = reports.load_runs(runs_dir)
+        ids = reports.sweep_run_ids(runs_dir, sweep_name) if sweep_name else None
+        selection = reports.select(selection, arguments, ids)
+        result = reports.build(selection, by.split(",") if by else None, best_over)
+        text = None if fmt == "rich" else reports.render(result, fmt, table)
+    except UsageError as err:
+        raise fail(str(err)) from None
+    for warning in result.warnings:
+        typer.secho(f"warning: {warning}", fg="yellow", err=True)
+    if text is not None and out is None:
+        typer.echo(text, nl=False)
+    elif text is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+        typer.echo(f"wrote {out}", err=True)
+    else:
+        from rich.console import Console
+
+        # Piped output has no terminal width: give the tables room instead of 80 columns.
+        console = Console() if sys.stdout.isatty() else Console(width=160)
+        statuses = ", ".join(f"{n} {status}" for status, n in sorted(result.counts.items()))
+        console.print(
+            f"{sum(result.counts.values())} runs ({statuses}); grouped by "
+            f"{', '.join(result.keys) or 'nothing (one group)'}",
+            soft_wrap=True,
+        )
+        for renderable in reports.rich_tables(result):
+            console.print(renderable)
+    if plots is not None:
+        from normbench.plots import write_plots
+
+        for path in write_plots(selection.runs, result, runs_dir, plots):
+            typer.echo(f"wrote {path}", err=True)
+
+
 def _check_devices(devices: set[str]) -> None:
     """A device the sweep names must exist here (imports torch only when one is named)."""
     wanted = devices - {"auto", "cpu"}

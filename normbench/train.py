@@ -330,7 +330,19 @@ class Trainer:
             final_val_loss=evaluated[-1]["val_loss"] if evaluated else None,
             final_val_acc=evaluated[-1]["val_acc"] if evaluated else None,
             best_val_acc=max(row["val_acc"] for row in evaluated) if evaluated else None,
+            train_loss_auc=self.train_loss_auc(),
         )
+
+    def train_loss_auc(self) -> float | None:
+        """Mean training loss over the whole run (each logged window weighted by its steps):
+        the area under the loss curve per step. Lower means faster convergence."""
+        if not self.rows:
+            return None
+        steps = [self.rows[0]["step"]] + [
+            b["step"] - a["step"] for a, b in zip(self.rows, self.rows[1:], strict=False)
+        ]
+        total = sum(w * row["train_loss"] for w, row in zip(steps, self.rows, strict=True))
+        return total / self.rows[-1]["step"]
 
     def progress_bar(self) -> Progress:
         return Progress(

@@ -234,3 +234,11 @@ def test_normbench_run_from_the_command_line(tmp_path):
         cwd=tmp_path,
     )
     assert again.stdout.startswith("skipped, already finished")
+
+
+def test_train_loss_auc_is_the_step_weighted_mean_of_the_logged_losses(tmp_path):
+    outcome = run_experiment(compose(tiny()), tmp_path, progress=False)
+    frame = metrics(outcome)  # steps 2, 3, 4, 6: windows of 2, 1, 1, 2 steps
+    weights = frame["step"].diff().fillna(frame["step"].iloc[0])
+    expected = (frame["train_loss"] * weights).sum() / 6
+    assert outcome.summary["train_loss_auc"] == pytest.approx(expected)
