@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -180,9 +181,11 @@ def welch_p(a: np.ndarray, b: np.ndarray) -> float:
     a, b = a[~np.isnan(a)], b[~np.isnan(b)]
     if len(a) < 2 or len(b) < 2:
         return 1.0
-    if a.std() == 0 and b.std() == 0:
-        return 1.0 if a.mean() == b.mean() else 0.0
-    return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+    if a.std() < 1e-12 and b.std() < 1e-12:  # constant (up to rounding) on both sides
+        return 1.0 if math.isclose(a.mean(), b.mean(), abs_tol=1e-12) else 0.0
+    with warnings.catch_warnings():  # one constant side is fine: its variance term is zero
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
 
 
 def grouping_keys(runs: pd.DataFrame, by: list[str] | None = None) -> list[str]:
