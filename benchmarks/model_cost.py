@@ -21,8 +21,7 @@ from normbench.models import build_model
 
 SHAPES = [  # (batch, tokens, width, depth, heads)
     (32, 10, 64, 4, 4),  # the default run
-    (64, 64, 128, 6, 8),
-    (32, 128, 256, 4, 8),
+    (64, 32, 128, 6, 8),
 ]
 
 
@@ -77,7 +76,7 @@ def fwd_bwd_seconds(model: nn.Module, x: torch.Tensor, iterations: int) -> float
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--iterations", type=int, default=30)
+    parser.add_argument("--iterations", type=int, default=10)
     args = parser.parse_args()
     torch.manual_seed(0)
     print(f"forward+backward ms, fp32, {torch.get_num_threads()} threads, median of {args.repeats}")

@@ -15,6 +15,13 @@ import sys
 import tempfile
 import time
 
+# The floor of any PyTorch training script: torch's optimizers import torch._dynamo on their
+# first step (about 1 s here), which `import torch` alone does not pay.
+FIRST_STEP = (
+    "import torch; w = torch.zeros(4, requires_grad=True); "
+    "o = torch.optim.AdamW([w]); w.sum().backward(); o.step()"
+)
+
 
 def wall(command: list[str]) -> float:
     start = time.perf_counter()
@@ -34,6 +41,7 @@ def main() -> None:
             "normbench --help": [*normbench, "--help"],
             "normbench list": [*normbench, "list"],
             'python -c "import torch"': [sys.executable, "-c", "import torch"],
+            "plain PyTorch first AdamW step": [sys.executable, "-c", FIRST_STEP],
             "normbench run (1 step, warm cache)": [*normbench, *one_step, "--runs-dir", runs],
         }
         times = {
@@ -58,9 +66,12 @@ def main() -> None:
     print(f"{'  imports torch?':<40}{imported:>9}{'False':>22}")
     torch_s = times['python -c "import torch"']
     run_s = times["normbench run (1 step, warm cache)"]
+    first_s = times["plain PyTorch first AdamW step"]
     print(f"{'python -c import torch':<40}{torch_s:>9.2f}")
+    print(f"{'plain PyTorch: import + first AdamW step':<40}{first_s:>9.2f}")
     print(f"{'normbench run, 1 step':<40}{run_s:>9.2f}")
     print(f"{'  more than importing torch':<40}{run_s - torch_s:>9.2f}{'<= 1.00':>22}")
+    print(f"{'  more than plain first step':<40}{run_s - first_s:>9.2f}")
 
 
 if __name__ == "__main__":

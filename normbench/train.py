@@ -7,6 +7,7 @@ accuracies accumulate on the device and are read every ``train.log_every`` steps
 
 from __future__ import annotations
 
+import contextlib
 import math
 import platform
 import socket
@@ -256,9 +257,7 @@ class Trainer:
         self, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None, want_grad_norm: bool
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """One optimiser step; the gradient norm is computed when clipping or logging."""
-        with torch.autocast(
-            self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None
-        ):
+        with self.autocast():
             logits = self.model(x, mask=mask)
         loss = F.cross_entropy(logits.float(), y)
         self.optimizer.zero_grad(set_to_none=True)
@@ -266,16 +265,22 @@ class Trainer:
         clip, grad_norm = self.cfg["train"]["grad_clip"], None
         if clip or want_grad_norm:
             self.scaler.unscale_(self.optimizer)
-            grads = [p.grad for p in self.params if p.grad is not None]
-            grad_norm = (
-                torch.nn.utils.clip_grad_norm_(self.params, clip)
-                if clip
-                else torch.nn.utils.get_total_norm(grads)
-            )
+            if clip:
+                grad_norm = torch.nn.utils.clip_grad_norm_(self.params, clip)
+            else:
+                grad_norm = torch.nn.utils.get_total_norm(
+                    [p.grad for p in self.params if p.grad is not None]
+                )
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.scheduler.step()
         return loss, logits, grad_norm
+
+    def autocast(self):
+        """bf16/fp16 autocast, or no context at all for fp32 (it costs a little every step)."""
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
 
     def train_row(self, step: int, window: Window, grad_norm: torch.Tensor | None) -> dict:
         samples = step * self.cfg["batch_size"]
@@ -312,9 +317,7 @@ class Trainer:
         for start in range(0, len(data["y"]), EVAL_BATCH):
             rows = slice(start, start + EVAL_BATCH)
             mask = None if data["mask"] is None else data["mask"][rows]
-            with torch.autocast(
-                self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None
-            ):
+            with self.autocast():
                 logits = self.model(data["x"][rows], mask=mask).float()
             loss_sum += F.cross_entropy(logits, data["y"][rows], reduction="sum").item()
             correct += (logits.argmax(-1) == data["y"][rows]).sum().item()
