@@ -112,6 +112,7 @@ SCHEMA: dict[str, Key] = {
     "seed": Key(int, minimum=0),
     "device": Key(str, choices=DEVICES),
     "threads": _positive(nullable=True),
+    "diagnostics": Key(bool),
     "norm.eps": Key(float, minimum=0.0),
     "norm.momentum": Key(float, minimum=0.0, maximum=1.0),
     "norm.groups": _positive(),

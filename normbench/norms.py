@@ -196,8 +196,11 @@ class GroupNorm(AffineNorm):
     def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
         if self.layout == "channels":
             return F.group_norm(x, self.groups, self.weight, self.bias, self.eps)
-        flat = x.reshape(-1, self.num_features)  # every token is its own sample
-        return F.group_norm(flat, self.groups, self.weight, self.bias, self.eps).view_as(x)
+        # Per (token, group): layer_norm over each group's D/G features, the fused kernel
+        # for this layout (F.group_norm on (N*T, D) is several times slower), then the affine.
+        grouped = x.unflatten(-1, (self.groups, self.num_features // self.groups))
+        y = F.layer_norm(grouped, grouped.shape[-1:], eps=self.eps).flatten(-2)
+        return torch.addcmul(self.bias, y, self.weight)
 
 
 class SwitchNorm(AffineNorm):
@@ -227,42 +230,53 @@ class SwitchNorm(AffineNorm):
     def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
         # Work channels-first with the "space" axis flattened: (N, C, L). Tokens become
         # (N, D, T), so IN and BN run over T just as they run over S for channels.
+        # As in the paper, one pass over x gives the IN moments; BN (and, for channels, LN)
+        # moments are averages of them, so the three statistics cost little more than one.
         shape = x.shape
         h = x.flatten(2) if self.layout == "channels" else x.transpose(1, 2)
         m = None if mask is None else mask[:, None, :]  # (N, 1, T)
         mean_in, var_in = masked_moments(h, (2,), m)
-        ln_dims = (1, 2) if self.layout == "channels" else (1,)
-        mean_ln, var_ln = masked_moments(h, ln_dims, None)
-        mean_bn, var_bn = self.batch_moments(h, m)
+        square_in = var_in + mean_in.square()  # E[x^2] per (n, c)
+        count = (
+            torch.full_like(mean_in[:, :1], h.shape[2])
+            if m is None
+            else m.sum(2, keepdim=True).to(h.dtype)
+        )  # real positions per sample
+        if self.layout == "channels":
+            mean_ln = mean_in.mean(1, keepdim=True)
+            var_ln = (square_in.mean(1, keepdim=True) - mean_ln.square()).clamp_min(0)
+        else:  # per token over D: not a function of the IN moments
+            var_ln, mean_ln = torch.var_mean(h, dim=1, keepdim=True, correction=0)
+        mean_bn, var_bn = self.batch_moments(mean_in, square_in, count)
         mw, vw = self.mean_weight.softmax(0), self.var_weight.softmax(0)
         mean = mw[0] * mean_in + mw[1] * mean_ln + mw[2] * mean_bn
         var = vw[0] * var_in + vw[1] * var_ln + vw[2] * var_bn
-        y = self.affine_cf((h - mean) * torch.rsqrt(var + self.eps))
+        scale = self.weight[:, None] * torch.rsqrt(var + self.eps)
+        y = torch.addcmul(self.bias[:, None] - mean * scale, h, scale)
         return y.view(shape) if self.layout == "channels" else y.transpose(1, 2)
 
-    def affine_cf(self, y: Tensor) -> Tensor:
-        return y * self.weight[:, None] + self.bias[:, None]
-
-    def batch_moments(self, h: Tensor, m: Tensor | None) -> tuple[Tensor, Tensor]:
-        """BN statistics per channel over (N, L), per ghost batch; running ones in eval."""
+    def batch_moments(
+        self, mean_in: Tensor, square_in: Tensor, count: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """BN moments per channel over (N, L), per ghost batch, from the per-sample moments
+        weighted by each sample's real positions; the running ones in eval mode."""
         if not self.training:
             return self.running_mean[:, None], self.running_var[:, None]
-        size = self.ghost_batch or h.shape[0]
+        size = self.ghost_batch or mean_in.shape[0]
         means, variances = [], []
-        for start in range(0, h.shape[0], size):
-            chunk = h[start : start + size]
-            chunk_mask = None if m is None else m[start : start + size]
-            mean, var = masked_moments(chunk, (0, 2), chunk_mask)
-            self.update_running(mean, var, chunk, chunk_mask)
-            repeat = chunk.shape[0]
-            means.append(mean.expand(repeat, -1, -1))
-            variances.append(var.expand(repeat, -1, -1))
+        for start in range(0, mean_in.shape[0], size):
+            rows = slice(start, start + size)
+            weight = count[rows] / count[rows].sum()
+            mean = (mean_in[rows] * weight).sum(0, keepdim=True)
+            var = ((square_in[rows] * weight).sum(0, keepdim=True) - mean.square()).clamp_min(0)
+            self.update_running(mean, var, count[rows].sum())
+            means.append(mean.expand(weight.shape[0], -1, -1))
+            variances.append(var.expand(weight.shape[0], -1, -1))
         return torch.cat(means), torch.cat(variances)
 
     @torch.no_grad()
-    def update_running(self, mean: Tensor, var: Tensor, chunk: Tensor, mask: Tensor | None):
+    def update_running(self, mean: Tensor, var: Tensor, count: Tensor):
         """Running statistics as PyTorch's BatchNorm keeps them (unbiased variance)."""
-        count = mask.sum() if mask is not None else torch.tensor(chunk[:, 0].numel())
         unbiased = var.flatten() * count / (count - 1).clamp_min(1)
         self.running_mean.lerp_(mean.flatten().to(self.running_mean.dtype), self.momentum)
         self.running_var.lerp_(unbiased.to(self.running_var.dtype), self.momentum)

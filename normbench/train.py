@@ -25,8 +25,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from normbench import __version__
-from normbench.config import UsageError
+from normbench.config import NORM_KEYS, UsageError
 from normbench.data import Split, input_shape, load
+from normbench.diagnostics import Diagnostics, frozen_buffers
 from normbench.models import build_model
 from normbench.store import FINISHED, RunDir, run_id
 
@@ -169,6 +170,7 @@ class Trainer:
         self.autocast_dtype = AUTOCAST_DTYPES[precision]
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=precision == "fp16")
         self.params = list(self.model.parameters())
+        self.diagnostics = Diagnostics(self.model, self.run) if cfg["diagnostics"] else None
 
     def lr_scale(self) -> float:
         """train.lr_scaling: lr * (batch_size / base_batch_size) ** (1 | 1/2 | 0)."""
@@ -223,7 +225,9 @@ class Trainer:
                     x, y, mask = next(batches)
                     evaluate = step % train["eval_every"] == 0 or step == self.total_steps
                     log = evaluate or step % train["log_every"] == 0
-                    loss, logits, grad_norm = self.step(x, y, mask, want_grad_norm=log)
+                    diagnose = self.diagnostics is not None and evaluate
+                    with self.diagnostics.watch_norms() if diagnose else contextlib.nullcontext():
+                        loss, logits, grad_norm = self.step(x, y, mask, log, diagnose)
                     window.add(loss, logits, y)
                     if not log:
                         continue
@@ -232,6 +236,8 @@ class Trainer:
                     if evaluate:
                         row["val_loss"], row["val_acc"] = self.evaluate("val")
                         self.check_target(step, row)
+                        if diagnose:
+                            self.diagnose(step, row["val_acc"])
                     self.rows.append(row)
                     self.summary["steps"] = step
                     val = "-" if math.isnan(row["val_acc"]) else f"{row['val_acc']:.3f}"
@@ -245,26 +251,34 @@ class Trainer:
                     if not math.isfinite(row["train_loss"]) or math.isinf(row["val_loss"]):
                         return "diverged"
                     if evaluate:
-                        self.run.write_metrics(self.rows)
+                        self.write_logs()
                     tick = time.perf_counter()
         finally:
-            self.run.write_metrics(self.rows)
+            self.write_logs()
             self.finish_summary()
         self.summary["test_loss"], self.summary["test_acc"] = self.evaluate("test")
         return "complete"
 
     def step(
-        self, x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None, want_grad_norm: bool
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        mask: torch.Tensor | None,
+        want_grad_norm: bool,
+        diagnose: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """One optimiser step; the gradient norm is computed when clipping or logging."""
+        """One optimiser step; the gradient norm is computed when clipping or logging, and per
+        unit (before clipping) when diagnosing."""
         with self.autocast():
             logits = self.model(x, mask=mask)
         loss = F.cross_entropy(logits.float(), y)
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()
         clip, grad_norm = self.cfg["train"]["grad_clip"], None
-        if clip or want_grad_norm:
+        if clip or want_grad_norm or diagnose:
             self.scaler.unscale_(self.optimizer)
+            if diagnose:
+                self.diagnostics.grad_norms()
             if clip:
                 grad_norm = torch.nn.utils.clip_grad_norm_(self.params, clip)
             else:
@@ -308,11 +322,26 @@ class Trainer:
         if reached and self.summary["steps_to_target"] is None:
             self.summary.update(steps_to_target=step, time_to_target_s=self.train_s)
 
+    def write_logs(self) -> None:
+        self.run.write_metrics(self.rows)
+        if self.diagnostics is not None:
+            self.diagnostics.write()
+
+    def diagnose(self, step: int, eval_mode_acc: float) -> None:
+        """Record this evaluation's diagnostics; batch-dependent norms also get a validation
+        pass with batch statistics (train mode), running statistics left untouched."""
+        train_mode_acc = None
+        if "ghost_batch" in NORM_KEYS[self.cfg["norm"]["name"]]:
+            with frozen_buffers(self.model):
+                train_mode_acc = self.evaluate("val", train_mode=True)[1]
+        self.diagnostics.record(step, train_mode_acc, eval_mode_acc)
+
     @torch.no_grad()
-    def evaluate(self, split: str) -> tuple[float, float]:
-        """Mean loss and accuracy on a split, in eval mode (running statistics)."""
+    def evaluate(self, split: str, train_mode: bool = False) -> tuple[float, float]:
+        """Mean loss and accuracy on a split, in eval mode (running statistics) unless
+        ``train_mode`` (batch statistics)."""
         data = self.tensors[split]
-        self.model.eval()
+        self.model.train(train_mode)
         loss_sum, correct = 0.0, 0
         for start in range(0, len(data["y"]), EVAL_BATCH):
             rows = slice(start, start + EVAL_BATCH)
