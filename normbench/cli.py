@@ -224,6 +224,10 @@ def report(
     plots: Annotated[
         Path | None, typer.Option("--plots", help="Write PNG figures into this directory.")
     ] = None,
+    diagnostics: Annotated[
+        bool,
+        typer.Option("--diagnostics", help="Show runs' diagnostics (trained diagnostics=true)."),
+    ] = False,
     runs_dir: RunsDir = Path("runs"),
 ) -> None:
     """Compare runs: convergence, batch-size sensitivity and precision, seeds aggregated."""
@@ -240,6 +244,13 @@ def report(
         ids = reports.sweep_run_ids(runs_dir, sweep_name) if sweep_name else None
         selection = reports.select(selection, arguments, ids)
         result = reports.build(selection, by.split(",") if by else None, best_over)
+        if diagnostics:
+            found = reports.diagnostics_table(selection.runs, result.keys, runs_dir)
+            if found is None:
+                raise UsageError(
+                    "--diagnostics: none of these runs was trained with diagnostics=true"
+                )
+            result.tables["diagnostics"] = found
         text = None if fmt == "rich" else reports.render(result, fmt, table)
     except UsageError as err:
         raise fail(str(err)) from None
@@ -264,6 +275,8 @@ def report(
         )
         for renderable in reports.rich_tables(result):
             console.print(renderable)
+        if diagnostics:
+            console.print(reports.diagnostics_rich(result.tables["diagnostics"], result.keys))
     if plots is not None:
         from normbench.plots import write_plots
 

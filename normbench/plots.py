@@ -22,6 +22,8 @@ def write_plots(runs: pd.DataFrame, report: Report, runs_dir: Path, out_dir: Pat
     written = [learning_curves(runs, report, runs_dir, out_dir)]
     if report.tables["batch_sensitivity"] is not None:
         written.append(batch_curve(report, out_dir))
+    if report.tables.get("diagnostics") is not None:
+        written.append(gradient_depth(report, out_dir))
     return [path for path in written if path is not None]
 
 
@@ -128,6 +130,32 @@ def batch_curve(report: Report, out_dir: Path) -> Path:
     ax.legend(fontsize=8)
     fig.tight_layout()
     path = out_dir / "batch_sensitivity.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def gradient_depth(report: Report, out_dir: Path) -> Path:
+    """Gradient norm of each unit's sublayer against its depth, one line per group: the
+    picture of Xiong et al. (2020), where Post-LN's gradients grow toward the last layers."""
+    import matplotlib.pyplot as plt
+
+    table = report.tables["diagnostics"]
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for labels, group in group_frame(table, report.keys):
+        labels = labels if isinstance(labels, tuple) else (labels,)
+        ax.plot(
+            group["unit"], group["grad_norm"], marker="o", label=group_name(report.keys, labels)
+        )
+    ax.set(
+        xlabel="residual unit (0 = nearest the input)",
+        ylabel="gradient norm of the unit's sublayer weights",
+        title="Gradient norm against depth at the last evaluation (mean over seeds)",
+        yscale="log",
+    )
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = out_dir / "gradient_depth.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

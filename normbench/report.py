@@ -545,3 +545,77 @@ def render(report: Report, fmt: str, table: str | None) -> str:
     payload = {name: json.loads(t.to_json(orient="records")) for name, t in tables.items()}
     payload.update(grouped_by=report.keys, statuses=report.counts, warnings=report.warnings)
     return json.dumps(payload, indent=2) + "\n"
+
+
+# --------------------------------------------------------------------------- diagnostics
+def diagnostics_table(runs: pd.DataFrame, keys: list[str], runs_dir: Path) -> pd.DataFrame | None:
+    """Per group and residual unit, at each run's last diagnosed step, averaged over seeds:
+    the sublayer's gradient norm, the activation std entering and leaving the norm, the
+    train-mode minus eval-mode validation accuracy (BatchNorm, SwitchNorm) and SwitchNorm's
+    mixing weights. None when no selected run was trained with diagnostics=true."""
+    frames = []
+    for rid in runs["run_id"]:
+        path = runs_dir / rid / "diagnostics.parquet"
+        if path.exists():
+            frame = pd.read_parquet(path)
+            frames.append(frame[frame["step"] == frame["step"].max()].assign(run_id=rid))
+    if not frames:
+        return None
+    labelled = runs[["run_id", *keys]].assign(**{k: runs[k].map(_label) for k in keys})
+    merged = pd.concat(frames).merge(labelled, on="run_id")
+    merged["gap"] = merged["train_mode_val_acc"] - merged["eval_mode_val_acc"]
+    columns = [
+        "grad_norm",
+        "in_std",
+        "out_std",
+        "gap",
+        "sn_mean_in",
+        "sn_mean_ln",
+        "sn_mean_bn",
+        "sn_var_in",
+        "sn_var_ln",
+        "sn_var_bn",
+    ]
+    table = merged.groupby([*keys, "unit", "sublayer"], sort=True)[columns].mean().reset_index()
+    return table.assign(seeds=merged.groupby([*keys, "unit"]).size().to_numpy())
+
+
+def diagnostics_rich(table: pd.DataFrame, keys: list[str]):
+    from rich.table import Table
+
+    out = Table(
+        title="Diagnostics at the last evaluation (mean over seeds): gradient norm of "
+        "each unit's sublayer, activation std into and out of its norm, train-mode "
+        "minus eval-mode val accuracy, SwitchNorm weights (IN/LN/BN)",
+        title_justify="left",
+    )
+    for key in [
+        *keys,
+        "unit",
+        "sublayer",
+        "grad norm",
+        "std in",
+        "std out",
+        "BN gap",
+        "SN mean w",
+        "SN var w",
+    ]:
+        out.add_column(short(key), no_wrap=True)
+    for _, row in table.iterrows():
+        sn = [
+            f"{row[f'sn_{kind}_in']:.2f}/{row[f'sn_{kind}_ln']:.2f}/{row[f'sn_{kind}_bn']:.2f}"
+            if not math.isnan(row[f"sn_{kind}_in"])
+            else "-"
+            for kind in ("mean", "var")
+        ]
+        out.add_row(
+            *(str(row[k]) for k in keys),
+            str(row["unit"]),
+            row["sublayer"],
+            _fmt(row["grad_norm"], 4),
+            _fmt(row["in_std"]),
+            _fmt(row["out_std"]),
+            _fmt(row["gap"], 4),
+            *sn,
+        )
+    return out

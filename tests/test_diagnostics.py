@@ -1,0 +1,112 @@
+"""diagnostics=true: per-unit gradient norms and norm statistics, written with the right shape."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+import torch
+from conftest import tiny
+
+from normbench.config import compose
+from normbench.data import input_shape
+from normbench.diagnostics import COLUMNS, Diagnostics, frozen_buffers
+from normbench.models import build_model
+from normbench.store import RunDir
+from normbench.train import run_experiment
+
+
+def test_gradient_norm_per_unit_is_the_l2_norm_of_its_sublayer_gradients(tmp_path):
+    torch.manual_seed(0)
+    cfg = compose(tiny("model=cnn", "model.depth=2"))
+    model = build_model(cfg, input_shape(cfg["data"]), 10)
+    for p in model.parameters():  # hand-checkable gradients: every entry is 0.5
+        p.grad = torch.full_like(p, 0.5)
+    norms = Diagnostics(model, RunDir(tmp_path, "r")).grad_norms()
+    for unit, norm in zip(model.units, norms, strict=True):
+        count = sum(p.numel() for p in unit.sublayer.parameters())
+        assert norm == pytest.approx(0.5 * math.sqrt(count))
+
+
+def test_watch_norms_records_what_enters_and_leaves_each_norm(tmp_path):
+    cfg = compose(tiny("model=cnn", "model.depth=2", "norm=layernorm"))
+    model = build_model(cfg, input_shape(cfg["data"]), 10)
+    diagnostics = Diagnostics(model, RunDir(tmp_path, "r"))
+    with diagnostics.watch_norms():
+        model(torch.randn(4, 1, 40) * 3 + 1)
+    assert set(diagnostics.activations) == {0, 1}
+    in_mean, in_std, out_mean, out_std = diagnostics.activations[0]
+    assert abs(out_mean) < 1e-4 and out_std == pytest.approx(1.0, abs=0.05)  # layernorm output
+    assert not model.units[0].norm._forward_hooks  # removed afterwards
+
+
+def test_frozen_buffers_keep_running_statistics():
+    cfg = compose(tiny("model=cnn", "norm=batchnorm"))
+    model = build_model(cfg, input_shape(cfg["data"]), 10).train()
+    before = model.units[0].norm.running_mean.clone()
+    with frozen_buffers(model):
+        model(torch.randn(8, 1, 40) + 5)
+    assert torch.equal(model.units[0].norm.running_mean, before)
+
+
+@pytest.mark.parametrize("norm", ["switchnorm", "layernorm"])
+def test_a_diagnosed_run_writes_one_row_per_unit_and_evaluation(norm, tmp_path):
+    cfg = compose(tiny(f"norm={norm}", "diagnostics=true"))
+    outcome = run_experiment(cfg, tmp_path, progress=False)
+    frame = pd.read_parquet(outcome.path / "diagnostics.parquet")
+    assert list(frame.columns) == list(COLUMNS)
+    units = 2 * 2  # depth 2, attention + MLP per block
+    assert len(frame) == units * 2 and sorted(frame["step"].unique()) == [3, 6]
+    assert frame["grad_norm"].gt(0).all() and frame["in_std"].gt(0).all()
+    assert list(frame["sublayer"][:4]) == ["attention", "mlp", "attention", "mlp"]
+    if norm == "switchnorm":  # mixing weights are a distribution; the BN gap is measured
+        sums = frame[["sn_mean_in", "sn_mean_ln", "sn_mean_bn"]].sum(axis=1)
+        assert sums.to_numpy() == pytest.approx(1.0)
+        assert frame["train_mode_val_acc"].notna().all()
+        assert frame["eval_mode_val_acc"].notna().all()
+    else:
+        assert frame["sn_mean_in"].isna().all() and frame["train_mode_val_acc"].isna().all()
+
+
+def test_diagnostics_do_not_change_the_training(tmp_path):
+    plain = run_experiment(compose(tiny("norm=batchnorm")), tmp_path / "a", progress=False)
+    diagnosed = run_experiment(
+        compose(tiny("norm=batchnorm", "diagnostics=true")), tmp_path / "b", progress=False
+    )
+    a = pd.read_parquet(plain.path / "metrics.parquet").drop(columns="elapsed_s")
+    b = pd.read_parquet(diagnosed.path / "metrics.parquet").drop(columns="elapsed_s")
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_report_diagnostics_table_and_gradient_depth_plot(tmp_path):
+    from typer.testing import CliRunner
+
+    from normbench.cli import app
+
+    runs = tmp_path / "runs"
+    for placement in ("pre", "post"):
+        run_experiment(
+            compose(tiny(f"placement={placement}", "diagnostics=true")), runs, progress=False
+        )
+    result = CliRunner().invoke(
+        app, ["report", str(runs), "--diagnostics", "--plots", str(tmp_path / "img")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "Diagnostics at the last evaluation" in result.output and "attention" in result.output
+    assert (tmp_path / "img" / "gradient_depth.png").stat().st_size > 10_000
+    result = CliRunner().invoke(app, ["report", str(runs), "--format", "json", "--diagnostics"])
+    import json
+
+    rows = json.loads(result.stdout)["diagnostics"]
+    assert len(rows) == 2 * 4 and {r["placement.name"] for r in rows} == {"pre", "post"}
+
+
+def test_report_diagnostics_without_diagnosed_runs_is_a_clear_error(tmp_path):
+    from typer.testing import CliRunner
+
+    from normbench.cli import app
+
+    run_experiment(compose(tiny()), tmp_path, progress=False)
+    result = CliRunner().invoke(app, ["report", str(tmp_path), "--diagnostics"])
+    assert result.exit_code == 2 and "diagnostics=true" in result.output
