@@ -27,6 +27,15 @@ def write_plots(runs: pd.DataFrame, report: Report, runs_dir: Path, out_dir: Pat
     return [path for path in written if path is not None]
 
 
+def save(fig, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def group_name(keys: list[str], labels: tuple) -> str:
     return ", ".join(f"{short(k)}={v}" for k, v in zip(keys, labels, strict=True)) or "all runs"
 
@@ -80,11 +89,7 @@ def learning_curves(
     ax_acc.legend(fontsize=8, loc="lower right")
     shown = f" (best {drawn} of {len(order)} groups)" if len(order) > drawn else ""
     fig.suptitle(f"Learning curves{shown}")
-    fig.tight_layout()
-    path = out_dir / "learning_curves.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, out_dir / "learning_curves.png")
 
 
 def _metrics(runs_dir: Path, rid: str) -> pd.DataFrame | None:
@@ -128,11 +133,7 @@ def batch_curve(report: Report, out_dir: Path) -> Path:
         title="Accuracy against batch size (dashed: the norm does not depend on it)",
     )
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = out_dir / "batch_sensitivity.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, out_dir / "batch_sensitivity.png")
 
 
 def gradient_depth(report: Report, out_dir: Path) -> Path:
@@ -154,8 +155,4 @@ def gradient_depth(report: Report, out_dir: Path) -> Path:
         yscale="log",
     )
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = out_dir / "gradient_depth.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, out_dir / "gradient_depth.png")

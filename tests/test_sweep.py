@@ -149,6 +149,25 @@ def metas(runs: Path) -> dict[str, dict]:
     return {name: RunDir(runs, name).read_meta() for name in run_dirs(runs)}
 
 
+def start_and_wait_for_progress(runs: Path, args: list[str], output) -> subprocess.Popen:
+    """Start a sweep in its own process group; return once one run is complete and another
+    is running."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "normbench", "sweep", *args, "--runs-dir", str(runs)],
+        stdout=output,
+        stderr=output,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        statuses = [m and m.get("status") for m in metas(runs).values()] if runs.exists() else []
+        if statuses.count("complete") >= 1 and "running" in statuses:
+            break
+        time.sleep(0.1)
+    return proc
+
+
 @pytest.mark.slow
 def test_sweep_runs_records_and_resumes(tmp_path):
     runs = tmp_path / "runs"
@@ -206,19 +225,8 @@ def test_a_failing_run_is_recorded_and_the_sweep_goes_on(tmp_path):
 @pytest.mark.slow
 def test_kill_9_of_the_sweep_and_its_workers_then_resume(tmp_path):
     runs = tmp_path / "runs"
-    args = [*QUICK, "train.max_steps=150", "train.eval_every=50", "seed=range(6)", "--jobs", "2"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "normbench", "sweep", *args, "--runs-dir", str(runs)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        statuses = [m and m.get("status") for m in metas(runs).values()] if runs.exists() else []
-        if statuses.count("complete") >= 1 and "running" in statuses:
-            break
-        time.sleep(0.1)
+    args = [*QUICK, "train.max_steps=1500", "train.eval_every=50", "seed=range(4)", "--jobs", "2"]
+    proc = start_and_wait_for_progress(runs, args, subprocess.DEVNULL)
     os.killpg(proc.pid, signal.SIGKILL)  # the sweep and every worker at once
     proc.wait()
     killed = metas(runs)
@@ -227,10 +235,10 @@ def test_kill_9_of_the_sweep_and_its_workers_then_resume(tmp_path):
     resumed = sweep_cli(runs, *args)
     assert resumed.returncode == 0, resumed.stderr
     after = metas(runs)
-    assert len(after) == 6 and {m["status"] for m in after.values()} == {"complete"}
+    assert len(after) == 4 and {m["status"] for m in after.values()} == {"complete"}
     for name, meta in complete_before.items():
         assert after[name] == meta  # not trained again
-    assert f"{6 - len(complete_before)} to run" in resumed.stdout
+    assert f"{4 - len(complete_before)} to run" in resumed.stdout
 
 
 @pytest.mark.slow
@@ -239,20 +247,8 @@ def test_ctrl_c_interrupts_running_runs_and_the_same_command_finishes_the_rest(
     tmp_path, whole_group
 ):
     runs = tmp_path / "runs"
-    args = [*QUICK, "train.max_steps=300", "train.eval_every=50", "seed=range(6)", "--jobs", "2"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "normbench", "sweep", *args, "--runs-dir", str(runs)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        statuses = [m and m.get("status") for m in metas(runs).values()] if runs.exists() else []
-        if statuses.count("complete") >= 1 and "running" in statuses:
-            break
-        time.sleep(0.1)
+    args = [*QUICK, "train.max_steps=1500", "train.eval_every=50", "seed=range(4)", "--jobs", "2"]
+    proc = start_and_wait_for_progress(runs, args, subprocess.PIPE)
     if whole_group:  # a terminal's Ctrl-C reaches the sweep and its workers
         os.killpg(proc.pid, signal.SIGINT)
     else:  # only the sweep: it must stop its workers itself
@@ -267,7 +263,7 @@ def test_ctrl_c_interrupts_running_runs_and_the_same_command_finishes_the_rest(
     rerun = sweep_cli(runs, *args)
     assert rerun.returncode == 0, rerun.stderr
     after = metas(runs)
-    assert len(after) == 6 and {m["status"] for m in after.values()} == {"complete"}
+    assert len(after) == 4 and {m["status"] for m in after.values()} == {"complete"}
     assert all(after[name] == meta for name, meta in complete.items())
 
 
