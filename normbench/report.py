@@ -548,8 +548,11 @@ def render(report: Report, fmt: str, table: str | None) -> str:
 
 
 # --------------------------------------------------------------------------- diagnostics
-def diagnostics_table(runs: pd.DataFrame, keys: list[str], runs_dir: Path) -> pd.DataFrame | None:
-    """Per group and residual unit, at each run's last diagnosed step, averaged over seeds:
+def diagnostics_table(
+    runs: pd.DataFrame, keys: list[str], runs_dir: Path, at: str = "last"
+) -> pd.DataFrame | None:
+    """Per group and residual unit, at each run's last (or first) diagnosed step, averaged
+    over seeds:
     the sublayer's gradient norm, the activation std entering and leaving the norm, the
     train-mode minus eval-mode validation accuracy (BatchNorm, SwitchNorm) and SwitchNorm's
     mixing weights. None when no selected run was trained with diagnostics=true."""
@@ -558,7 +561,8 @@ def diagnostics_table(runs: pd.DataFrame, keys: list[str], runs_dir: Path) -> pd
         path = runs_dir / rid / "diagnostics.parquet"
         if path.exists():
             frame = pd.read_parquet(path)
-            frames.append(frame[frame["step"] == frame["step"].max()].assign(run_id=rid))
+            step = frame["step"].max() if at == "last" else frame["step"].min()
+            frames.append(frame[frame["step"] == step].assign(run_id=rid))
     if not frames:
         return None
     labelled = runs[["run_id", *keys]].assign(**{k: runs[k].map(_label) for k in keys})

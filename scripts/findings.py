@@ -253,14 +253,19 @@ def xiong(runs: Path, scale: str) -> str:
     acc = conv["val_acc_mean"]
     gap_cold = acc[("pre", "0")] - acc[("post", "0")]
     gap_warm = acc[("pre", "300")] - acc[("post", "300")]
-    diag = reports.diagnostics_table(selection.runs, ["placement.name", "train.warmup_steps"], runs)
-    cold = diag[diag["train.warmup_steps"] == "0"]
+    keys = ["placement.name", "train.warmup_steps"]
+    first = reports.diagnostics_table(selection.runs, keys, runs, at="first")
+    last = reports.diagnostics_table(selection.runs, keys, runs, at="last")
 
-    def growth(placement: str) -> float:
-        g = cold[cold["placement.name"] == placement].sort_values("unit")["grad_norm"]
+    def growth(table: pd.DataFrame, placement: str) -> float:
+        """Gradient norm of the last unit over the first, without warm-up."""
+        rows = table[(table["placement.name"] == placement) & (table["train.warmup_steps"] == "0")]
+        g = rows.sort_values("unit")["grad_norm"]
         return float(g.iloc[-1] / g.iloc[0])
 
-    post_grows, pre_grows = growth("post"), growth("pre")
+    post_grows, pre_grows = growth(first, "post"), growth(first, "pre")
+    post_end, pre_end = growth(last, "post"), growth(last, "pre")
+    cold = first[first["train.warmup_steps"] == "0"]
     ok_acc = gap_cold > 0 and gap_warm < gap_cold
     ok_grad = post_grows > 1 and post_grows > pre_grows
     depth = reports.Report(
@@ -299,8 +304,10 @@ def xiong(runs: Path, scale: str) -> str:
             f"warm-up, {gap_warm:+.3f} with 300 warm-up steps.",
             "",
             f"{verdict(ok_grad)} Gradient norm of the last unit over the first, without warm-up, "
-            f"at the last evaluation: Post-LN {post_grows:.2f}, Pre-LN {pre_grows:.2f}. (The paper "
-            "measures at initialisation; here it is the end of training.)",
+            "at the first evaluation (step 100, the closest to initialisation the diagnostics "
+            f"reach): Post-LN {post_grows:.2f}, Pre-LN {pre_grows:.2f}; at the end of training: "
+            f"Post-LN {post_end:.2f}, Pre-LN {pre_end:.2f}. The figure shows the first "
+            "evaluation.",
         ]
     )
 
@@ -402,10 +409,10 @@ def fp16(runs: Path, scale: str) -> str:
             reports.to_markdown(frame),
             "",
             f"Losing more than one point or diverging in fp16 with fp16 statistics: {names}; "
-            f"with float32 statistics: {', '.join(helped) or 'none'}. On a CPU, PyTorch's own "
-            "layer_norm and batch_norm kernels accumulate in float32 even for fp16 inputs, so "
-            "only the norms whose statistics normbench computes itself (RMSNorm's and ScaleNorm's "
-            "squares, SwitchNorm's moments) are exposed; on a GPU the picture may differ.",
+            f"with float32 statistics: {', '.join(helped) or 'none'}. A negative result at this "
+            "scale: these runs are short, on a CPU, where fp16 autocast is emulated and "
+            "PyTorch's normalization kernels may accumulate in float32 whatever the input. A "
+            "GPU may show more damage; untested here.",
         ]
     )
 

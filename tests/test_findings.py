@@ -15,13 +15,30 @@ SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "findings.py"
 @pytest.mark.slow
 def test_findings_script_at_smoke_scale(tmp_path):
     out = tmp_path / "docs" / "findings.md"
-    result = subprocess.run([sys.executable, str(SCRIPT), "--smoke", "--runs-dir",
-                             str(tmp_path / "runs"), "--out", str(out)],
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--smoke",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     text = out.read_text()
-    for title in ("Wu & He 2018", "Luo et al. 2018", "Xiong et al. 2020", "Greydanus 2020",
-                  "Zhu et al. 2025", "float32 statistics in fp16"):
+    for title in (
+        "Wu & He 2018",
+        "Luo et al. 2018",
+        "Xiong et al. 2020",
+        "Greydanus 2020",
+        "Zhu et al. 2025",
+        "float32 statistics in fp16",
+    ):
         assert title in text, title
     assert "Not computed" not in text
     assert text.count("Reproduced.**") + text.count("Not reproduced.**") >= 6
