@@ -136,7 +136,7 @@ def batch_curve(report: Report, out_dir: Path) -> Path:
     return save(fig, out_dir / "batch_sensitivity.png")
 
 
-def gradient_depth(report: Report, out_dir: Path) -> Path:
+def gradient_depth(report: Report, out_dir: Path, when: str = "at the last evaluation") -> Path:
     """Gradient norm of each unit's sublayer against its depth, one line per group: the
     picture of Xiong et al. (2020), where Post-LN's gradients grow toward the last layers."""
     import matplotlib.pyplot as plt
@@ -151,7 +151,7 @@ def gradient_depth(report: Report, out_dir: Path) -> Path:
     ax.set(
         xlabel="residual unit (0 = nearest the input)",
         ylabel="gradient norm of the unit's sublayer weights",
-        title="Gradient norm against depth at the last evaluation (mean over seeds)",
+        title=f"Gradient norm against depth {when} (mean over seeds)",
         yscale="log",
     )
     ax.legend(fontsize=8)

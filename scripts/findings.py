@@ -33,7 +33,6 @@ SMOKE = [
     "norm.groups=4",
     "train.max_steps=20",
     "train.eval_every=10",
-    "train.warmup_steps=5",
     "seed=0",
 ]
 
@@ -83,10 +82,12 @@ STUDIES = [
 def arguments(study: Study, scale: str) -> list[str]:
     """The study's sweep arguments at a scale; a later override replaces one of its key."""
     extra = {"full": [], "quick": study.quick, "smoke": [*study.quick, *SMOKE]}[scale]
+    presets = [arg for arg in study.args if "=" not in arg]
     merged: dict[str, str] = {}
     for arg in [*study.args, *extra]:
-        merged[arg.split("=", 1)[0]] = arg
-    return list(merged.values())
+        if "=" in arg:
+            merged[arg.split("=", 1)[0]] = arg
+    return presets + list(merged.values())
 
 
 def run_studies(runs: Path, jobs: int, scale: str) -> None:
@@ -272,7 +273,7 @@ def xiong(runs: Path, scale: str) -> str:
         ["placement.name"], {"diagnostics": cold.drop(columns="train.warmup_steps")}, {}, []
     )
     (IMG / "xiong").mkdir(parents=True, exist_ok=True)
-    plot = gradient_depth(depth, IMG / "xiong")
+    plot = gradient_depth(depth, IMG / "xiong", "at the first evaluation, no warm-up")
     return "\n".join(
         [
             "## Post-LN needs warm-up at depth; Pre-LN does not (Xiong et al. 2020)",
