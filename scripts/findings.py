@@ -1,8 +1,8 @@
 """Regenerate docs/findings.md: run the shipped studies, report them, and say for each claim of
 the literature whether its trend reproduced here.
 
-    python scripts/findings.py            # the full run: about 20 minutes on 2 cores
-    python scripts/findings.py --quick    # fewer seeds and steps: about 5 minutes
+    python scripts/findings.py            # the full run: about 19 minutes on 2 cores
+    python scripts/findings.py --quick    # fewer seeds and steps: about 3 minutes
 
 Runs go to runs/findings (or --runs-dir); they are content-addressed, so a second call only
 reports. Verdicts are computed from the numbers, never written by hand; the presets were not
