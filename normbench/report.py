@@ -161,14 +161,14 @@ def _same(value, wanted) -> bool:
 
 # ---------------------------------------------------------------------------- statistics
 def mean_ci(values: np.ndarray) -> tuple[float, float]:
-    """Mean and the half-width of its 95% confidence interval (Student's t; 0 for n = 1)."""
+    """Mean and the half-width of its 95% confidence interval (Student's t; NaN for n = 1)."""
     from scipy import stats
 
     values = values[~np.isnan(values)]
     if len(values) == 0:
         return math.nan, math.nan
-    if len(values) == 1:
-        return float(values[0]), 0.0
+    if len(values) == 1:  # one seed: no interval
+        return float(values[0]), math.nan
     sem = values.std(ddof=1) / math.sqrt(len(values))
     return float(values.mean()), float(stats.t.ppf(0.975, len(values) - 1) * sem)
 
@@ -445,7 +445,8 @@ def rich_tables(report: Report) -> list:
         table.add_row(
             *(_label(row[k]) for k in report.keys),
             str(row["n"]),
-            f"{_fmt(row['val_acc_mean'], 4)}±{_fmt(row['val_acc_ci95'], 4)}",
+            _fmt(row["val_acc_mean"], 4)
+            + ("" if math.isnan(row["val_acc_ci95"]) else f"±{_fmt(row['val_acc_ci95'], 4)}"),
             _fmt(row["best_val_acc"], 4),
             f"{_fmt(row['steps_to_target'], 0)} {row['reached_target']}/{row['n']}",
             f"{_fmt(row['time_to_target_s'], 1)}s" if row["reached_target"] else "-",
