@@ -228,40 +228,43 @@ class SwitchNorm(AffineNorm):
         self.register_buffer("running_var", torch.ones(num_features))
 
     def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
-        # Work channels-first with the "space" axis flattened: (N, C, L). Tokens become
-        # (N, D, T), so IN and BN run over T just as they run over S for channels.
-        # As in the paper, one pass over x gives the IN moments; BN (and, for channels, LN)
-        # moments are averages of them, so the three statistics cost little more than one.
-        shape = x.shape
-        h = x.flatten(2) if self.layout == "channels" else x.transpose(1, 2)
-        m = None if mask is None else mask[:, None, :]  # (N, 1, T)
-        mean_in, var_in = masked_moments(h, (2,), m)
-        square_in = var_in + mean_in.square()  # E[x^2] per (n, c)
+        # Channels: (N, C, L) with space flattened; tokens stay (N, T, D). As in the paper,
+        # one pass over x gives the IN moments; BN (and, for channels, LN) moments are
+        # averages of them, so the three statistics cost little more than one.
+        channels = self.layout == "channels"
+        h = x.flatten(2) if channels else x
+        space = 2 if channels else 1
+        m = None if mask is None or channels else mask[..., None]  # (N, T, 1)
+        mean_in, var_in = masked_moments(h, (space,), m)  # (N, C, 1) or (N, 1, D)
+        square_in = var_in + mean_in.square()  # E[x^2] per (sample, feature)
         count = (
-            torch.full_like(mean_in[:, :1], h.shape[2])
+            torch.full_like(mean_in[:, :1, :1], h.shape[space])
             if m is None
-            else m.sum(2, keepdim=True).to(h.dtype)
+            else m.sum(1, keepdim=True).to(h.dtype)
         )  # real positions per sample
-        if self.layout == "channels":
+        if channels:
             mean_ln = mean_in.mean(1, keepdim=True)
             var_ln = (square_in.mean(1, keepdim=True) - mean_ln.square()).clamp_min(0)
         else:  # per token over D: not a function of the IN moments
-            var_ln, mean_ln = torch.var_mean(h, dim=1, keepdim=True, correction=0)
+            var_ln, mean_ln = torch.var_mean(h, dim=2, keepdim=True, correction=0)
         mean_bn, var_bn = self.batch_moments(mean_in, square_in, count)
         mw, vw = self.mean_weight.softmax(0), self.var_weight.softmax(0)
         mean = mw[0] * mean_in + mw[1] * mean_ln + mw[2] * mean_bn
         var = vw[0] * var_in + vw[1] * var_ln + vw[2] * var_bn
-        scale = self.weight[:, None] * torch.rsqrt(var + self.eps)
-        y = torch.addcmul(self.bias[:, None] - mean * scale, h, scale)
-        return y.view(shape) if self.layout == "channels" else y.transpose(1, 2)
+        weight, bias = (
+            (self.weight[:, None], self.bias[:, None]) if channels else (self.weight, self.bias)
+        )
+        scale = weight * torch.rsqrt(var + self.eps)
+        return torch.addcmul(bias - mean * scale, h, scale).view(x.shape)
 
     def batch_moments(
         self, mean_in: Tensor, square_in: Tensor, count: Tensor
     ) -> tuple[Tensor, Tensor]:
-        """BN moments per channel over (N, L), per ghost batch, from the per-sample moments
-        weighted by each sample's real positions; the running ones in eval mode."""
+        """BN moments per feature over the batch and space, per ghost batch, from the
+        per-sample moments weighted by each sample's real positions; running ones in eval."""
         if not self.training:
-            return self.running_mean[:, None], self.running_var[:, None]
+            shape = (-1, 1) if self.layout == "channels" else (-1,)
+            return self.running_mean.view(shape), self.running_var.view(shape)
         size = self.ghost_batch or mean_in.shape[0]
         means, variances = [], []
         for start in range(0, mean_in.shape[0], size):
@@ -270,8 +273,8 @@ class SwitchNorm(AffineNorm):
             mean = (mean_in[rows] * weight).sum(0, keepdim=True)
             var = ((square_in[rows] * weight).sum(0, keepdim=True) - mean.square()).clamp_min(0)
             self.update_running(mean, var, count[rows].sum())
-            means.append(mean.expand(weight.shape[0], -1, -1))
-            variances.append(var.expand(weight.shape[0], -1, -1))
+            means.append(mean.expand(weight.shape[0], *mean.shape[1:]))
+            variances.append(var.expand(weight.shape[0], *var.shape[1:]))
         return torch.cat(means), torch.cat(variances)
 
     @torch.no_grad()
