@@ -21,25 +21,14 @@ from pathlib import Path
 import numpy as np
 from omegaconf import OmegaConf
 
-from normbench.config import compose
+from normbench.config import compose, group_options
 from normbench.report import INDEX, build, load_runs
 from normbench.store import run_id
 
 
 def generate(runs: Path, count: int) -> None:
     rng = np.random.default_rng(0)
-    norms = [
-        "batchnorm",
-        "layernorm",
-        "instancenorm",
-        "groupnorm",
-        "switchnorm",
-        "rmsnorm",
-        "adaln",
-        "dyt",
-        "scalenorm",
-        "none",
-    ]
+    norms = group_options("norm")
     grid = itertools.product(
         norms,
         [2, 4, 8, 16, 32],

@@ -173,7 +173,7 @@ def sweep(
     folder = runs_dir / "sweeps" / f"{record.stem}.submitit"
     runner = make_launcher(launcher, settings, jobs, runs_dir, force, folder)
     console.print(sweeps.plan_summary(grid, todo, statuses), soft_wrap=True)
-    view = sweeps.LiveView(console, grid, todo, runner.parallelism(len(todo)))
+    view = sweeps.LiveView(console, grid, todo)
     _interrupt_on_sigterm()
     try:
         if todo:

@@ -47,7 +47,6 @@ class Selection:
 
     runs: pd.DataFrame
     warnings: list[str] = field(default_factory=list)
-    sweep: str | None = None
 
 
 # -------------------------------------------------------------------------------- loading
@@ -148,7 +147,7 @@ def select(selection: Selection, filters: list[str], sweep_ids: list[str] | None
             list(override.sweep_iterator()) if override.is_discrete_sweep() else [override.value()]
         )
         runs = runs[runs[column].map(lambda v, w=wanted: any(_same(v, x) for x in w))]
-    return Selection(runs, selection.warnings, selection.sweep)
+    return Selection(runs, selection.warnings)
 
 
 def _same(value, wanted) -> bool:
@@ -389,7 +388,6 @@ class Report:
     tables: dict[str, pd.DataFrame | None]
     counts: dict[str, int]
     warnings: list[str]
-    best_over: tuple[str, dict] | None = None
 
 
 def build(

@@ -117,11 +117,9 @@ def expand(preset: str | None, overrides: list[str]) -> Sweep:
 
 def varying_keys(jobs: list[Job]) -> list[str]:
     """Override keys whose value differs between jobs (the axes worth showing)."""
-    values: dict[str, set[str]] = {}
-    for job in jobs:
-        present = dict(o.split("=", 1) for o in job.overrides)
-        for key in {k for j in jobs for k in (o.split("=", 1)[0] for o in j.overrides)}:
-            values.setdefault(key, set()).add(present.get(key, "-"))
+    settings = [dict(o.split("=", 1) for o in job.overrides) for job in jobs]
+    keys = {key for present in settings for key in present}
+    values = {key: {present.get(key, "-") for present in settings} for key in keys}
     order = [o.split("=", 1)[0] for o in jobs[0].overrides] if jobs else []
     ordered = order + sorted(set(values) - set(order))
     return [key for key in ordered if len(values[key]) > 1]
@@ -201,11 +199,10 @@ def finish_record(path: Path, counts: dict[str, int]) -> None:
 class LiveView:
     """One display for the whole sweep: counts, ETA, and each failure the moment it happens."""
 
-    def __init__(self, console: Console, sweep: Sweep, todo: list[Job], parallel: int):
+    def __init__(self, console: Console, sweep: Sweep, todo: list[Job]):
         self.console = console
         self.total = len(todo)
         self.skipped = len(sweep.jobs) - len(todo)
-        self.parallel = parallel
         self.running: set[str] = set()
         self.counts: Counter[str] = Counter()
         self.results: dict[str, dict] = {}

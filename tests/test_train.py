@@ -202,37 +202,20 @@ def test_ctrl_c_marks_the_run_interrupted_keeps_its_metrics_and_exits_130(tmp_pa
 
 @pytest.mark.slow
 def test_normbench_run_from_the_command_line(tmp_path):
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "normbench",
-            "run",
-            *tiny("model=cnn"),
-            "--runs-dir",
-            str(tmp_path / "runs"),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
+    command = [
+        sys.executable,
+        "-m",
+        "normbench",
+        "run",
+        *tiny("model=cnn"),
+        "--runs-dir",
+        str(tmp_path / "runs"),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     line = result.stdout.strip().splitlines()[-1]
     assert line.startswith("complete  val acc ") and "runs/cnn-layernorm-pre-fp32-b32-s0-" in line
-    again = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "normbench",
-            "run",
-            *tiny("model=cnn"),
-            "--runs-dir",
-            str(tmp_path / "runs"),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
+    again = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path)
     assert again.stdout.startswith("skipped, already finished")
 
 
