@@ -20,6 +20,7 @@ import time
 
 import torch
 import torch.nn.functional as F
+from timing import add_device_argument, synchronize
 
 from normbench.config import compose
 from normbench.data import input_shape, load
@@ -30,12 +31,12 @@ from normbench.train import Trainer
 MODELS = {"transformer": ["model=transformer"], "cnn": ["model=cnn", "norm=batchnorm"]}
 
 
-def plain_loop(cfg: dict, steps: int) -> float:
+def plain_loop(cfg: dict, steps: int, device: torch.device) -> float:
     """Steps per second of the plainest loop with normbench's recipe."""
     torch.manual_seed(cfg["seed"])
     data = load(cfg["data"])
-    x, y = torch.from_numpy(data.train.x), torch.from_numpy(data.train.y)
-    model = build_model(cfg, input_shape(cfg["data"]), data.num_classes)
+    x, y = torch.from_numpy(data.train.x).to(device), torch.from_numpy(data.train.y).to(device)
+    model = build_model(cfg, input_shape(cfg["data"]), data.num_classes).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg["train"]["lr"], fused=True)
     warmup = cfg["train"]["warmup_steps"]
 
@@ -46,7 +47,8 @@ def plain_loop(cfg: dict, steps: int) -> float:
 
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
     size, generator = cfg["batch_size"], torch.Generator().manual_seed(0)
-    order = torch.randperm(len(y), generator=generator)
+    order = torch.randperm(len(y), generator=generator).to(device)
+    synchronize(device)
     start = time.perf_counter()
     for step in range(steps):
         idx = order[(step * size) % (len(y) - size) :][:size]
@@ -56,15 +58,16 @@ def plain_loop(cfg: dict, steps: int) -> float:
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["train"]["grad_clip"])
         optimizer.step()
         schedule.step()
+    synchronize(device)
     return steps / (time.perf_counter() - start)
 
 
-def normbench_loop(cfg: dict) -> float:
+def normbench_loop(cfg: dict, device: torch.device) -> float:
     """Steps per second of Trainer.fit, by its training clock (evaluation excluded)."""
     with tempfile.TemporaryDirectory() as runs:
         run = RunDir(runs, run_id(cfg))
         run.path.mkdir(parents=True)
-        trainer = Trainer(cfg, torch.device("cpu"), run, progress=False)
+        trainer = Trainer(cfg, device, run, progress=False)
         trainer.fit()
         return trainer.summary["steps"] / trainer.summary["train_s"]
 
@@ -74,18 +77,28 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
+    add_device_argument(parser)
     args = parser.parse_args()
+    device = torch.device(args.device)
     torch.set_num_threads(args.threads)
-    print(f"steps/s, fp32, {args.steps} steps, {args.threads} thread(s), median of {args.repeats}")
+    print(
+        f"steps/s, fp32, {device.type}, {args.steps} steps, {args.threads} CPU thread(s), "
+        f"median of {args.repeats}"
+    )
     print(f"{'model':<14}{'plain':>10}{'normbench':>12}{'ratio':>8}{'target':>9}")
     for name, overrides in MODELS.items():
         cfg = compose(
-            [*overrides, "device=cpu", f"train.max_steps={args.steps}", "train.eval_every=200"]
+            [
+                *overrides,
+                f"device={device.type}",
+                f"train.max_steps={args.steps}",
+                "train.eval_every=200",
+            ]
         )
         plain, ours = [], []
         for _ in range(args.repeats):
-            plain.append(plain_loop(cfg, args.steps))
-            ours.append(normbench_loop(cfg))
+            plain.append(plain_loop(cfg, args.steps, device))
+            ours.append(normbench_loop(cfg, device))
         ratio = statistics.median(ours) / statistics.median(plain)
         print(
             f"{name:<14}{statistics.median(plain):>10.1f}{statistics.median(ours):>12.1f}"

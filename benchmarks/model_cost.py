@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import torch
+from timing import add_device_argument, fwd_bwd_seconds
 from torch import nn
 
 from normbench.config import compose
@@ -64,30 +64,24 @@ def reference(batch: int, tokens: int, width: int, depth: int, heads: int) -> nn
     return nn.TransformerEncoder(layer, depth, norm=nn.LayerNorm(width), enable_nested_tensor=False)
 
 
-def fwd_bwd_seconds(model: nn.Module, x: torch.Tensor, iterations: int) -> float:
-    for _ in range(5):
-        model(x).sum().backward()
-    start = time.perf_counter()
-    for _ in range(iterations):
-        model(x).sum().backward()
-    return (time.perf_counter() - start) / iterations
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--iterations", type=int, default=10)
+    add_device_argument(parser)
     args = parser.parse_args()
+    device = torch.device(args.device)
     torch.manual_seed(0)
-    print(f"forward+backward ms, fp32, {torch.get_num_threads()} threads, median of {args.repeats}")
+    where = device.type if device.type != "cpu" else f"cpu, {torch.get_num_threads()} threads"
+    print(f"forward+backward ms, fp32, {where}, median of {args.repeats}")
     print(f"{'N,T,D,depth,heads':<22}{'torch':>9}{'normbench':>11}{'ratio':>8}{'target':>9}")
     for shape in SHAPES:
-        x = torch.randn(shape[0], shape[1], shape[2])
-        a, b = ours(*shape), reference(*shape)
+        x = torch.randn(shape[0], shape[1], shape[2], device=device)
+        a, b = ours(*shape).to(device), reference(*shape).to(device)
         times_a, times_b = [], []
         for _ in range(args.repeats):
-            times_b.append(fwd_bwd_seconds(b, x, args.iterations))
-            times_a.append(fwd_bwd_seconds(a, x, args.iterations))
+            times_b.append(fwd_bwd_seconds(b, x, args.iterations, warmup=5))
+            times_a.append(fwd_bwd_seconds(a, x, args.iterations, warmup=5))
         ms_a, ms_b = statistics.median(times_a) * 1e3, statistics.median(times_b) * 1e3
         print(
             f"{','.join(map(str, shape)):<22}{ms_b:>9.2f}{ms_a:>11.2f}{ms_a / ms_b:>8.2f}"

@@ -58,8 +58,8 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+def now(timespec: str = "seconds") -> str:
+    return datetime.now(timezone.utc).isoformat(timespec=timespec)
 
 
 def run_experiment(
@@ -89,6 +89,7 @@ def train_and_record(cfg: dict, run: RunDir, device: torch.device, progress: boo
         "run_id": run.run_id,
         "status": "running",
         "started": now(),
+        "first_step": None,  # when training began: the end of set-up (data, model, optimiser)
         "finished": None,
         "error": None,
         "device": str(device),
@@ -110,7 +111,13 @@ def train_and_record(cfg: dict, run: RunDir, device: torch.device, progress: boo
 
     def finish(status: str, error: str | None = None) -> None:
         trainer.summary["wall_s"] = round(time.perf_counter() - start, 3)
-        meta.update(status=status, finished=now(), error=error, summary=trainer.summary)
+        meta.update(
+            status=status,
+            first_step=trainer.first_step,
+            finished=now(),
+            error=error,
+            summary=trainer.summary,
+        )
         run.write_meta(meta)
 
     try:
@@ -133,6 +140,7 @@ class Trainer:
         self.rows: list[dict[str, float]] = []
         self.summary: dict = {}
         self.train_s = 0.0  # training time, evaluation excluded
+        self.first_step: str | None = None  # wall-clock end of the first step, to the ms
 
     # ---------------------------------------------------------------------------- set-up
     def setup(self) -> None:
@@ -229,10 +237,15 @@ class Trainer:
                     with self.diagnostics.watch_norms() if diagnose else contextlib.nullcontext():
                         loss, logits, grad_norm = self.step(x, y, mask, log, diagnose)
                     window.add(loss, logits, y)
+                    if step == 1:
+                        self.first_step = now("milliseconds")
                     if not log:
                         continue
+                    # Reading the window waits for the device, so the clock below counts the
+                    # steps a GPU still had queued (they would otherwise fall into evaluation).
+                    train_loss, train_acc = window.read()
                     self.train_s += time.perf_counter() - tick
-                    row = self.train_row(step, window, grad_norm)
+                    row = self.train_row(step, train_loss, train_acc, grad_norm)
                     if evaluate:
                         row["val_loss"], row["val_acc"] = self.evaluate("val")
                         self.check_target(step, row)
@@ -296,9 +309,10 @@ class Trainer:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=self.autocast_dtype)
 
-    def train_row(self, step: int, window: Window, grad_norm: torch.Tensor | None) -> dict:
+    def train_row(
+        self, step: int, train_loss: float, train_acc: float, grad_norm: torch.Tensor | None
+    ) -> dict:
         samples = step * self.cfg["batch_size"]
-        train_loss, train_acc = window.read()
         return {
             "step": step,
             "epoch": samples / len(self.data.train),
