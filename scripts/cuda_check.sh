@@ -6,9 +6,10 @@
 #
 #   bash scripts/cuda_check.sh [LOG_DIR]        (default: cuda-check/)
 set -u
-out=${1:-cuda-check}
+mkdir -p "${1:-cuda-check}"
+out=$(cd "${1:-cuda-check}" && pwd)
 python=${PYTHON:-python3}
-mkdir -p "$out"
+cd "$(dirname "$0")/.."
 runs=$(mktemp -d)
 export NORMBENCH_CACHE=${NORMBENCH_CACHE:-$runs/cache} PYTHONUNBUFFERED=1
 
@@ -35,9 +36,9 @@ stage "default transformer run" 100 "$out/run.log" \
 stage "default cnn run" 100 "$out/run.log" \
   "$python" -m normbench run -q device=cuda model=cnn norm=batchnorm --runs-dir "$runs/runs"
 cd benchmarks
-stage "loop overhead" 120 "../$out/bench.log" "$python" loop_overhead.py --device cuda --steps 400 --repeats 3
-stage "model cost" 60 "../$out/bench.log" "$python" model_cost.py --device cuda
-stage "norm cost" 120 "../$out/bench.log" "$python" norm_cost.py --device cuda --repeats 3
+stage "loop overhead" 120 "$out/bench.log" "$python" loop_overhead.py --device cuda --steps 400 --repeats 3
+stage "model cost" 60 "$out/bench.log" "$python" model_cost.py --device cuda
+stage "norm cost" 120 "$out/bench.log" "$python" norm_cost.py --device cuda --repeats 3
 cd ..
 
 # The CPU-only suite runs beside the sweep: the benchmarks above had the machine to themselves.
