@@ -264,28 +264,39 @@ class SwitchNorm(AffineNorm):
         self, mean_in: Tensor, square_in: Tensor, count: Tensor
     ) -> tuple[Tensor, Tensor]:
         """BN moments per feature over the batch and space, per ghost batch, from the
-        per-sample moments weighted by each sample's real positions; running ones in eval."""
+        per-sample moments weighted by each sample's real positions; running ones in eval.
+
+        All chunks at once (index_add over a chunk index), so a ghost batch of 2 costs the
+        same number of kernels as the whole batch: on a GPU, launches are the cost."""
         if not self.training:
             shape = (-1, 1) if self.layout == "channels" else (-1,)
             return self.running_mean.view(shape), self.running_var.view(shape)
         size = self.ghost_batch or mean_in.shape[0]
-        means, variances = [], []
-        for start in range(0, mean_in.shape[0], size):
-            rows = slice(start, start + size)
-            weight = count[rows] / count[rows].sum()
-            mean = (mean_in[rows] * weight).sum(0, keepdim=True)
-            var = ((square_in[rows] * weight).sum(0, keepdim=True) - mean.square()).clamp_min(0)
-            self.update_running(mean, var, count[rows].sum())
-            means.append(mean.expand(weight.shape[0], *mean.shape[1:]))
-            variances.append(var.expand(weight.shape[0], *var.shape[1:]))
-        return torch.cat(means), torch.cat(variances)
+        chunks = -(-mean_in.shape[0] // size)  # the last chunk may be smaller
+        chunk = torch.arange(mean_in.shape[0], device=mean_in.device) // size
+
+        def per_chunk(t: Tensor) -> Tensor:  # (N, ...) summed into (chunks, ...)
+            return t.new_zeros(chunks, *t.shape[1:]).index_add(0, chunk, t)
+
+        positions = per_chunk(count)  # real positions per chunk
+        weight = count / positions[chunk]
+        mean = per_chunk(mean_in * weight)
+        var = (per_chunk(square_in * weight) - mean.square()).clamp_min(0)
+        self.update_running(mean, var, positions)
+        return mean[chunk], var[chunk]
 
     @torch.no_grad()
-    def update_running(self, mean: Tensor, var: Tensor, count: Tensor):
-        """Running statistics as PyTorch's BatchNorm keeps them (unbiased variance)."""
-        unbiased = var.flatten() * count / (count - 1).clamp_min(1)
-        self.running_mean.lerp_(mean.flatten().to(self.running_mean.dtype), self.momentum)
-        self.running_var.lerp_(unbiased.to(self.running_var.dtype), self.momentum)
+    def update_running(self, mean: Tensor, var: Tensor, positions: Tensor):
+        """Running statistics as PyTorch's BatchNorm keeps them (unbiased variance), updated
+        once per chunk in order: after K chunks, (1-m)^K of the old value remains and chunk k
+        contributes m (1-m)^(K-1-k)."""
+        chunks, m = mean.shape[0], self.momentum
+        decay = (1 - m) ** torch.arange(chunks - 1, -1, -1, device=mean.device)
+        contribution = (m * decay).view(-1, 1)
+        unbiased = var.flatten(1) * positions.flatten(1) / (positions.flatten(1) - 1).clamp_min(1)
+        for buffer, value in ((self.running_mean, mean.flatten(1)), (self.running_var, unbiased)):
+            fresh = (contribution * value).sum(0).to(buffer.dtype)
+            buffer.mul_((1 - m) ** chunks).add_(fresh)
 
 
 class ScaleNorm(Norm):

@@ -48,7 +48,7 @@ def test_every_norm_gives_the_cpu_answer_and_gradients_on_cuda(name, layout):
     mask = padded_mask(*SHAPES[layout][:2]) if layout == "tokens" else None
     outputs, grads = [], []
     for layer, device in ((cpu, "cpu"), (gpu, CUDA)):
-        xd = x.to(device).requires_grad_()
+        xd = x.to(device, copy=True).requires_grad_()
         y = layer(xd, mask=None if mask is None else mask.to(device))
         (y * torch.linspace(-1, 1, y.numel(), device=device).view_as(y)).sum().backward()
         outputs.append(y.detach().cpu())

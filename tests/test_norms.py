@@ -246,6 +246,24 @@ def test_ghost_batch_takes_statistics_per_chunk(name):
     assert not torch.allclose(ghost.running_mean, torch.zeros(C))  # still updated
 
 
+@pytest.mark.parametrize("layout", ["channels", "tokens"])
+def test_switchnorm_ghost_batches_match_batchnorm_with_an_uneven_last_chunk(layout):
+    """SwitchNorm takes all chunks at once; BatchNorm one F.batch_norm per chunk. With the BN
+    weight one-hot they agree, running statistics included (updated once per chunk)."""
+    torch.manual_seed(0)
+    shape = (10, C, 6) if layout == "channels" else (10, 5, C)
+    sn = make_norm("switchnorm", C, layout, ghost_batch=4, momentum=0.3)
+    bn = make_norm("batchnorm", C, layout, ghost_batch=4, momentum=0.3)
+    with torch.no_grad():
+        sn.mean_weight.copy_(torch.tensor([-100.0, -100.0, 100.0]))
+        sn.var_weight.copy_(torch.tensor([-100.0, -100.0, 100.0]))
+    for _ in range(2):
+        x = torch.randn(*shape) * torch.linspace(1, 4, 10).view(-1, 1, 1) + 2
+        torch.testing.assert_close(sn(x), bn(x), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(sn.running_mean, bn.running_mean)
+    torch.testing.assert_close(sn.running_var, bn.running_var)
+
+
 def test_ghost_batch_on_padded_tokens():
     torch.manual_seed(0)
     x, mask = torch.randn(4, 5, C), padded_mask()
