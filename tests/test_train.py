@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime, timedelta
 
 import pandas as pd
 import pytest
@@ -38,6 +39,10 @@ def test_a_run_writes_config_meta_and_metrics(tmp_path):
     assert meta["status"] == "complete" and meta["error"] is None
     assert set(meta["versions"]) >= {"normbench", "torch", "python"}
     assert meta["summary"]["test_acc"] is not None
+    started, first_step, finished = (
+        datetime.fromisoformat(meta[key]) for key in ("started", "first_step", "finished")
+    )  # started and finished to the second, the first step to the millisecond
+    assert started <= first_step <= finished + timedelta(seconds=1)
     frame = metrics(outcome)
     assert list(frame.columns) == list(METRIC_COLUMNS)
     assert frame["step"].tolist() == [2, 3, 4, 6]  # log_every=2, eval_every=3, and the end
