@@ -246,22 +246,28 @@ def test_ghost_batch_takes_statistics_per_chunk(name):
     assert not torch.allclose(ghost.running_mean, torch.zeros(C))  # still updated
 
 
+@pytest.mark.parametrize("name", ["batchnorm", "switchnorm"])
 @pytest.mark.parametrize("layout", ["channels", "tokens"])
-def test_switchnorm_ghost_batches_match_batchnorm_with_an_uneven_last_chunk(layout):
-    """SwitchNorm takes all chunks at once; BatchNorm one F.batch_norm per chunk. With the BN
-    weight one-hot they agree, running statistics included (updated once per chunk)."""
+def test_ghost_batches_equal_torch_batchnorm_chunk_by_chunk(name, layout):
+    """All chunks at once (with an uneven last chunk) give what torch's BatchNorm gives run on
+    one chunk after another, running statistics included (SwitchNorm with one-hot BN weight)."""
     torch.manual_seed(0)
     shape = (10, C, 6) if layout == "channels" else (10, 5, C)
-    sn = make_norm("switchnorm", C, layout, ghost_batch=4, momentum=0.3)
-    bn = make_norm("batchnorm", C, layout, ghost_batch=4, momentum=0.3)
-    with torch.no_grad():
-        sn.mean_weight.copy_(torch.tensor([-100.0, -100.0, 100.0]))
-        sn.var_weight.copy_(torch.tensor([-100.0, -100.0, 100.0]))
+    ghost = make_norm(name, C, layout, ghost_batch=4, momentum=0.3)
+    if name == "switchnorm":
+        with torch.no_grad():
+            ghost.mean_weight.copy_(torch.tensor([-100.0, -100.0, 100.0]))
+            ghost.var_weight.copy_(torch.tensor([-100.0, -100.0, 100.0]))
+    reference = torch.nn.BatchNorm1d(C, momentum=0.3)
     for _ in range(2):
         x = torch.randn(*shape) * torch.linspace(1, 4, 10).view(-1, 1, 1) + 2
-        torch.testing.assert_close(sn(x), bn(x), rtol=1e-4, atol=1e-4)
-    torch.testing.assert_close(sn.running_mean, bn.running_mean)
-    torch.testing.assert_close(sn.running_var, bn.running_var)
+        h = x if layout == "channels" else x.transpose(1, 2)
+        expected = torch.cat([reference(chunk) for chunk in h.split(4)])
+        if layout == "tokens":
+            expected = expected.transpose(1, 2)
+        torch.testing.assert_close(ghost(x), expected, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(ghost.running_mean, reference.running_mean)
+    torch.testing.assert_close(ghost.running_var, reference.running_var)
 
 
 def test_ghost_batch_on_padded_tokens():
