@@ -84,7 +84,6 @@ def train_and_record(cfg: dict, run: RunDir, device: torch.device, progress: boo
     """Train one run and keep its status, timings and errors in meta.json."""
     if cfg["threads"]:
         torch.set_num_threads(cfg["threads"])
-    run.write_config(cfg)
     meta = {
         "run_id": run.run_id,
         "status": "running",
@@ -104,8 +103,11 @@ def train_and_record(cfg: dict, run: RunDir, device: torch.device, progress: boo
         },
         "summary": {},
     }
+    try:  # even a Ctrl-C between the two writes leaves no run directory without meta.json
+        run.write_config(cfg)
+    finally:
+        run.write_meta(meta)
     run.metrics_path.unlink(missing_ok=True)  # a forced re-run starts a fresh log
-    run.write_meta(meta)
     start = time.perf_counter()
     trainer = Trainer(cfg, device, run, progress)
 

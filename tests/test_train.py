@@ -180,6 +180,21 @@ def test_device_auto_resolves_and_cpu_is_always_there():
 
 
 @pytest.mark.slow
+def test_a_ctrl_c_while_the_config_is_written_still_leaves_meta_json(tmp_path, monkeypatch):
+    """Readers key on meta.json: a run directory must never hold a config alone."""
+    write_config = RunDir.write_config
+
+    def interrupted(self, cfg):
+        write_config(self, cfg)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(RunDir, "write_config", interrupted)
+    cfg = compose(tiny())
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(cfg, tmp_path, progress=False)
+    assert RunDir(tmp_path, run_id(cfg)).status() == "running"  # a sweep marks it interrupted
+
+
 def test_ctrl_c_marks_the_run_interrupted_keeps_its_metrics_and_exits_130(tmp_path):
     runs = tmp_path / "runs"
     overrides = tiny("train.max_steps=100000", "train.eval_every=5", "train.log_every=5")
