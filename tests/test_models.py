@@ -17,6 +17,7 @@ from normbench.models import (
     build_model,
     standardize,
 )
+from normbench.norms import Norm
 from normbench.train import run_experiment
 
 PLACEMENTS = group_options("placement")
@@ -152,3 +153,25 @@ def test_every_norm_trains_in_both_models(model, norm, tmp_path):
     cfg = compose(tiny(f"model={model}", f"norm={norm}", "model.depth=1", "train.max_steps=3"))
     outcome = run_experiment(cfg, tmp_path, progress=False)
     assert outcome.status == "complete", outcome.error
+
+
+@pytest.mark.parametrize(
+    ("model", "placement", "dtype"),
+    [
+        ("transformer", "pre", torch.float32),
+        ("transformer", "post", torch.float32),
+        ("cnn", "pre", torch.bfloat16),
+    ],
+)
+def test_what_dtype_a_norm_reads_under_autocast(model, placement, dtype):
+    """The precision preset rests on this: a Transformer's norms read the float32 residual
+    stream (so norm.fp32_stats cannot matter there), a CNN's norms read bf16/fp16 activations."""
+    cfg = compose(tiny(f"model={model}", f"placement={placement}", "norm=rmsnorm"))
+    net = build_model(cfg, input_shape(cfg["data"]), 10)
+    seen = set()
+    for module in net.modules():
+        if isinstance(module, Norm):
+            module.register_forward_hook(lambda mod, args, out: seen.add(args[0].dtype))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        net(torch.randn(4, *input_shape(cfg["data"])))
+    assert seen == {dtype}
