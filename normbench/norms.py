@@ -70,7 +70,8 @@ class Norm(nn.Module):
     def forward(self, x: Tensor, mask: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
         if not self.mask_padding:
             mask = None
-        if not self.fp32_stats:
+        low_precision = x.dtype != torch.float32 or torch.is_autocast_enabled(x.device.type)
+        if not (self.fp32_stats and low_precision):  # fp32 runs skip the guard's overhead
             return self.normalize(x, mask, cond).to(x.dtype)
         with torch.autocast(x.device.type, enabled=False):
             y = self.normalize(x.float(), mask, None if cond is None else cond.float())
