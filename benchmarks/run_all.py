@@ -1,6 +1,6 @@
 """Run every benchmark, one after another, and print their tables.
 
-Run: python benchmarks/run_all.py   (about 10 minutes on 2 cores)
+Run: python benchmarks/run_all.py   (about 13 minutes on 2 cores)
 """
 
 from __future__ import annotations
