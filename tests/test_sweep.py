@@ -85,7 +85,16 @@ def test_presets_ship_with_a_question_and_a_version():
     for name in presets():
         text = (Path(__file__).parents[1] / "conf" / "sweep" / f"{name}.yaml").read_text()
         assert text.startswith("# ") and "?" in text.split("version")[0], name
-        assert load_preset(name)["version"] == 1
+        version = load_preset(name)["version"]
+        assert isinstance(version, int) and version >= 1, name
+
+
+def test_precision_preset_v2_asks_both_models():
+    """Version 2: a Transformer's norms read float32 under autocast, a CNN's read fp16."""
+    assert load_preset("precision")["version"] == 2
+    sweep = expand("precision", [])
+    assert {job.cfg["model"]["name"] for job in sweep.jobs} == {"transformer", "cnn"}
+    assert len(sweep.jobs) == 2 * 6 * 3 * 2
 
 
 def test_batch_sensitivity_crosses_five_norms_and_gn_ws_with_ghost_batches_and_seeds():
