@@ -226,16 +226,20 @@ class SwitchNorm(BatchStatisticsNorm):
 
     def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
         # Channels: (N, C, L) with space flattened; tokens stay (N, T, D). As in the paper,
-        # one pass over x gives the IN moments; BN (and, for channels, LN) moments are
-        # averages of them, so the three statistics cost little more than one.
+        # means and means of squares give every variance (E[x^2] - mean^2, in float32 under
+        # autocast), so one x^2 serves IN and, for tokens, LN; BN (and, for channels, LN)
+        # moments are averages of the IN ones.
         channels = self.layout == "channels"
-        h, mean_in, var_in, count = self.sample_moments(x, mask)
-        square_in = var_in + mean_in.square()  # E[x^2] per (sample, feature)
+        h = x.flatten(2) if channels else x
+        square = h * h
+        mean_in, square_in, count = self.sample_moments(h, square, None if channels else mask)
+        var_in = (square_in - mean_in.square()).clamp_min(0)
         if channels:
             mean_ln = mean_in.mean(1, keepdim=True)
             var_ln = (square_in.mean(1, keepdim=True) - mean_ln.square()).clamp_min(0)
         else:  # per token over D: not a function of the IN moments
-            mean_ln, var_ln = masked_moments(h, (2,), None)
+            mean_ln = h.mean(2, keepdim=True)
+            var_ln = (square.mean(2, keepdim=True) - mean_ln.square()).clamp_min(0)
         mean_bn, var_bn = self.batch_moments(mean_in, square_in, count, x.shape[0])
         mw, vw = self.mean_weight.softmax(0), self.var_weight.softmax(0)
         # Small terms first: for tokens, (N, 1, D) + (N, T, 1) is the one full-size addition.
@@ -250,22 +254,20 @@ class SwitchNorm(BatchStatisticsNorm):
         return torch.addcmul(bias, h - mean, scale)
 
     def sample_moments(
-        self, x: Tensor, mask: Tensor | None
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """x as (N, C, L) (channels, space flattened) or (N, T, D); its mean and variance per
-        (sample, feature) over the real positions, (N, C, 1) or (N, 1, D); and the number of
-        real positions per sample, (N, 1, 1)."""
-        channels = self.layout == "channels"
-        h = x.flatten(2) if channels else x
-        space = 2 if channels else 1
-        m = None if mask is None or channels else mask[..., None]  # (N, T, 1)
-        mean, var = masked_moments(h, (space,), m)
-        count = (
-            torch.full_like(mean[:, :1, :1], h.shape[space])
-            if m is None
-            else m.sum(1, keepdim=True).to(h.dtype)
-        )
-        return h, mean, var, count
+        self, h: Tensor, square: Tensor, mask: Tensor | None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Per (sample, feature) over space, real tokens only: the mean and the mean of
+        squares, (N, C, 1) or (N, 1, D); and the number of real positions per sample,
+        (N, 1, 1)."""
+        space = 2 if self.layout == "channels" else 1
+        if mask is None:
+            count = torch.full_like(h[:, :1, :1], h.shape[space])
+            return h.mean(space, keepdim=True), square.mean(space, keepdim=True), count
+        real = mask[..., None].to(h.dtype)  # (N, T, 1)
+        count = real.sum(1, keepdim=True)
+        per_position = count.clamp_min(1)
+        mean = (h * real).sum(1, keepdim=True) / per_position
+        return mean, (square * real).sum(1, keepdim=True) / per_position, count
 
     def batch_moments(
         self, mean_in: Tensor, square_in: Tensor, count: Tensor, batch: int
