@@ -364,8 +364,11 @@ class AdaLN(Norm):
                 cond = x.flatten(2).mean(2)
         else:
             y = F.layer_norm(x, (self.num_features,), eps=self.eps)
-            if cond is None:
-                cond = masked_moments(x, (1,), None if mask is None else mask[..., None])[0][:, 0]
+            if cond is None and mask is None:
+                cond = x.mean(1)
+            elif cond is None:  # the mean of the real tokens
+                real = mask[..., None].to(x.dtype)
+                cond = (x * real).sum(1) / real.sum(1).clamp_min(1)
         scale, shift = self.modulation(cond).chunk(2, dim=-1)  # (N, features) each
         if self.layout == "channels":
             scale, shift = (t.view(*t.shape, *([1] * (x.dim() - 2))) for t in (scale, shift))
