@@ -51,6 +51,9 @@ def run(
     overrides: Overrides = None,
     cfg: Annotated[bool, typer.Option("--cfg", help="Print the resolved config and exit.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Run again even if complete.")] = False,
+    rerun_stale: Annotated[
+        bool, typer.Option("--rerun-stale", help="Run again if finished by other code.")
+    ] = False,
     runs_dir: RunsDir = Path("runs"),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
@@ -69,11 +72,12 @@ def run(
         typer.echo(f"# run_id: {run_id(config)}")
         typer.echo(OmegaConf.to_yaml(OmegaConf.create(config)), nl=False)
         return
+    from normbench.store import Rerun
     from normbench.train import run_experiment
 
     _interrupt_on_sigterm()
     try:
-        outcome = run_experiment(config, runs_dir, force=force, progress=not quiet)
+        outcome = run_experiment(config, runs_dir, Rerun(force, rerun_stale), progress=not quiet)
     except UsageError as err:
         raise fail(str(err)) from None
     except KeyboardInterrupt:
@@ -98,7 +102,11 @@ def summary_line(outcome, config: dict) -> str:
     )
     val = "-" if s.get("final_val_acc") is None else f"{s['final_val_acc']:.4f}"
     test = f"  test acc {s['test_acc']:.4f}" if s.get("test_acc") is not None else ""
-    prefix = "skipped, already finished (--force runs it again): " if outcome.skipped else ""
+    prefix = ""
+    if outcome.skipped and outcome.stale:
+        prefix = "skipped, finished by other code (stale; --rerun-stale runs it again): "
+    elif outcome.skipped:
+        prefix = "skipped, already finished (--force runs it again): "
     return (
         f"{prefix}{outcome.status}  val acc {val}{test}  "
         f"{target['metric']} {comparison} {target['value']}: {reached}  "
@@ -127,19 +135,41 @@ def sweep(
         bool, typer.Option("--dry-run", "--cfg", help="Print the grid and what would run; exit.")
     ] = False,
     force: Annotated[bool, typer.Option("--force", help="Run every run again.")] = False,
+    rerun_stale: Annotated[
+        bool, typer.Option("--rerun-stale", help="Run again the runs finished by other code.")
+    ] = False,
     runs_dir: RunsDir = Path("runs"),
     name: Annotated[
         str | None, typer.Option("--name", help="Sweep name [default: the preset's]")
     ] = None,
+    until_decided: Annotated[
+        bool,
+        typer.Option(
+            "--until-decided",
+            help="After the grid, add seeds to groups whose verdict is inconclusive, round "
+            "after round.",
+        ),
+    ] = False,
+    max_seeds: Annotated[
+        int, typer.Option("--max-seeds", help="With --until-decided: seeds per group at most.")
+    ] = 8,
+    alpha: Annotated[
+        float, typer.Option("--alpha", help="With --until-decided: the verdicts' error rate.")
+    ] = 0.05,
+    margin: Annotated[
+        float, typer.Option("--margin", help="With --until-decided: the equivalence margin.")
+    ] = 0.01,
 ) -> None:
     """Run a grid of runs: resumable, in parallel, locally or on SLURM."""
     from datetime import datetime
 
     from rich.console import Console
 
+    from normbench import adaptive
     from normbench import sweep as sweeps
     from normbench.config import UsageError
     from normbench.launchers import launcher_settings, make_launcher
+    from normbench.store import Rerun
 
     arguments = list(arguments or [])
     preset = arguments.pop(0) if arguments and "=" not in arguments[0] else None
@@ -156,42 +186,78 @@ def sweep(
         grid = sweeps.expand(preset, overrides)
         if launcher == "local":
             _check_devices({job.cfg["device"] for job in grid.jobs})
+        method = report_method(alpha, margin, None, "chance")
+        plan = (
+            adaptive.design(grid, max_seeds, method.alpha, method.margin) if until_decided else None
+        )
     except UsageError as err:
         raise fail(str(err)) from None
     grid.name = name or grid.name
-    todo, statuses = sweeps.plan(grid, runs_dir, force)
+    rerun = Rerun(force, rerun_stale)
+    planned = sweeps.plan(grid, runs_dir, rerun)
     console = Console()
     if dry_run:
-        console.print(sweeps.plan_table(grid, statuses, force))
-        console.print(sweeps.plan_summary(grid, todo, statuses), soft_wrap=True)
+        console.print(sweeps.plan_table(grid, planned))
+        console.print(sweeps.plan_summary(grid, planned), soft_wrap=True)
         return
     report = f"normbench report --sweep {grid.name}" + (
         f" --runs-dir {runs_dir}" if runs_dir != Path("runs") else ""
     )
-    started = datetime.now()
-    record = sweeps.write_record(grid, runs_dir, launcher, started)
+    record = sweeps.write_record(grid, runs_dir, launcher, datetime.now(), plan)
     folder = runs_dir / "sweeps" / f"{record.stem}.submitit"
-    runner = make_launcher(launcher, settings, jobs, runs_dir, force, folder)
-    console.print(sweeps.plan_summary(grid, todo, statuses), soft_wrap=True)
-    view = sweeps.LiveView(console, grid, todo)
+    runner = make_launcher(launcher, settings, jobs, runs_dir, rerun, folder)
+    console.print(sweeps.plan_summary(grid, planned), soft_wrap=True)
     _interrupt_on_sigterm()
-    try:
-        if todo:
-            with view:
-                runner.launch(todo, view)
-    except KeyboardInterrupt:
-        sweeps.finish_record(record, dict(view.counts))
+    jobs_so_far, counts, views = list(grid.jobs), {}, []
+    todo = planned.todo
+    for look in range(1, plan.looks + 1 if plan else 2):
+        view = sweeps.LiveView(console, grid, todo, title=f"round {look}" if plan else None)
+        views.append(view)
+        try:
+            if todo:
+                with view:
+                    runner.launch(todo, view)
+        except KeyboardInterrupt:
+            sweeps.finish_record(record, sweeps.add_counts(counts, view.counts), jobs_so_far)
+            console.print(
+                f"interrupted: {view.counts['complete']} runs completed and kept; "
+                "run the same command again to finish the rest",
+                soft_wrap=True,
+            )
+            raise typer.Exit(130) from None
+        counts = sweeps.add_counts(counts, view.counts)
+        if plan is None or look == plan.looks:
+            break
+        todo, undecided = adaptive.seeds_to_add(jobs_so_far, runs_dir, plan)
+        if not todo:
+            console.print(
+                f"round {look}: every verdict decided"
+                if not undecided
+                else f"round {look}: {undecided} group(s) undecided, all at "
+                f"--max-seeds {plan.max_seeds}",
+                soft_wrap=True,
+            )
+            break
         console.print(
-            f"interrupted: {view.counts['complete']} runs completed and kept; "
-            "run the same command again to finish the rest",
+            f"round {look + 1}: {undecided} group(s) undecided; {len(todo)} more seed(s)",
             soft_wrap=True,
         )
-        raise typer.Exit(130) from None
-    sweeps.finish_record(record, dict(view.counts))
+        jobs_so_far += todo
+        sweeps.finish_record(record, counts, jobs_so_far, finished=False)
+    summary = sweeps.finish_record(record, counts, jobs_so_far)
     console.line()
-    console.print(sweeps.summary_table(grid, view))
+    console.print(sweeps.summary_table(grid, views))
+    if plan:
+        _, undecided = adaptive.seeds_to_add(jobs_so_far, runs_dir, plan)
+        console.print(
+            f"until decided: {len(views)} round(s), {len(jobs_so_far)} runs against "
+            f"{plan.fixed_runs} for the fixed design ({plan.groups} groups x {plan.max_seeds} "
+            f"seeds); {undecided} group(s) still inconclusive; alpha {plan.method.alpha} split "
+            f"over {plan.looks} possible looks",
+            soft_wrap=True,
+        )
     console.print(f"results: {report}", soft_wrap=True)
-    if view.counts["failed"]:
+    if summary.get("failed"):
         raise typer.Exit(1)
 
 
@@ -213,8 +279,29 @@ def report(
     ] = None,
     best_over: Annotated[
         str | None,
-        typer.Option("--best-over", help="Per group, keep the best value of this key."),
+        typer.Option(
+            "--best-over",
+            help="Per group, keep the value of this key that is best on validation; verdicts "
+            "then use test.",
+        ),
     ] = None,
+    alpha: Annotated[
+        float, typer.Option("--alpha", help="Error rate of every verdict, in (0, 1).")
+    ] = 0.05,
+    margin: Annotated[
+        float,
+        typer.Option("--margin", help="Largest difference that counts as equivalent (> 0)."),
+    ] = 0.01,
+    reference_batch: Annotated[
+        int | None,
+        typer.Option(
+            "--reference-batch", help="Batch compared with the smallest [default: the largest]."
+        ),
+    ] = None,
+    diverged: Annotated[
+        str,
+        typer.Option("--diverged", help="chance: diverged runs count at chance | exclude"),
+    ] = "chance",
     fmt: Annotated[str, typer.Option("--format", help="rich | csv | markdown | json")] = "rich",
     table: Annotated[
         str | None,
@@ -230,58 +317,125 @@ def report(
     ] = False,
     runs_dir: RunsDir = Path("runs"),
 ) -> None:
-    """Compare runs: convergence, batch-size sensitivity and precision, seeds aggregated."""
-    from normbench import report as reports
+    """Compare runs: verdicts against the best, batch-size sensitivity and precision."""
+    from normbench import catalog, render, tables
     from normbench.config import UsageError
 
     arguments = list(arguments or [])
     if arguments and "=" not in arguments[0]:
         runs_dir = Path(arguments.pop(0))
     try:
+        method = report_method(alpha, margin, reference_batch, diverged)
         if fmt not in ("rich", "csv", "markdown", "json"):
             raise UsageError(f"--format {fmt}: valid: rich, csv, markdown, json")
-        selection = reports.load_runs(runs_dir)
-        ids = reports.sweep_run_ids(runs_dir, sweep_name) if sweep_name else None
-        selection = reports.select(selection, arguments, ids)
-        result = reports.build(selection, by.split(",") if by else None, best_over)
+        selection = catalog.load_runs(runs_dir)
+        if sweep_name:
+            record = catalog.sweep_record(runs_dir, sweep_name)
+            ids = [run["run_id"] for run in record["runs"]]
+            method = tables.Method(**{**method.__dict__, "looks": record.get("looks", 1)})
+        else:
+            ids = None
+        selection = catalog.select(selection, arguments, ids)
+        result = tables.build(selection, by.split(",") if by else None, best_over, method)
         if diagnostics:
-            found = reports.diagnostics_table(selection.runs, result.keys, runs_dir)
-            if found is None:
-                raise UsageError(
-                    "--diagnostics: none of these runs was trained with diagnostics=true"
-                )
-            result.tables["diagnostics"] = found
-        text = None if fmt == "rich" else reports.render(result, fmt, table)
+            attach_diagnostics(result, runs_dir)
+        text = None if fmt == "rich" else render_text(result, fmt, table, out)
     except UsageError as err:
         raise fail(str(err)) from None
     for warning in result.warnings:
-        typer.secho(f"warning: {warning}", fg="yellow", err=True)
+        typer.secho(f"warning: {render.plain(warning)}", fg="yellow", err=True)
     if text is not None and out is None:
         typer.echo(text, nl=False)
     elif text is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text)
-        typer.echo(f"wrote {out}", err=True)
+        for path, content in text.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content)
+            typer.echo(f"wrote {path}", err=True)
     else:
-        from rich.console import Console
-
-        # Piped output has no terminal width: give the tables room instead of 80 columns.
-        console = Console() if sys.stdout.isatty() else Console(width=160)
+        console = terminal()
         statuses = ", ".join(f"{n} {status}" for status, n in sorted(result.counts.items()))
-        console.print(
-            f"{sum(result.counts.values())} runs ({statuses}); grouped by "
-            f"{', '.join(result.keys) or 'nothing (one group)'}",
-            soft_wrap=True,
-        )
-        for renderable in reports.rich_tables(result):
+        console.print(f"{sum(result.counts.values())} runs ({statuses})", soft_wrap=True)
+        for renderable in render.rich_renderables(result, table):
             console.print(renderable)
         if diagnostics:
-            console.print(reports.diagnostics_rich(result.tables["diagnostics"], result.keys))
+            for section in result.sections:
+                if section.tables["diagnostics"] is not None:
+                    console.print(
+                        render.diagnostics_rich(section.tables["diagnostics"], section.keys)
+                    )
     if plots is not None:
         from normbench.plots import write_plots
 
-        for path in write_plots(selection.runs, result, runs_dir, plots):
+        for path in write_plots(result, runs_dir, plots):
             typer.echo(f"wrote {path}", err=True)
+
+
+def report_method(alpha: float, margin: float, reference_batch: int | None, diverged: str):
+    """The report's options as a tables.Method, each refused in one line when out of range."""
+    import math
+
+    from normbench.config import UsageError
+    from normbench.tables import Method
+
+    if not 0 < alpha < 1:
+        raise UsageError(f"--alpha {alpha}: valid: a number strictly between 0 and 1")
+    if not (margin > 0 and math.isfinite(margin)):
+        raise UsageError(f"--margin {margin}: valid: a positive number (in the metric's units)")
+    if reference_batch is not None and reference_batch < 1:
+        raise UsageError(f"--reference-batch {reference_batch}: valid: a per-device batch >= 1")
+    if diverged not in ("chance", "exclude"):
+        raise UsageError(f"--diverged {diverged}: valid: chance, exclude")
+    return Method(alpha, margin, diverged, reference_batch=reference_batch)
+
+
+def attach_diagnostics(result, runs_dir: Path) -> None:
+    from normbench.config import UsageError
+    from normbench.tables import diagnostics_table
+
+    found = False
+    for section in result.sections:
+        section.tables["diagnostics"] = diagnostics_table(section.runs, section.keys, runs_dir)
+        found = found or section.tables["diagnostics"] is not None
+    if not found:
+        raise UsageError("--diagnostics: none of these runs was trained with diagnostics=true")
+
+
+def render_text(result, fmt: str, table: str | None, out: Path | None):
+    """The report as text: a string for stdout, or {path: text} when writing ``--out``. CSV
+    holds one table: several go to one file each (FILE-NAME.csv), or --table picks one."""
+    from normbench import render
+    from normbench.config import UsageError
+
+    if fmt == "markdown":
+        text = render.markdown(result, table)
+    elif fmt == "json":
+        text = render.to_json(result, table)
+    else:
+        chosen = render.chosen_tables(result, table)
+        if len(chosen) > 1 and out is None:
+            raise UsageError(
+                f"--format csv: this report has {len(chosen)} tables; pick one with --table "
+                f"({', '.join(chosen)}) or write one file each with --out FILE.csv"
+            )
+        if out is not None and len(chosen) > 1:
+            return {
+                out.with_name(f"{out.stem}-{name}{out.suffix or '.csv'}"): render.to_csv(frame)
+                for name, frame in chosen.items()
+            }
+        text = render.to_csv(next(iter(chosen.values())))
+    return text if out is None else {out: text}
+
+
+def terminal():
+    """A rich console; piped output honours COLUMNS (default 100) rather than 80."""
+    import os
+
+    from rich.console import Console
+
+    if sys.stdout.isatty():
+        return Console()
+    columns = os.environ.get("COLUMNS", "")
+    return Console(width=int(columns) if columns.isdigit() and int(columns) > 20 else 100)
 
 
 def _check_devices(devices: set[str]) -> None:

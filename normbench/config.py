@@ -21,6 +21,9 @@ DEVICES = ("auto", "cpu", "cuda", "mps")
 # Execution settings: they change where and how fast a run goes, not what it computes, so
 # they are left out of the run id.
 EXECUTION_KEYS = ("device", "threads")
+# Observations: what a run records about itself beyond its metrics. Asking for them does not
+# make another experiment (a finished run without them is trained again to record them).
+OBSERVATION_KEYS = ("diagnostics",)
 
 
 class UsageError(Exception):

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from normbench.config import UsageError, conf_dir
-from normbench.store import RunDir
+from normbench.store import Rerun, RunDir
 from normbench.sweep import Job
 
 LAUNCHERS = ("local", "slurm", "submitit_local")
@@ -60,12 +60,12 @@ def raise_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def run_one(cfg: dict, runs_dir: str, force: bool) -> dict[str, Any]:
+def run_one(cfg: dict, runs_dir: str, rerun: Rerun) -> dict[str, Any]:
     """Run one job in this process; the function submitit ships to a cluster node."""
     from normbench.train import run_experiment
 
     signal.signal(signal.SIGTERM, raise_interrupt)
-    outcome = run_experiment(cfg, runs_dir, force=force, progress=False)
+    outcome = run_experiment(cfg, runs_dir, rerun, progress=False)
     return {
         "status": outcome.status,
         "error": outcome.error,
@@ -82,7 +82,7 @@ class Worker:
     job: Job | None = None
 
 
-def worker_loop(index: int, inbox, events, runs_dir: str, force: bool, threads: int) -> None:
+def worker_loop(index: int, inbox, events, runs_dir: str, rerun: Rerun, threads: int) -> None:
     """A worker process: import torch once, then train run after run until told to stop."""
     parent = os.getppid()
     signal.signal(signal.SIGTERM, raise_interrupt)
@@ -106,7 +106,7 @@ def worker_loop(index: int, inbox, events, runs_dir: str, force: bool, threads: 
                 return
             events.put(("started", index, job.run_id))
             try:
-                outcome = run_experiment(job.cfg, runs_dir, force=force, progress=False)
+                outcome = run_experiment(job.cfg, runs_dir, rerun, progress=False)
                 result = (outcome.status, outcome.error, outcome.summary, outcome.skipped)
             except UsageError as err:  # e.g. a device this worker cannot see
                 result = ("failed", str(err), {}, False)
@@ -122,9 +122,9 @@ class LocalLauncher:
     dies (out of memory, kill -9) has its run recorded as failed and is replaced.
     """
 
-    def __init__(self, jobs: int | None, runs_dir: Path, force: bool):
+    def __init__(self, jobs: int | None, runs_dir: Path, rerun: Rerun):
         self.jobs = jobs or cores()
-        self.runs_dir, self.force = runs_dir, force
+        self.runs_dir, self.rerun = runs_dir, rerun
         self.threads = max(1, cores() // self.jobs)
 
     def parallelism(self, n_jobs: int) -> int:
@@ -140,7 +140,7 @@ class LocalLauncher:
         def start_worker() -> None:
             nonlocal next_index
             inbox = context.Queue()
-            args = (next_index, inbox, events, str(self.runs_dir), self.force, self.threads)
+            args = (next_index, inbox, events, str(self.runs_dir), self.rerun, self.threads)
             process = context.Process(target=worker_loop, args=args, daemon=True)
             process.start()
             workers[next_index] = Worker(process, inbox)
@@ -243,8 +243,8 @@ class SubmititLauncher:
     """submitit's executor: one SLURM array job, or (``submitit_local``) the same submission
     path run on this machine, ``array_parallelism`` runs at a time."""
 
-    def __init__(self, settings: dict[str, Any], runs_dir: Path, force: bool, folder: Path):
-        self.settings, self.runs_dir, self.force, self.folder = settings, runs_dir, force, folder
+    def __init__(self, settings: dict[str, Any], runs_dir: Path, rerun: Rerun, folder: Path):
+        self.settings, self.runs_dir, self.rerun, self.folder = settings, runs_dir, rerun, folder
         self.cluster = "slurm" if settings["name"] == "slurm" else "local"
 
     def parallelism(self, n_jobs: int) -> int:
@@ -272,7 +272,7 @@ class SubmititLauncher:
                         run_one,
                         [cfgs[job.run_id] for job in batch],
                         [str(self.runs_dir)] * len(batch),
-                        [self.force] * len(batch),
+                        [self.rerun] * len(batch),
                     )
                     for job, handle in zip(batch, submitted, strict=True):
                         active[job.run_id] = (job, handle)
@@ -299,8 +299,13 @@ class SubmititLauncher:
 
 
 def make_launcher(
-    name: str, settings: dict[str, Any], jobs: int | None, runs_dir: Path, force: bool, folder: Path
+    name: str,
+    settings: dict[str, Any],
+    jobs: int | None,
+    runs_dir: Path,
+    rerun: Rerun,
+    folder: Path,
 ):
     if name == "local":
-        return LocalLauncher(jobs or settings.get("jobs"), runs_dir, force)
-    return SubmititLauncher(settings, runs_dir, force, folder)
+        return LocalLauncher(jobs or settings.get("jobs"), runs_dir, rerun)
+    return SubmititLauncher(settings, runs_dir, rerun, folder)

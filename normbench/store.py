@@ -15,10 +15,12 @@ import json
 import os
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from normbench.config import EXECUTION_KEYS
+from normbench.config import EXECUTION_KEYS, OBSERVATION_KEYS
+from normbench.provenance import is_stale
 
 STATUSES = ("running", "complete", "diverged", "failed", "interrupted")
 FINISHED = ("complete", "diverged")  # results: not run again unless forced
@@ -36,10 +38,21 @@ METRIC_COLUMNS = (
 )
 
 
+@dataclass(frozen=True)
+class Rerun:
+    """Which finished runs are trained again: every one (``--force``), or those made by other
+    code than the installed one (``--rerun-stale``). By default a finished run is kept."""
+
+    force: bool = False
+    stale: bool = False
+
+
 def run_id(cfg: dict) -> str:
     """``transformer-layernorm-pre-fp32-b32-s0-1a2b3c4d``: the headline choices, then a hash of
-    the whole resolved config except execution settings (device, threads)."""
-    experiment = {k: v for k, v in cfg.items() if k not in EXECUTION_KEYS}
+    the whole resolved config except execution settings (device, threads) and observations
+    (diagnostics)."""
+    outside = (*EXECUTION_KEYS, *OBSERVATION_KEYS)
+    experiment = {k: v for k, v in cfg.items() if k not in outside}
     digest = hashlib.sha256(json.dumps(experiment, sort_keys=True).encode()).hexdigest()[:8]
     return (
         f"{cfg['model']['name']}-{cfg['norm']['name']}-{cfg['placement']['name']}-"
@@ -106,6 +119,15 @@ class RunDir:
     def status(self) -> str | None:
         meta = self.read_meta()
         return meta.get("status") if meta else None
+
+    def needs_training(self, meta: dict | None, cfg: dict, rerun: Rerun) -> bool:
+        """Whether this run, whose meta.json reads ``meta``, must be trained for ``cfg``: it is
+        not finished, or ``rerun`` says so, or diagnostics are asked for and it has none."""
+        if meta is None or meta.get("status") not in FINISHED or rerun.force:
+            return True
+        if rerun.stale and is_stale(meta):
+            return True
+        return bool(cfg.get("diagnostics")) and not (self.path / "diagnostics.parquet").is_file()
 
     def write_config(self, cfg: dict) -> None:
         from omegaconf import OmegaConf

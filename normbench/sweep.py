@@ -28,7 +28,8 @@ from rich.table import Table
 from rich.text import Text
 
 from normbench.config import UsageError, compose, conf_dir, parse_overrides
-from normbench.store import FINISHED, RunDir, atomic_write, run_id
+from normbench.provenance import is_stale
+from normbench.store import FINISHED, Rerun, RunDir, atomic_write, run_id
 
 DEFAULT_PRESET = "batch_sensitivity"
 
@@ -125,14 +126,30 @@ def varying_keys(jobs: list[Job]) -> list[str]:
     return [key for key in ordered if len(values[key]) > 1]
 
 
-def plan(sweep: Sweep, runs_dir: Path, force: bool) -> tuple[list[Job], dict[str, str]]:
-    """The jobs to run and every job's status now (missing jobs: None)."""
-    statuses = {job.run_id: RunDir(runs_dir, job.run_id).status() for job in sweep.jobs}
-    todo = [job for job in sweep.jobs if force or statuses[job.run_id] not in FINISHED]
-    return todo, statuses
+@dataclass
+class Plan:
+    """What a sweep will do: the jobs to train, every job's status now (None: missing), and
+    which finished runs were made by other code than the installed one (stale)."""
+
+    todo: list[Job]
+    statuses: dict[str, str | None]
+    stale: set[str]
 
 
-def plan_table(sweep: Sweep, statuses: dict, force: bool) -> Table:
+def plan(sweep: Sweep, runs_dir: Path, rerun: Rerun) -> Plan:
+    todo, statuses, stale = [], {}, set()
+    for job in sweep.jobs:
+        run = RunDir(runs_dir, job.run_id)
+        meta = run.read_meta()
+        statuses[job.run_id] = meta.get("status") if meta else None
+        if meta and meta.get("status") in FINISHED and is_stale(meta):
+            stale.add(job.run_id)
+        if run.needs_training(meta, job.cfg, rerun):
+            todo.append(job)
+    return Plan(todo, statuses, stale)
+
+
+def plan_table(sweep: Sweep, planned: Plan) -> Table:
     """The grid as a table: one row a run, its varying overrides, and what will happen."""
     table = Table(title=f"sweep {sweep.name}: {len(sweep.jobs)} runs", title_justify="left")
     table.add_column("#", justify="right")
@@ -141,24 +158,20 @@ def plan_table(sweep: Sweep, statuses: dict, force: bool) -> Table:
     table.add_column("run id", overflow="fold")
     table.add_column("now")
     table.add_column("action")
+    todo = {job.run_id for job in planned.todo}
     for index, job in enumerate(sweep.jobs, start=1):
         present = dict(o.split("=", 1) for o in job.overrides)
-        status = statuses[job.run_id]
-        action = "run" if status is None else "skip" if status in FINISHED else "run again"
-        if force:
-            action = "run again" if status else "run"
+        status = planned.statuses[job.run_id]
+        action = "skip" if job.run_id not in todo else "run again" if status else "run"
+        now = (status or "-") + (" (stale)" if job.run_id in planned.stale else "")
         table.add_row(
-            str(index),
-            *(present.get(k, "-") for k in sweep.axes),
-            job.run_id,
-            status or "-",
-            action,
+            str(index), *(present.get(k, "-") for k in sweep.axes), job.run_id, now, action
         )
     return table
 
 
-def plan_summary(sweep: Sweep, todo: list[Job], statuses: dict) -> str:
-    counts = Counter(status or "missing" for status in statuses.values())
+def plan_summary(sweep: Sweep, planned: Plan) -> str:
+    counts = Counter(status or "missing" for status in planned.statuses.values())
     parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     same = sweep.combinations - len(sweep.jobs)
     merged = (
@@ -166,12 +179,20 @@ def plan_summary(sweep: Sweep, todo: list[Job], statuses: dict) -> str:
         if same
         else ""
     )
-    return f"{len(sweep.jobs)} runs{merged}: {parts}; {len(todo)} to run"
+    todo = {job.run_id for job in planned.todo}
+    stale = ""
+    if planned.stale:
+        kept = len(planned.stale - todo)
+        stale = f" ({len(planned.stale)} stale: made by other code; " + (
+            f"{kept} kept, --rerun-stale trains them again)" if kept else "trained again)"
+        )
+    return f"{len(sweep.jobs)} runs{merged}: {parts}{stale}; {len(todo)} to run"
 
 
 # ---------------------------------------------------------------------------- the record
-def write_record(sweep: Sweep, runs_dir: Path, launcher: str, started: datetime) -> Path:
-    """runs/sweeps/<name>-<time>.json: what this sweep ran, so a report can select it."""
+def write_record(sweep: Sweep, runs_dir: Path, launcher: str, started: datetime, plan=None) -> Path:
+    """runs/sweeps/<name>-<time>.json: what this sweep ran, so a report can select it. With
+    ``--until-decided``, the adaptive design too: the report splits alpha over its looks."""
     path = runs_dir / "sweeps" / f"{sweep.name}-{started.strftime('%Y%m%d-%H%M%S')}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {
@@ -184,23 +205,46 @@ def write_record(sweep: Sweep, runs_dir: Path, launcher: str, started: datetime)
         "axes": sweep.axes,
         "runs": [{"run_id": job.run_id, "overrides": job.overrides} for job in sweep.jobs],
         "counts": {},
+        "looks": plan.looks if plan else 1,
     }
+    if plan:
+        record["until_decided"] = {
+            "max_seeds": plan.max_seeds,
+            "alpha": plan.method.alpha,
+            "margin": plan.method.margin,
+            "fixed_design_runs": plan.fixed_runs,
+        }
     atomic_write(path, json.dumps(record, indent=2) + "\n")
     return path
 
 
-def finish_record(path: Path, counts: dict[str, int]) -> None:
+def finish_record(
+    path: Path, counts: dict[str, int], jobs: list[Job], finished: bool = True
+) -> dict[str, int]:
+    """Store the runs (a sweep run until decided adds seeds) and the counts so far; returns
+    the counts."""
     record = json.loads(path.read_text())
-    record.update(finished=datetime.now().isoformat(timespec="seconds"), counts=counts)
+    record.update(
+        counts=counts,
+        runs=[{"run_id": job.run_id, "overrides": job.overrides} for job in jobs],
+    )
+    if finished:
+        record["finished"] = datetime.now().isoformat(timespec="seconds")
     atomic_write(path, json.dumps(record, indent=2) + "\n")
+    return counts
+
+
+def add_counts(total: dict[str, int], more: Counter) -> dict[str, int]:
+    return dict(Counter(total) + Counter(more))
 
 
 # ---------------------------------------------------------------------------- live view
 class LiveView:
     """One display for the whole sweep: counts, ETA, and each failure the moment it happens."""
 
-    def __init__(self, console: Console, sweep: Sweep, todo: list[Job]):
+    def __init__(self, console: Console, sweep: Sweep, todo: list[Job], title: str | None = None):
         self.console = console
+        self.title = title  # "round 2" when seeds are added until decided
         self.total = len(todo)
         self.skipped = len(sweep.jobs) - len(todo)
         self.running: set[str] = set()
@@ -264,20 +308,25 @@ class LiveView:
             f"{self.finished}/{self.total} runs"
             + (f" ({self.skipped} already complete)" if self.skipped else ""),
         )
+        if self.title:
+            return Group(Text(self.title, style="bold"), progress, counts)
         return Group(progress, counts)
 
 
-def summary_table(sweep: Sweep, view: LiveView) -> Table:
+def summary_table(sweep: Sweep, views: list[LiveView]) -> Table:
     """The end of a sweep: how many runs ended how, and why each failure failed."""
     table = Table(title=f"sweep {sweep.name}", title_justify="left", min_width=40)
     table.add_column("status")
     table.add_column("runs", justify="right")
-    if view.skipped:
-        table.add_row("already complete", str(view.skipped))
+    if views[0].skipped:
+        table.add_row("already complete", str(views[0].skipped))
     labels = {"skipped": "finished meanwhile by another process"}
-    for status, count in sorted(view.counts.items()):
+    counts = sum((view.counts for view in views), Counter())
+    for status, count in sorted(counts.items()):
         table.add_row(labels.get(status, status), str(count))
-    for rid, result in view.results.items():
-        if result["status"] == "failed":
-            table.add_row(Text(f"  {rid}", style="red"), Text(result["error"] or "", style="red"))
+    for view in views:
+        for rid, result in view.results.items():
+            if result["status"] == "failed":
+                error = Text(result["error"] or "", style="red")
+                table.add_row(Text(f"  {rid}", style="red"), error)
     return table

@@ -29,7 +29,8 @@ from normbench.config import NORM_KEYS, UsageError
 from normbench.data import Split, input_shape, load
 from normbench.diagnostics import Diagnostics, frozen_buffers
 from normbench.models import build_model
-from normbench.store import FINISHED, RunDir, run_id
+from normbench.provenance import fingerprint, is_stale
+from normbench.store import Rerun, RunDir, run_id
 
 AUTOCAST_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 EVAL_BATCH = 1024
@@ -45,6 +46,7 @@ class Outcome:
     summary: dict = field(default_factory=dict)
     error: str | None = None
     skipped: bool = False
+    stale: bool = False  # skipped, but made by other code than the installed one
 
 
 def resolve_device(name: str) -> torch.device:
@@ -63,9 +65,10 @@ def now(timespec: str = "seconds") -> str:
 
 
 def run_experiment(
-    cfg: dict, runs_dir: Path | str, force: bool = False, progress: bool = True
+    cfg: dict, runs_dir: Path | str, rerun: Rerun | None = None, progress: bool = True
 ) -> Outcome:
-    """Train the run ``cfg`` describes unless a finished one exists; record everything.
+    """Train the run ``cfg`` describes unless a finished one exists (see
+    RunDir.needs_training); record everything.
 
     A failure is recorded as status ``failed`` (with its error text) and returned, not raised.
     KeyboardInterrupt marks the run ``interrupted``, keeps its metrics, and propagates.
@@ -74,9 +77,15 @@ def run_experiment(
     run = RunDir(runs_dir, run_id(cfg))
     with run.lock():  # another process training this run: wait for it, then look again
         previous = run.read_meta()
-        if previous and previous.get("status") in FINISHED and not force:
-            summary = previous.get("summary", {})
-            return Outcome(run.run_id, run.path, previous["status"], summary, skipped=True)
+        if not run.needs_training(previous, cfg, rerun or Rerun()):
+            return Outcome(
+                run.run_id,
+                run.path,
+                previous["status"],
+                previous.get("summary", {}),
+                skipped=True,
+                stale=is_stale(previous),
+            )
         return train_and_record(cfg, run, device, progress)
 
 
@@ -95,6 +104,7 @@ def train_and_record(cfg: dict, run: RunDir, device: torch.device, progress: boo
         "threads": torch.get_num_threads(),
         "host": socket.gethostname(),
         "command": sys.argv,
+        "code": fingerprint(),
         "versions": {
             "normbench": __version__,
             "torch": torch.__version__,
@@ -222,7 +232,12 @@ class Trainer:
         self.setup()
         train = self.cfg["train"]
         window = Window(self.device)
-        self.summary = {"steps": 0, "steps_to_target": None, "time_to_target_s": None}
+        self.summary = {
+            "steps": 0,
+            "steps_to_target": None,
+            "time_to_target_s": None,
+            "num_classes": self.data.num_classes,  # a diverged run counts at 1 / num_classes
+        }
         batches = self.batches()
         self.model.train()
         try:

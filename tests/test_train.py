@@ -17,7 +17,7 @@ import torch
 from conftest import tiny
 
 from normbench.config import compose
-from normbench.store import METRIC_COLUMNS, RunDir, run_id
+from normbench.store import METRIC_COLUMNS, Rerun, RunDir, run_id
 from normbench.train import Trainer, resolve_device, run_experiment
 
 
@@ -81,7 +81,7 @@ def test_a_complete_run_is_skipped_and_force_runs_it_again(tmp_path):
     assert again.skipped and again.status == "complete"
     assert again.summary == json.loads((first.path / "meta.json").read_text())["summary"]
     assert (first.path / "metrics.parquet").stat().st_mtime_ns == stamp
-    forced = run_experiment(cfg, tmp_path, force=True, progress=False)
+    forced = run_experiment(cfg, tmp_path, Rerun(force=True), progress=False)
     assert not forced.skipped and (first.path / "metrics.parquet").stat().st_mtime_ns != stamp
 
 
@@ -245,3 +245,39 @@ def test_train_loss_auc_is_the_step_weighted_mean_of_the_logged_losses(tmp_path)
     weights = frame["step"].diff().fillna(frame["step"].iloc[0])
     expected = (frame["train_loss"] * weights).sum() / 6
     assert outcome.summary["train_loss_auc"] == pytest.approx(expected)
+
+
+def test_meta_records_the_code_fingerprint(tmp_path):
+    from normbench.provenance import fingerprint
+
+    outcome = run_experiment(compose(tiny()), tmp_path, progress=False)
+    meta = json.loads((outcome.path / "meta.json").read_text())
+    assert meta["code"] == fingerprint() and len(meta["code"]["source_hash"]) == 16
+    assert meta["code"]["version"] == meta["versions"]["normbench"]
+    assert meta["summary"]["num_classes"] == 10
+
+
+def test_a_stale_run_is_kept_and_named_and_rerun_stale_trains_it(tmp_path):
+    cfg = compose(tiny())
+    first = run_experiment(cfg, tmp_path, progress=False)
+    run = RunDir(tmp_path, first.run_id)
+    meta = run.read_meta()
+    meta["code"]["source_hash"] = "0" * 16  # as if an older normbench had trained it
+    run.write_meta(meta)
+    kept = run_experiment(cfg, tmp_path, progress=False)
+    assert kept.skipped and kept.stale
+    again = run_experiment(cfg, tmp_path, Rerun(stale=True), progress=False)
+    assert not again.skipped and not run_experiment(cfg, tmp_path, progress=False).stale
+
+
+def test_diagnostics_leave_the_run_id_alone_and_are_added_by_training_again(tmp_path):
+    plain = compose(tiny())
+    observed = compose(tiny("diagnostics=true"))
+    assert run_id(plain) == run_id(observed)
+    first = run_experiment(plain, tmp_path, progress=False)
+    assert run_experiment(plain, tmp_path, progress=False).skipped
+    second = run_experiment(observed, tmp_path, progress=False)
+    assert not second.skipped and (second.path / "diagnostics.parquet").is_file()
+    assert run_experiment(observed, tmp_path, progress=False).skipped
+    assert run_experiment(plain, tmp_path, progress=False).skipped
+    assert first.run_id == second.run_id
