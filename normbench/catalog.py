@@ -20,7 +20,7 @@ from normbench.config import UsageError, flatten, parse_overrides
 from normbench.store import atomic_write
 
 INDEX = ".index.json"
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 SUMMARY_FIELDS = (
     "final_val_acc",
     "best_val_acc",
@@ -40,7 +40,9 @@ SUMMARY_FIELDS = (
 )
 # Where a run's numbers came from: the code's fingerprint, torch, and the device it ran on.
 PROVENANCE_FIELDS = ("code_hash", "torch_version", "device_used")
-NOT_CONFIG = ("run_id", "status", "error", *SUMMARY_FIELDS, *PROVENANCE_FIELDS)
+# What a person attached or the clock recorded: never part of an experiment's config.
+RECORD_FIELDS = ("started", "finished", "tags", "note")
+NOT_CONFIG = ("run_id", "status", "error", *SUMMARY_FIELDS, *PROVENANCE_FIELDS, *RECORD_FIELDS)
 
 
 @dataclass
@@ -70,6 +72,7 @@ def read_run(path: Path) -> dict:
     row["code_hash"] = code.get("source_hash") or "unrecorded"
     row["torch_version"] = (meta.get("versions") or {}).get("torch")
     row["device_used"] = meta.get("device")
+    row.update({name: meta.get(name) for name in RECORD_FIELDS})
     return row
 
 
@@ -149,9 +152,14 @@ def sweep_record(runs_dir: Path, name: str) -> dict:
     return json.loads(records[-1].read_text())
 
 
-def select(selection: Selection, filters: list[str], sweep_ids: list[str] | None) -> Selection:
-    """Narrow to a sweep's runs and to override-syntax filters (``norm=batchnorm,groupnorm``)."""
+def select(
+    selection: Selection, filters: list[str], sweep_ids: list[str] | None, tag: str | None = None
+) -> Selection:
+    """Narrow to a sweep's runs, to override-syntax filters (``norm=batchnorm,groupnorm``) and
+    to the runs carrying a tag."""
     runs = selection.runs
+    if tag is not None:
+        runs = runs[runs["tags"].map(lambda tags: isinstance(tags, list) and tag in tags)]
     if sweep_ids is not None:
         missing = set(sweep_ids) - set(runs.get("run_id", []))
         if missing:

@@ -17,9 +17,13 @@ app = typer.Typer(
     help="Benchmark normalization layers: which norm, placed where, holds up at which batch "
     "size and precision?",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
 )
+runs_app = typer.Typer(
+    help="List, inspect, compare and clean the runs in a runs directory.",
+    no_args_is_help=True,
+)
+app.add_typer(runs_app, name="runs")
 
 Overrides = Annotated[
     list[str] | None,
@@ -29,6 +33,25 @@ Overrides = Annotated[
     ),
 ]
 RunsDir = Annotated[Path, typer.Option("--runs-dir", help="Where runs are stored.")]
+
+
+def show_version(value: bool) -> None:
+    if value:
+        from normbench import __version__
+
+        typer.echo(f"normbench {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=show_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """Benchmark normalization layers: which norm, placed where, holds up at which batch size
+    and precision?"""
 
 
 def fail(message: str) -> typer.Exit:
@@ -56,12 +79,17 @@ def run(
     ] = False,
     runs_dir: RunsDir = Path("runs"),
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    tag: Annotated[
+        list[str] | None, typer.Option("--tag", help="A label for the run (repeatable).")
+    ] = None,
+    note: Annotated[str | None, typer.Option("--note", help="A note kept with the run.")] = None,
 ) -> None:
     """Train one model with one norm, placement, batch size and precision."""
     from normbench.config import UsageError, compose
 
     try:
         config = compose(overrides or [])
+        tags = check_tags(tag or [])
     except UsageError as err:
         raise fail(str(err)) from None
     from normbench.store import run_id
@@ -72,12 +100,13 @@ def run(
         typer.echo(f"# run_id: {run_id(config)}")
         typer.echo(OmegaConf.to_yaml(OmegaConf.create(config)), nl=False)
         return
-    from normbench.store import Rerun
+    from normbench.store import Labels, Rerun
     from normbench.train import run_experiment
 
     _interrupt_on_sigterm()
     try:
-        outcome = run_experiment(config, runs_dir, Rerun(force, rerun_stale), progress=not quiet)
+        labels = Labels(tags, note)
+        outcome = run_experiment(config, runs_dir, Rerun(force, rerun_stale), not quiet, labels)
     except UsageError as err:
         raise fail(str(err)) from None
     except KeyboardInterrupt:
@@ -86,6 +115,18 @@ def run(
     typer.echo(summary_line(outcome, config))
     if outcome.status == "failed":
         raise typer.Exit(1)
+
+
+def check_tags(tags: list[str]) -> tuple[str, ...]:
+    """Tags are plain words ([A-Za-z0-9._-], at most 64 characters)."""
+    import re
+
+    from normbench.config import UsageError
+
+    for tag in tags:
+        if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", tag):
+            raise UsageError(f"--tag {tag!r}: valid: 1 to 64 of A-Z a-z 0-9 . _ -")
+    return tuple(tags)
 
 
 def summary_line(outcome, config: dict) -> str:
@@ -315,6 +356,7 @@ def report(
         bool,
         typer.Option("--diagnostics", help="Show runs' diagnostics (trained diagnostics=true)."),
     ] = False,
+    tag: Annotated[str | None, typer.Option("--tag", help="Only runs with this tag.")] = None,
     runs_dir: RunsDir = Path("runs"),
 ) -> None:
     """Compare runs: verdicts against the best, batch-size sensitivity and precision."""
@@ -335,7 +377,7 @@ def report(
             method = tables.Method(**{**method.__dict__, "looks": record.get("looks", 1)})
         else:
             ids = None
-        selection = catalog.select(selection, arguments, ids)
+        selection = catalog.select(selection, arguments, ids, tag)
         result = tables.build(selection, by.split(",") if by else None, best_over, method)
         if diagnostics:
             attach_diagnostics(result, runs_dir)
@@ -446,6 +488,159 @@ def _check_devices(devices: set[str]) -> None:
 
         for device in wanted:
             resolve_device(device)
+
+
+RunsFilters = Annotated[
+    list[str] | None,
+    typer.Argument(
+        help="[RUNS_DIR] [FILTER ...]: filters in override syntax, e.g. norm=batchnorm",
+        show_default=False,
+    ),
+]
+StatusOption = Annotated[
+    str | None,
+    typer.Option("--status", help="Only these statuses, e.g. failed,interrupted."),
+]
+
+
+def _runs_selection(arguments: list[str] | None, runs_dir: Path, status: str | None, tag):
+    """The runs of `runs list` / `runs clean`: a runs directory, filters, statuses, a tag."""
+    from normbench import catalog, manage
+
+    arguments = list(arguments or [])
+    if arguments and "=" not in arguments[0]:
+        runs_dir = Path(arguments.pop(0))
+    statuses = manage.parse_statuses(status)
+    selection = catalog.load_runs(runs_dir)
+    if selection.runs.empty:
+        return runs_dir, selection.runs, selection.warnings
+    selection = catalog.select(selection, arguments, None, tag)
+    return runs_dir, manage.narrow(selection, statuses), selection.warnings
+
+
+@runs_app.command("list")
+def runs_list(
+    arguments: RunsFilters = None,
+    status: StatusOption = None,
+    tag: Annotated[str | None, typer.Option("--tag", help="Only runs with this tag.")] = None,
+    runs_dir: RunsDir = Path("runs"),
+) -> None:
+    """One line per run: id, status, key choices, result, age, tags (newest first)."""
+    from rich.table import Table
+
+    from normbench import manage, render
+    from normbench.config import UsageError
+
+    try:
+        runs_dir, runs, warnings = _runs_selection(arguments, runs_dir, status, tag)
+    except UsageError as err:
+        raise fail(str(err)) from None
+    for warning in warnings:
+        typer.secho(f"warning: {render.plain(warning)}", fg="yellow", err=True)
+    rows, shared = manage.list_rows(runs)
+    table = Table(box=None, pad_edge=False)
+    table.add_column("run id", no_wrap=True)
+    for column in ("status", "choices", "result", "age", "tags"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(render.cell(value) for value in row.values()))
+    console = terminal()
+    console.print(table)
+    shared = f"; all with {render.plain(shared)}" if shared and len(rows) > 1 else ""
+    console.print(f"{len(runs)} run(s) in {render.plain(str(runs_dir))}{shared}", soft_wrap=True)
+
+
+@runs_app.command("show")
+def runs_show(
+    run_name: Annotated[str, typer.Argument(metavar="RUN", help="A run id or its prefix.")],
+    runs_dir: RunsDir = Path("runs"),
+) -> None:
+    """A run's config, status, provenance and summary."""
+    import json
+
+    from normbench import manage
+    from normbench.config import UsageError
+
+    try:
+        run = manage.resolve(runs_dir, run_name)
+        meta = run.read_meta()
+        config = (run.path / "config.yaml").read_text()
+    except (UsageError, OSError) as err:
+        raise fail(str(err)) from None
+    typer.echo(f"# {run.path}")
+    typer.echo(config.rstrip())
+    shown = {k: v for k, v in (meta or {}).items() if k != "traceback"}
+    typer.echo("# meta.json")
+    typer.echo(json.dumps(shown, indent=2, default=str))
+    if meta and meta.get("traceback"):
+        typer.echo("# traceback")
+        typer.echo(meta["traceback"].rstrip())
+
+
+@runs_app.command("diff")
+def runs_diff(
+    first: Annotated[str, typer.Argument(metavar="A", help="A run id or its prefix.")],
+    second: Annotated[str, typer.Argument(metavar="B", help="Another run id or prefix.")],
+    runs_dir: RunsDir = Path("runs"),
+) -> None:
+    """The config keys (and code, torch, device) that differ between two runs."""
+    from rich.table import Table
+
+    from normbench import manage, render
+    from normbench.config import UsageError
+
+    try:
+        a, b = manage.resolve(runs_dir, first), manage.resolve(runs_dir, second)
+        rows = manage.diff(a, b)
+    except (UsageError, OSError) as err:
+        raise fail(str(err)) from None
+    if not rows:
+        typer.echo(f"{a.run_id} and {b.run_id} have the same config, code, torch and device")
+        return
+    table = Table(box=None, pad_edge=False)
+    table.add_column("key")
+    table.add_column(a.run_id, overflow="fold")
+    table.add_column(b.run_id, overflow="fold")
+    for row in rows:
+        table.add_row(*(render.cell(value) for value in row))
+    terminal().print(table)
+
+
+@runs_app.command("clean")
+def runs_clean(
+    arguments: RunsFilters = None,
+    status: Annotated[
+        str, typer.Option("--status", help="Delete runs with these statuses, e.g. failed.")
+    ] = "failed,interrupted,abandoned",
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="List what would be deleted; delete nothing.")
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before deleting.")] = False,
+    runs_dir: RunsDir = Path("runs"),
+) -> None:
+    """Delete runs by status (failed and interrupted by default), after asking."""
+    from normbench import manage, render
+    from normbench.config import UsageError
+
+    try:
+        runs_dir, runs, _ = _runs_selection(arguments, runs_dir, status, None)
+    except UsageError as err:
+        raise fail(str(err)) from None
+    doomed = manage.clean_candidates(runs_dir, runs) if len(runs) else []
+    for run in doomed:
+        typer.echo(f"{'would delete' if dry_run else 'delete'} {render.plain(run.run_id)}")
+    if not doomed:
+        typer.echo("nothing to delete")
+        return
+    if dry_run:
+        typer.echo(f"{len(doomed)} run(s) would be deleted (--dry-run)")
+        return
+    if not yes and not typer.confirm(f"Delete these {len(doomed)} run(s)?", default=False):
+        typer.echo("nothing deleted")
+        raise typer.Exit(1)
+    for run in doomed:
+        manage.delete(run)
+    typer.echo(f"deleted {len(doomed)} run(s)")
 
 
 @app.command("list")

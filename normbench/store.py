@@ -47,6 +47,21 @@ class Rerun:
     stale: bool = False
 
 
+@dataclass(frozen=True)
+class Labels:
+    """What a person attaches to a run (``--tag``, ``--note``): stored in meta.json, never in
+    the run id, filterable in ``report`` and ``runs list``."""
+
+    tags: tuple[str, ...] = ()
+    note: str | None = None
+
+    def apply(self, meta: dict) -> dict:
+        """meta with these tags added (kept in order, no repeats) and this note, if any."""
+        tags = list(meta.get("tags") or [])
+        tags += [tag for tag in self.tags if tag not in tags]
+        return {**meta, "tags": tags, **({"note": self.note} if self.note else {})}
+
+
 def run_id(cfg: dict) -> str:
     """``transformer-layernorm-pre-fp32-b32-s0-1a2b3c4d``: the headline choices, then a hash of
     the whole resolved config except execution settings (device, threads) and observations

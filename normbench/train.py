@@ -30,7 +30,7 @@ from normbench.data import Split, input_shape, load
 from normbench.diagnostics import Diagnostics, frozen_buffers
 from normbench.models import build_model
 from normbench.provenance import fingerprint, is_stale
-from normbench.store import Rerun, RunDir, run_id
+from normbench.store import Labels, Rerun, RunDir, run_id
 
 AUTOCAST_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 EVAL_BATCH = 1024
@@ -65,10 +65,15 @@ def now(timespec: str = "seconds") -> str:
 
 
 def run_experiment(
-    cfg: dict, runs_dir: Path | str, rerun: Rerun | None = None, progress: bool = True
+    cfg: dict,
+    runs_dir: Path | str,
+    rerun: Rerun | None = None,
+    progress: bool = True,
+    labels: Labels | None = None,
 ) -> Outcome:
     """Train the run ``cfg`` describes unless a finished one exists (see
-    RunDir.needs_training); record everything.
+    RunDir.needs_training); record everything. ``labels`` (tags, a note) are added to the
+    run's meta.json, also when it was finished before.
 
     A failure is recorded as status ``failed`` (with its error text) and returned, not raised.
     KeyboardInterrupt marks the run ``interrupted``, keeps its metrics, and propagates.
@@ -78,6 +83,8 @@ def run_experiment(
     with run.lock():  # another process training this run: wait for it, then look again
         previous = run.read_meta()
         if not run.needs_training(previous, cfg, rerun or Rerun()):
+            if labels:
+                run.write_meta(labels.apply(previous))
             return Outcome(
                 run.run_id,
                 run.path,
@@ -86,10 +93,16 @@ def run_experiment(
                 skipped=True,
                 stale=is_stale(previous),
             )
-        return train_and_record(cfg, run, device, progress)
+        kept = Labels(tuple((previous or {}).get("tags") or ()), (previous or {}).get("note"))
+        labels = labels or Labels()
+        return train_and_record(
+            cfg, run, device, progress, Labels(kept.tags + labels.tags, labels.note or kept.note)
+        )
 
 
-def train_and_record(cfg: dict, run: RunDir, device: torch.device, progress: bool) -> Outcome:
+def train_and_record(
+    cfg: dict, run: RunDir, device: torch.device, progress: bool, labels: Labels
+) -> Outcome:
     """Train one run and keep its status, timings and errors in meta.json."""
     if cfg["threads"]:
         torch.set_num_threads(cfg["threads"])
@@ -113,6 +126,7 @@ def train_and_record(cfg: dict, run: RunDir, device: torch.device, progress: boo
         },
         "summary": {},
     }
+    meta = labels.apply(meta)
     try:  # even a Ctrl-C between the two writes leaves no run directory without meta.json
         run.write_config(cfg)
     finally:
