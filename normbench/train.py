@@ -179,6 +179,7 @@ class Trainer:
         precision = cfg["precision"]["name"]
         self.autocast_dtype = AUTOCAST_DTYPES[precision]
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=precision == "fp16")
+        self.loss_scale = self.scaler.get_scale()  # fp16: a drop means a skipped step
         self.params = list(self.model.parameters())
         self.diagnostics = Diagnostics(self.model, self.run) if cfg["diagnostics"] else None
 
@@ -300,10 +301,21 @@ class Trainer:
                 grad_norm = torch.nn.utils.get_total_norm(
                     [p.grad for p in self.params if p.grad is not None]
                 )
+        self.step_lr = self.optimizer.param_groups[0]["lr"]
         self.scaler.step(self.optimizer)
         self.scaler.update()
-        self.scheduler.step()
+        if self.step_taken():
+            self.scheduler.step()
         return loss, logits, grad_norm
+
+    def step_taken(self) -> bool:
+        """False when fp16's GradScaler skipped the optimizer step (inf or NaN gradients; it
+        then lowers the scale), so that the schedule counts only the steps taken. In fp16 this
+        reads the scale once per step, which waits for the device."""
+        if not self.scaler.is_enabled():
+            return True
+        previous, self.loss_scale = self.loss_scale, self.scaler.get_scale()
+        return self.loss_scale >= previous
 
     def autocast(self):
         """bf16/fp16 autocast, or no context at all for fp32 (it costs a little every step)."""
@@ -320,7 +332,7 @@ class Trainer:
             "epoch": samples / len(self.data.train),
             "samples": samples,
             "elapsed_s": self.train_s,
-            "lr": self.lr * self.lr_factor(step - 1),
+            "lr": self.step_lr,  # the rate of this step, as the scheduler set it
             "train_loss": train_loss,
             "train_acc": train_acc,
             "val_loss": math.nan,
