@@ -1,17 +1,25 @@
-"""Why a norm or placement behaves as it does: per residual unit, at every evaluation, the
-gradient norm of the sublayer's weights and the statistics of the activations entering and
-leaving its norm; for BatchNorm and SwitchNorm the gap between batch statistics (train mode)
-and running statistics (eval mode) on the validation set; for SwitchNorm its mixing weights.
+"""Why a norm or placement behaves as it does: per residual unit, at every evaluation and at
+step 0 (the first batch's forward and backward, before the first update: the model at
+initialisation), the gradient norm of the sublayer's weights and the statistics of the
+activations entering and leaving its norm; for BatchNorm and SwitchNorm the gap between batch
+statistics (train mode) and running statistics (eval mode) on the validation set; for
+SwitchNorm its mixing weights.
 
 Cheap when on (`diagnostics=true`): hooks live only during the one training step of each
-evaluation, and the extra train-mode validation pass runs only for batch-dependent norms.
+evaluation (and the first), and the extra train-mode validation pass runs only for
+batch-dependent norms. Nothing here draws random numbers or changes a parameter or buffer, so a
+diagnosed run trains exactly as an undiagnosed one.
+
+Sublayer types differ by construction (an attention unit's gradient norm is not an MLP's), so
+depth profiles compare units of one type: ``by_sublayer`` and ``last_over_first``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -19,6 +27,9 @@ from torch import nn
 from normbench.models import ResidualUnit
 from normbench.norms import SwitchNorm
 from normbench.store import RunDir
+
+if TYPE_CHECKING:  # pandas only for the helpers' signatures: training does not import it
+    import pandas as pd
 
 COLUMNS = (
     "step",
@@ -71,7 +82,8 @@ class Diagnostics:
     @contextlib.contextmanager
     def watch_norms(self) -> Iterator[None]:
         """For the next forward pass, record mean and std entering and leaving each unit's
-        (first) norm."""
+        (first) norm (kept until the next watch)."""
+        self.activations.clear()
 
         def hook(index: int):
             def record(module, inputs, output):
@@ -113,7 +125,6 @@ class Diagnostics:
                 for name, value in zip(("in", "ln", "bn"), values, strict=True):
                     row[f"{prefix}_{name}"] = value
             self.rows.append(row)
-        self.activations.clear()
 
     def write(self) -> None:
         import pyarrow as pa
@@ -135,6 +146,27 @@ def switch_weights(norm: nn.Module) -> tuple[list[float], list[float]]:
         norm.mean_weight.detach().softmax(0).tolist(),
         norm.var_weight.detach().softmax(0).tolist(),
     )
+
+
+def by_sublayer(frame: pd.DataFrame, keys: Sequence[str] = ("step",)) -> pd.DataFrame:
+    """Diagnostics rows (one per unit) with each unit's place among the units of its own
+    sublayer type: ``layer`` (0 for the first attention unit, the first MLP unit, ...) and
+    ``layer_depth`` (0 to 1), within each group of ``keys`` (a step, a run, a report group)."""
+    units = frame.groupby([*keys, "sublayer"])["unit"]
+    layer = units.rank(method="dense").astype(int) - 1
+    last = units.transform("nunique") - 1
+    return frame.assign(layer=layer, layer_depth=layer / last.clip(lower=1))
+
+
+def last_over_first(
+    frame: pd.DataFrame, keys: Sequence[str] = ("step",), column: str = "grad_norm"
+) -> pd.DataFrame:
+    """Per group of ``keys`` and sublayer type, ``column`` of the deepest unit over that of the
+    shallowest unit of the same type: Xiong et al.'s gradient growth over depth, like with
+    like. One row per group and type, the ratio in ``{column}_last_over_first``."""
+    ordered = frame.sort_values("unit").groupby([*keys, "sublayer"])[column]
+    ratio = ordered.agg(lambda values: values.iloc[-1] / values.iloc[0])
+    return ratio.rename(f"{column}_last_over_first").reset_index()
 
 
 @contextlib.contextmanager

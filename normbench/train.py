@@ -236,9 +236,13 @@ class Trainer:
                     x, y, mask = next(batches)
                     evaluate = step % train["eval_every"] == 0 or step == self.total_steps
                     log = evaluate or step % train["log_every"] == 0
-                    diagnose = self.diagnostics is not None and evaluate
+                    # Diagnostics at every evaluation and at step 0: the first batch's
+                    # gradients and activations, taken before the first update.
+                    diagnose = self.diagnostics is not None and (evaluate or step == 1)
                     with self.diagnostics.watch_norms() if diagnose else contextlib.nullcontext():
                         loss, logits, grad_norm = self.step(x, y, mask, log, diagnose)
+                    if diagnose and step == 1:
+                        self.diagnostics.record(0, None, math.nan)
                     window.add(loss, logits, y)
                     if step == 1:
                         self.first_step = now("milliseconds")
