@@ -265,6 +265,12 @@ class CNN(nn.Module):
         return self.head(h.flatten(2).mean(2))
 
 
+def count_parameters(model: nn.Module) -> int:
+    """Trainable parameters: what a comparison of norms must hold equal or report (AdaLN adds
+    2d^2 + 2d per norm)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
 def build_model(
     cfg: dict, input_shape: tuple[int, ...], num_classes: int, vocab_size: int = 0
 ) -> nn.Module:

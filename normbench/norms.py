@@ -398,11 +398,18 @@ class DyT(AffineNorm):
 
 class AdaLN(Norm):
     """LayerNorm without affine, modulated as x * (1 + scale) + shift, where (scale, shift) is a
-    zero-initialised linear projection of a per-sample condition ``cond`` (N, cond_dim).
+    zero-initialised linear projection of a per-sample condition ``cond`` (N, cond_dim). Zero
+    init: training starts as plain LayerNorm.
 
-    Without ``cond`` the condition is the mean-pooled input of the unit (over S, or over the
-    real tokens), so cond_dim defaults to num_features. Zero init: training starts as plain
-    LayerNorm.
+    What it conditions on: DiT's AdaLN (Peebles & Xie 2023) regresses scale and shift from an
+    external condition (timestep and class embeddings). normbench's models are encoder
+    classifiers and have none, so without ``cond`` the condition is the mean of the norm's own
+    input (over S, or over the real tokens): an input-conditioned, FiLM-like affine, not DiT's
+    AdaLN, and its results say nothing about AdaLN with a real condition.
+
+    Capacity: the projection holds cond_dim * 2d + 2d parameters per norm, 2d^2 + 2d with the
+    default cond_dim = d (8,320 at d = 64, against 2d = 128 for LayerNorm's affine), so a model
+    with AdaLN is a larger model; the run summary's ``parameters`` says by how much.
     """
 
     def __init__(self, num_features: int, layout: str, cond_dim: int | None = None, **common):

@@ -28,7 +28,7 @@ from normbench import __version__
 from normbench.config import NORM_KEYS, UsageError
 from normbench.data import Split, input_shape, load
 from normbench.diagnostics import Diagnostics, frozen_buffers
-from normbench.models import build_model
+from normbench.models import build_model, count_parameters
 from normbench.store import FINISHED, RunDir, run_id
 
 AUTOCAST_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -395,6 +395,7 @@ class Trainer:
             final_val_acc=evaluated[-1]["val_acc"] if evaluated else None,
             best_val_acc=max(row["val_acc"] for row in evaluated) if evaluated else None,
             train_loss_auc=self.train_loss_auc(),
+            parameters=count_parameters(self.model),
         )
 
     def train_loss_auc(self) -> float | None:

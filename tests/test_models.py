@@ -17,6 +17,7 @@ from normbench.models import (
     ResidualUnit,
     Transformer,
     build_model,
+    count_parameters,
     standardize,
 )
 from normbench.norms import Norm
@@ -95,6 +96,17 @@ def test_deepnorm_constants_and_initialisation_follow_deepnet(model, paper_layer
     post_cfg = compose(tiny(f"model={model}", "placement=post", "model.depth=3", "model.width=64"))
     post = build_model(post_cfg, input_shape(post_cfg["data"]), 10)
     assert all(unit.alpha == 1.0 for unit in post.units)
+
+
+def test_adaln_adds_two_d_squared_parameters_per_norm_over_layernorm():
+    """AdaLN's projection (d -> 2d, with bias) replaces LayerNorm's affine (2d): 2d^2 more per
+    norm; pre placement has 2 * depth unit norms and a final one."""
+
+    def size(norm):
+        cfg = compose(tiny(f"norm={norm}", "model.width=16", "model.depth=2"))
+        return count_parameters(build_model(cfg, input_shape(cfg["data"]), 10))
+
+    assert size("adaln") - size("layernorm") == (2 * 2 + 1) * 2 * 16**2
 
 
 @pytest.mark.parametrize("placement", PLACEMENTS)

@@ -17,6 +17,8 @@ import torch
 from conftest import tiny
 
 from normbench.config import compose
+from normbench.data import input_shape
+from normbench.models import build_model
 from normbench.store import METRIC_COLUMNS, RunDir, run_id
 from normbench.train import Trainer, resolve_device, run_experiment
 
@@ -39,6 +41,8 @@ def test_a_run_writes_config_meta_and_metrics(tmp_path):
     assert meta["status"] == "complete" and meta["error"] is None
     assert set(meta["versions"]) >= {"normbench", "torch", "python"}
     assert meta["summary"]["test_acc"] is not None
+    model = build_model(cfg, input_shape(cfg["data"]), 10)
+    assert meta["summary"]["parameters"] == sum(p.numel() for p in model.parameters())
     started, first_step, finished = (
         datetime.fromisoformat(meta[key]) for key in ("started", "first_step", "finished")
     )  # started and finished to the second, the first step to the millisecond
