@@ -401,10 +401,14 @@ def report(
             console.print(renderable)
         if diagnostics:
             for section in result.sections:
-                if section.tables["diagnostics"] is not None:
-                    console.print(
-                        render.diagnostics_rich(section.tables["diagnostics"], section.keys)
-                    )
+                for name, when in (
+                    ("diagnostics_init", "at initialisation (step 0, before any update)"),
+                    ("diagnostics", "at the last evaluation"),
+                ):
+                    if section.tables[name] is not None:
+                        console.print(
+                            render.diagnostics_rich(section.tables[name], section.keys, when)
+                        )
     if plots is not None:
         from normbench.plots import write_plots
 
@@ -436,7 +440,8 @@ def attach_diagnostics(result, runs_dir: Path) -> None:
 
     found = False
     for section in result.sections:
-        section.tables["diagnostics"] = diagnostics_table(section.runs, section.keys, runs_dir)
+        for name, at in (("diagnostics_init", "first"), ("diagnostics", "last")):
+            section.tables[name] = diagnostics_table(section.runs, section.keys, runs_dir, at)
         found = found or section.tables["diagnostics"] is not None
     if not found:
         raise UsageError("--diagnostics: none of these runs was trained with diagnostics=true")

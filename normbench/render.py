@@ -15,7 +15,7 @@ import pandas as pd
 from normbench.config import UsageError
 from normbench.tables import Method, Report, Section, label
 
-TABLES = ("convergence", "batch_sensitivity", "precision")
+TABLES = ("convergence", "batch_sensitivity", "precision", "diagnostics_init", "diagnostics")
 JSON_ONLY = ("values",)  # lists: JSON keeps them, CSV and markdown do not
 VERDICT_STYLE = {
     "reference": "bold green",
@@ -359,27 +359,22 @@ def _json_default(value):
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
-def diagnostics_rich(table: pd.DataFrame, keys: list[str]):
-    from rich.table import Table
-
-    out = Table(
-        title="Diagnostics at the last evaluation (mean over seeds): gradient norm of "
-        "each unit's sublayer, activation std into and out of its norm, train-mode "
-        "minus eval-mode val accuracy, SwitchNorm weights (IN/LN/BN)",
-        title_justify="left",
+def diagnostics_rich(table: pd.DataFrame, keys: list[str], when: str):
+    """Per unit: its sublayer type and place among units of that type, gradient norm,
+    activation std into and out of its norm, BN train-eval gap, SwitchNorm weights."""
+    out = _table(
+        f"Diagnostics {when} (mean over seeds): gradient norm of each unit's sublayer "
+        "weights, activation std into and out of its norm, train-mode minus eval-mode val "
+        "accuracy (batch-statistics norms), SwitchNorm weights IN/LN/BN. Compare units of one "
+        "sublayer type: layer counts them."
     )
-    for key in [
-        *keys,
-        "unit",
-        "sublayer",
-        "grad norm",
-        "std in",
-        "std out",
-        "BN gap",
-        "SN mean w",
-        "SN var w",
-    ]:
-        out.add_column(short(key), no_wrap=True)
+    key_columns(out, keys, table)
+    for name in ("unit", "sublayer", "layer", "grad norm", "std in", "std out", "BN gap"):
+        out.add_column(name, justify="right" if name != "sublayer" else "left", no_wrap=True)
+    switch = table["sn_mean_in"].notna().any()
+    if switch:
+        out.add_column("SN mean w", no_wrap=True)
+        out.add_column("SN var w", no_wrap=True)
     for _, row in table.iterrows():
         sn = [
             f"{row[f'sn_{kind}_in']:.2f}/{row[f'sn_{kind}_ln']:.2f}/{row[f'sn_{kind}_bn']:.2f}"
@@ -391,10 +386,11 @@ def diagnostics_rich(table: pd.DataFrame, keys: list[str]):
             *(cell(row[k]) for k in keys),
             str(row["unit"]),
             row["sublayer"],
+            str(row["layer"]),
             fmt(row["grad_norm"], 4),
             fmt(row["in_std"]),
             fmt(row["out_std"]),
             fmt(row["gap"], 4),
-            *sn,
+            *(sn if switch else []),
         )
     return out

@@ -11,6 +11,7 @@ aggregated); every table states the settings held fixed.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -490,11 +491,13 @@ def section_notes(runs: pd.DataFrame, metric: Metric, method: Method) -> list[st
 def diagnostics_table(
     runs: pd.DataFrame, keys: list[str], runs_dir: Path, at: str = "last"
 ) -> pd.DataFrame | None:
-    """Per group and residual unit, at each run's last (or first) diagnosed step, averaged
-    over seeds:
-    the sublayer's gradient norm, the activation std entering and leaving the norm, the
+    """Per group and residual unit, at each run's last diagnosed step (``at="last"``) or at
+    initialisation (``at="first"``: step 0, the first batch before any update), averaged over
+    seeds: the sublayer's gradient norm, the activation std entering and leaving the norm, the
     train-mode minus eval-mode validation accuracy (BatchNorm, SwitchNorm) and SwitchNorm's
-    mixing weights. None when no selected run was trained with diagnostics=true."""
+    mixing weights; ``layer`` numbers the units of each sublayer type (attention, mlp, conv)
+    so that depth profiles compare like with like. None when no selected run was trained with
+    diagnostics=true."""
     frames = []
     for rid in runs["run_id"]:
         path = runs_dir / rid / "diagnostics.parquet"
@@ -508,6 +511,7 @@ def diagnostics_table(
     merged = pd.concat(frames).merge(labelled, on="run_id")
     merged["gap"] = merged["train_mode_val_acc"] - merged["eval_mode_val_acc"]
     columns = [
+        "step",
         "grad_norm",
         "in_std",
         "out_std",
@@ -520,4 +524,26 @@ def diagnostics_table(
         "sn_var_bn",
     ]
     table = merged.groupby([*keys, "unit", "sublayer"], sort=True)[columns].mean().reset_index()
-    return table.assign(seeds=merged.groupby([*keys, "unit"]).size().to_numpy())
+    table = table.assign(seeds=merged.groupby([*keys, "unit"]).size().to_numpy())
+    return by_sublayer(table, keys)
+
+
+def by_sublayer(frame: pd.DataFrame, keys: Sequence[str] = ("step",)) -> pd.DataFrame:
+    """Diagnostics rows (one per unit) with each unit's place among the units of its own
+    sublayer type: ``layer`` (0 for the first attention unit, the first MLP unit, ...) and
+    ``layer_depth`` (0 to 1), within each group of ``keys`` (a step, a run, a report group)."""
+    units = frame.groupby([*keys, "sublayer"])["unit"]
+    layer = units.rank(method="dense").astype(int) - 1
+    last = units.transform("nunique") - 1
+    return frame.assign(layer=layer, layer_depth=layer / last.clip(lower=1))
+
+
+def last_over_first(
+    frame: pd.DataFrame, keys: Sequence[str] = ("step",), column: str = "grad_norm"
+) -> pd.DataFrame:
+    """Per group of ``keys`` and sublayer type, ``column`` of the deepest unit over that of the
+    shallowest unit of the same type: Xiong et al.'s gradient growth over depth, like with
+    like. One row per group and type, the ratio in ``{column}_last_over_first``."""
+    ordered = frame.sort_values("unit").groupby([*keys, "sublayer"])[column]
+    ratio = ordered.agg(lambda values: values.iloc[-1] / values.iloc[0])
+    return ratio.rename(f"{column}_last_over_first").reset_index()

@@ -28,7 +28,7 @@ from normbench import __version__
 from normbench.config import NORM_KEYS, UsageError
 from normbench.data import Split, input_shape, load
 from normbench.diagnostics import Diagnostics, frozen_buffers
-from normbench.models import build_model
+from normbench.models import build_model, count_parameters
 from normbench.provenance import fingerprint, is_stale
 from normbench.store import Labels, Rerun, RunDir, run_id
 
@@ -203,6 +203,7 @@ class Trainer:
         precision = cfg["precision"]["name"]
         self.autocast_dtype = AUTOCAST_DTYPES[precision]
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=precision == "fp16")
+        self.loss_scale = self.scaler.get_scale()  # fp16: a drop means a skipped step
         self.params = list(self.model.parameters())
         self.diagnostics = Diagnostics(self.model, self.run) if cfg["diagnostics"] else None
 
@@ -264,9 +265,13 @@ class Trainer:
                     x, y, mask = next(batches)
                     evaluate = step % train["eval_every"] == 0 or step == self.total_steps
                     log = evaluate or step % train["log_every"] == 0
-                    diagnose = self.diagnostics is not None and evaluate
+                    # Diagnostics at every evaluation and at step 0: the first batch's
+                    # gradients and activations, taken before the first update.
+                    diagnose = self.diagnostics is not None and (evaluate or step == 1)
                     with self.diagnostics.watch_norms() if diagnose else contextlib.nullcontext():
                         loss, logits, grad_norm = self.step(x, y, mask, log, diagnose)
+                    if diagnose and step == 1:
+                        self.diagnostics.record(0, None, math.nan)
                     window.add(loss, logits, y)
                     if step == 1:
                         self.first_step = now("milliseconds")
@@ -329,10 +334,21 @@ class Trainer:
                 grad_norm = torch.nn.utils.get_total_norm(
                     [p.grad for p in self.params if p.grad is not None]
                 )
+        self.step_lr = self.optimizer.param_groups[0]["lr"]
         self.scaler.step(self.optimizer)
         self.scaler.update()
-        self.scheduler.step()
+        if self.step_taken():
+            self.scheduler.step()
         return loss, logits, grad_norm
+
+    def step_taken(self) -> bool:
+        """False when fp16's GradScaler skipped the optimizer step (inf or NaN gradients; it
+        then lowers the scale), so that the schedule counts only the steps taken. In fp16 this
+        reads the scale once per step, which waits for the device."""
+        if not self.scaler.is_enabled():
+            return True
+        previous, self.loss_scale = self.loss_scale, self.scaler.get_scale()
+        return self.loss_scale >= previous
 
     def autocast(self):
         """bf16/fp16 autocast, or no context at all for fp32 (it costs a little every step)."""
@@ -349,7 +365,7 @@ class Trainer:
             "epoch": samples / len(self.data.train),
             "samples": samples,
             "elapsed_s": self.train_s,
-            "lr": self.lr * self.lr_factor(step - 1),
+            "lr": self.step_lr,  # the rate of this step, as the scheduler set it
             "train_loss": train_loss,
             "train_acc": train_acc,
             "val_loss": math.nan,
@@ -408,6 +424,7 @@ class Trainer:
             final_val_acc=evaluated[-1]["val_acc"] if evaluated else None,
             best_val_acc=max(row["val_acc"] for row in evaluated) if evaluated else None,
             train_loss_auc=self.train_loss_auc(),
+            parameters=count_parameters(self.model),
         )
 
     def train_loss_auc(self) -> float | None:

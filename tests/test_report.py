@@ -199,7 +199,7 @@ def test_groups_mixing_code_fingerprints_are_marked(tmp_path):
     table, _ = convergence(runs)
     assert table.iloc[0]["mixed"] == "code"
     result = runner.invoke(app, ["report", str(runs)])
-    assert "mixed code" in result.output
+    assert "(code mixed)" in result.output
 
 
 def test_different_budgets_and_data_are_separate_sections(tmp_path):

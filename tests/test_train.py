@@ -17,6 +17,8 @@ import torch
 from conftest import tiny
 
 from normbench.config import compose
+from normbench.data import input_shape
+from normbench.models import build_model
 from normbench.store import METRIC_COLUMNS, Rerun, RunDir, run_id
 from normbench.train import Trainer, resolve_device, run_experiment
 
@@ -39,6 +41,8 @@ def test_a_run_writes_config_meta_and_metrics(tmp_path):
     assert meta["status"] == "complete" and meta["error"] is None
     assert set(meta["versions"]) >= {"normbench", "torch", "python"}
     assert meta["summary"]["test_acc"] is not None
+    model = build_model(cfg, input_shape(cfg["data"]), 10)
+    assert meta["summary"]["parameters"] == sum(p.numel() for p in model.parameters())
     started, first_step, finished = (
         datetime.fromisoformat(meta[key]) for key in ("started", "first_step", "finished")
     )  # started and finished to the second, the first step to the millisecond
@@ -104,6 +108,29 @@ def test_every_precision_trains_and_only_fp16_scales_gradients(precision, tmp_pa
     if precision == "fp16":
         assert trainer.scaler.get_scale() > 1  # the scaler really ran
     assert all(math.isfinite(row["train_loss"]) for row in trainer.rows)
+
+
+def test_a_step_the_fp16_scaler_skips_leaves_the_schedule_where_it_was(tmp_path):
+    """An inf in the input gives inf/NaN gradients: GradScaler skips the optimizer step and
+    halves its scale, and the learning-rate schedule must not move; a finite step moves it."""
+    cfg = compose(tiny("precision=fp16", "train.warmup_steps=5"))
+    trainer = Trainer(cfg, torch.device("cpu"), RunDir(tmp_path, run_id(cfg)), progress=False)
+    trainer.setup()
+    x, y, mask = next(trainer.batches())
+    trainer.step(x, y, mask, want_grad_norm=False)
+    epoch, scale = trainer.scheduler.last_epoch, trainer.scaler.get_scale()
+    lr = trainer.optimizer.param_groups[0]["lr"]
+    weights = [p.detach().clone() for p in trainer.params]
+    broken = x.clone()
+    broken[0] = float("inf")
+    trainer.step(broken, y, mask, want_grad_norm=False)
+    assert trainer.scaler.get_scale() == scale / 2  # the scaler did skip
+    assert all(torch.equal(a, b) for a, b in zip(weights, trainer.params, strict=True))
+    assert trainer.scheduler.last_epoch == epoch
+    assert trainer.optimizer.param_groups[0]["lr"] == lr
+    trainer.step(x, y, mask, want_grad_norm=False)
+    assert trainer.scheduler.last_epoch == epoch + 1
+    assert trainer.optimizer.param_groups[0]["lr"] > lr  # warm-up goes on
 
 
 def test_a_non_finite_loss_stops_the_run_as_diverged(tmp_path):
