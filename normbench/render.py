@@ -42,8 +42,19 @@ def cell(value):
     return Text(plain(label(value)))
 
 
+HEADERS = {  # column headers for the long key names that tables often group by
+    "norm.ghost_batch": "ghost",
+    "model.weight_std": "WS",
+    "train.warmup_steps": "warmup",
+    "train.max_steps": "steps",
+    "norm.fp32_stats": "fp32 stats",
+}
+
+
 def short(key: str) -> str:
-    """Column headers: norm.name -> norm, model.weight_std -> weight_std."""
+    """Column headers: norm.name -> norm, norm.ghost_batch -> ghost, train.lr -> lr."""
+    if key in HEADERS:
+        return HEADERS[key]
     return key.split(".")[0] if key.endswith(".name") else key.split(".")[-1]
 
 
@@ -60,6 +71,16 @@ def fmt(value, digits: int = 3) -> str:
     if isinstance(value, float):
         return f"{value:.{digits}f}"
     return str(value)
+
+
+def count(value) -> str:
+    """A parameter count as people say it: 834, 8.3k, 1.2M."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    for suffix, size in (("M", 1e6), ("k", 1e3)):
+        if value >= size:
+            return f"{value / size:.1f}{suffix}"
+    return str(int(value))
 
 
 def with_ci(mean: float, half: float, digits: int = 3) -> str:
@@ -86,8 +107,9 @@ def convergence_caption(section: Section, method: Method) -> str:
         f"Verdicts on {split} {metric.name.split('_')[1]} against the best group (the "
         f"{better} mean with 2+ results): worse = Games-Howell p < alpha; equivalent = "
         f"within ±{method.margin} by TOST, Holm-adjusted; otherwise inconclusive; {alpha}. "
-        "± is a 95% CI; Δ best: difference to the best ± its 95% CI; n: results; target: "
-        "median steps to target, seeds that reached it; d/f: diverged/failed runs."
+        "± is a 95% CI; Δ best: difference to the best ± its 95% CI; n: results; params: "
+        "trainable parameters (a difference may come from capacity); target: median steps to "
+        "target, seeds that reached it; d/f: diverged/failed runs."
     )
 
 
@@ -159,10 +181,17 @@ def convergence_rich(section: Section, method: Method):
 
     data = section.tables["convergence"]
     metric = section.metric
-    table = _table(convergence_caption(section, method))
+    caption = convergence_caption(section, method)
+    if len({v for v in data["parameters"] if v is not None}) == 1:
+        caption += f" Every group has {count(data['parameters'].dropna().iloc[0])} parameters."
+    table = _table(caption)
     key_columns(table, section.keys, data)
     for name in ("n", metric.label, metric.test_column.split("_")[0], "Δ best"):
         table.add_column(name, justify="right", no_wrap=True)
+    counts = {v for v in data["parameters"] if v is not None}
+    shows_params = len(counts) > 1  # one count for every group goes in the caption
+    if shows_params:
+        table.add_column("params", justify="right", no_wrap=True)
     table.add_column("verdict", no_wrap=True)
     table.add_column("target", justify="right", no_wrap=True)
     table.add_column("d/f", justify="right", no_wrap=True)
@@ -179,6 +208,7 @@ def convergence_rich(section: Section, method: Method):
             with_ci(row[f"{metric.name}_mean"], row[f"{metric.name}_ci95"]),
             fmt(row[f"{metric.test_column}_mean"]),
             diff,
+            *([count(row["parameters"])] if shows_params else []),
             Text(verdict, style=VERDICT_STYLE.get(row["verdict"], "")),
             f"{fmt(row['steps_to_target'], 0)} {row['reached_target']}/{row['n']}",
             f"{row['diverged']}/{row['failed']}",
