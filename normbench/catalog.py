@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -134,22 +135,59 @@ def _read_index(path: Path) -> dict:
         return {}
 
 
-def sweep_run_ids(runs_dir: Path, name: str) -> list[str]:
-    """The run ids of the latest sweep record called ``name``."""
-    return [run["run_id"] for run in sweep_record(runs_dir, name)["runs"]]
+def sweep_run_ids(runs_dir: Path, names: str) -> tuple[list[str], int]:
+    """The run ids of the latest record of each named sweep (``a,b`` compares sweeps), and
+    the largest number of looks among them (sweeps run until decided)."""
+    ids, looks = [], 1
+    for name in names.split(","):
+        record = sweep_record(runs_dir, name)
+        ids += [run["run_id"] for run in record["runs"] if run["run_id"] not in ids]
+        looks = max(looks, int(record.get("looks") or 1))
+    return ids, looks
+
+
+RECORD_STAMP = re.compile(r"\d{8}-\d{6}(-[0-9a-f]+)?")
 
 
 def sweep_record(runs_dir: Path, name: str) -> dict:
-    """The latest record of the sweep called ``name`` (runs/sweeps/<name>-<time>.json)."""
-    records = sorted((runs_dir / "sweeps").glob(f"{name}-*.json"))
-    records = [r for r in records if r.stem[len(name) + 1 :].replace("-", "").isdigit()]
+    """The latest record of the sweep called ``name`` (runs/sweeps/<name>-<time>-<id>.json):
+    the one started last; records that cannot be read are skipped."""
+    from normbench.sweep import check_name
+
+    check_name(name, "--sweep")
+    folder = runs_dir / "sweeps"
+    records = []
+    for path in folder.glob(f"{name}-*.json") if folder.is_dir() else []:
+        if not RECORD_STAMP.fullmatch(path.stem[len(name) + 1 :]):
+            continue  # another sweep whose name starts with this one's
+        record = read_record(path)
+        if record is not None:
+            records.append((str(record.get("started")), path.stat().st_mtime_ns, record))
     if not records:
-        known = sorted({r.stem.rsplit("-", 2)[0] for r in (runs_dir / "sweeps").glob("*.json")})
+        known = (
+            sorted({p.stem.rsplit("-", 3)[0] for p in folder.glob("*.json")})
+            if folder.is_dir()
+            else []
+        )
         raise UsageError(
-            f"--sweep {name}: no such sweep in {runs_dir / 'sweeps'}; valid: "
+            f"--sweep {name}: no such sweep in {folder}; valid: "
             + (", ".join(known) or "none (run normbench sweep first)")
         )
-    return json.loads(records[-1].read_text())
+    return max(records, key=lambda entry: entry[:2])[2]
+
+
+def read_record(path: Path) -> dict | None:
+    """A sweep record, or None when it is not one (truncated, wrong shape)."""
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    runs = record.get("runs") if isinstance(record, dict) else None
+    if not isinstance(runs, list) or not all(
+        isinstance(r, dict) and isinstance(r.get("run_id"), str) for r in runs
+    ):
+        return None
+    return record
 
 
 def select(

@@ -200,6 +200,9 @@ def sweep(
     margin: Annotated[
         float, typer.Option("--margin", help="With --until-decided: the equivalence margin.")
     ] = 0.01,
+    max_runs: Annotated[
+        int, typer.Option("--max-runs", help="Refuse grids with more combinations than this.")
+    ] = 10_000,
 ) -> None:
     """Run a grid of runs: resumable, in parallel, locally or on SLURM."""
     from datetime import datetime
@@ -221,10 +224,17 @@ def sweep(
     try:
         if jobs is not None and jobs < 1:
             raise UsageError(f"--jobs {jobs}: must be at least 1")
-        if name is not None and (not name or "/" in name or name.startswith(".")):
-            raise UsageError(f"--name {name!r}: a sweep name is a plain file name")
+        if name is not None:
+            sweeps.check_name(name)
+        if max_runs < 1:
+            raise UsageError(f"--max-runs {max_runs}: valid: an integer >= 1")
         settings = launcher_settings(launcher, settings_overrides)
-        grid = sweeps.expand(preset, overrides)
+        if dry_run:
+            sweeps.print_plan(
+                Console(), preset, overrides, runs_dir, Rerun(force, rerun_stale), max_runs
+            )
+            return
+        grid = sweeps.expand(preset, overrides, max_runs)
         if launcher == "local":
             _check_devices({job.cfg["device"] for job in grid.jobs})
         method = report_method(alpha, margin, None, "chance")
@@ -237,10 +247,6 @@ def sweep(
     rerun = Rerun(force, rerun_stale)
     planned = sweeps.plan(grid, runs_dir, rerun)
     console = Console()
-    if dry_run:
-        console.print(sweeps.plan_table(grid, planned))
-        console.print(sweeps.plan_summary(grid, planned), soft_wrap=True)
-        return
     report = f"normbench report --sweep {grid.name}" + (
         f" --runs-dir {runs_dir}" if runs_dir != Path("runs") else ""
     )
@@ -313,7 +319,8 @@ def report(
         ),
     ] = None,
     sweep_name: Annotated[
-        str | None, typer.Option("--sweep", help="Only this sweep's runs (its latest record).")
+        str | None,
+        typer.Option("--sweep", help="Only this sweep's runs (its latest record); a,b: several."),
     ] = None,
     by: Annotated[
         str | None, typer.Option("--by", help="Group by these keys (comma-separated).")
@@ -372,9 +379,8 @@ def report(
             raise UsageError(f"--format {fmt}: valid: rich, csv, markdown, json")
         selection = catalog.load_runs(runs_dir)
         if sweep_name:
-            record = catalog.sweep_record(runs_dir, sweep_name)
-            ids = [run["run_id"] for run in record["runs"]]
-            method = tables.Method(**{**method.__dict__, "looks": record.get("looks", 1)})
+            ids, looks = catalog.sweep_run_ids(runs_dir, sweep_name)
+            method = tables.Method(**{**method.__dict__, "looks": looks})
         else:
             ids = None
         selection = catalog.select(selection, arguments, ids, tag)

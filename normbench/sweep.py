@@ -14,9 +14,13 @@ ids make the sweep resumable: what is complete is skipped.
 from __future__ import annotations
 
 import json
+import math
+import re
+import secrets
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -27,7 +31,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from normbench.config import UsageError, compose, conf_dir, parse_overrides
+from normbench.config import UsageError, compose, conf_dir, parse_overrides, shown
 from normbench.provenance import is_stale
 from normbench.store import FINISHED, Rerun, RunDir, atomic_write, run_id
 
@@ -56,19 +60,43 @@ def presets() -> list[str]:
     return sorted(p.stem for p in (conf_dir() / "sweep").glob("*.yaml"))
 
 
+def preset_path(name: str) -> Path:
+    """A shipped preset by name, or a preset file by path (``./grids/mine.yaml``)."""
+    if name.endswith((".yaml", ".yml")) or "/" in name:
+        path = Path(name)
+        if not path.is_file():
+            raise UsageError(f"sweep file {shown(name)} does not exist (or is not a file)")
+        return path
+    if name not in presets():
+        raise UsageError(
+            f"sweep preset '{shown(name)[1:-1]}' does not exist; valid: {', '.join(presets())}, "
+            "or a path to a preset file (./grids/mine.yaml)"
+        )
+    return conf_dir() / "sweep" / f"{name}.yaml"
+
+
 def load_preset(name: str) -> dict:
     """A preset's ``version``, ``params`` and ``grids``, values as override strings."""
     from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+    from yaml import YAMLError
 
-    if name not in presets():
-        raise UsageError(f"sweep preset '{name}' does not exist; valid: {', '.join(presets())}")
-    spec = OmegaConf.to_container(OmegaConf.load(conf_dir() / "sweep" / f"{name}.yaml"))
+    path = preset_path(name)
+    try:
+        spec = OmegaConf.to_container(OmegaConf.load(path))
+    except (OmegaConfBaseException, YAMLError, OSError, UnicodeDecodeError) as err:
+        raise UsageError(f"sweep file {path}: not a preset ({type(err).__name__})") from None
+    unknown = set(spec) - {"version", "params", "grids"} if isinstance(spec, dict) else {""}
+    params, grids = (spec.get("params") or {}, spec.get("grids") or []) if not unknown else ({}, [])
+    if unknown or not isinstance(params, dict) or not isinstance(grids, list):
+        raise UsageError(
+            f"sweep file {path}: a preset has version, params (key: values) and grids (a list "
+            "of key: values)"
+        )
     return {
         "version": spec.get("version"),
-        "params": {k: _as_override_value(v) for k, v in (spec.get("params") or {}).items()},
-        "grids": [
-            {k: _as_override_value(v) for k, v in grid.items()} for grid in spec.get("grids") or []
-        ],
+        "params": {k: _as_override_value(v) for k, v in params.items()},
+        "grids": [{k: _as_override_value(v) for k, v in grid.items()} for grid in grids],
     }
 
 
@@ -83,16 +111,55 @@ def _as_override_value(value) -> str:
     return str(value)
 
 
-def expand(preset: str | None, overrides: list[str]) -> Sweep:
-    """Every job of the sweep, composed and validated; duplicates (same run id) dropped."""
+MAX_RUNS = 10_000  # a larger grid is refused unless --max-runs says so
+NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"  # sweep names: plain, short file names
+
+
+def check_name(name: str, option: str = "--name") -> str:
+    """A sweep name as the record's file name uses it; anything else is refused."""
+    if not re.fullmatch(NAME_PATTERN, name):
+        raise UsageError(
+            f"{option} {shown(name)}: a sweep name is 1 to 64 of A-Z a-z 0-9 . _ -, starting "
+            "with a letter or digit"
+        )
+    return name
+
+
+def grid_overrides(
+    preset: str | None, overrides: list[str], max_runs: int = MAX_RUNS
+) -> tuple[dict, list[list[str]]]:
+    """The preset's spec and every job's overrides (Hydra's cartesian product), refused in one
+    line when an axis is given twice or the grid has more than ``max_runs`` combinations."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.errors import HydraException
 
     spec = load_preset(preset) if preset else {"version": None, "params": {}, "grids": []}
-    job_overrides: list[list[str]] = []
+    given: dict[str, str] = {}
+    for override in parse_overrides(overrides):
+        key = override.key_or_group
+        if key in given:
+            raise UsageError(
+                f"{key} is given twice ({given[key]} and {override.input_line}); give it once, "
+                f"e.g. {key}=a,b,c"
+            )
+        given[key] = override.input_line
+    batches = []
     for grid in spec["grids"] or [{}]:
         arguments = [f"{k}={v}" for k, v in {**spec["params"], **grid}.items()] + overrides
         parsed = parse_overrides(arguments, with_group_options=True)
+        size = math.prod(
+            len(list(o.sweep_iterator())) if o.is_sweep_override() and o.is_discrete_sweep() else 1
+            for o in parsed
+        )
+        batches.append((parsed, size))
+    total = sum(size for _, size in batches)
+    if total > max_runs:
+        raise UsageError(
+            f"the grid has {total} combinations, more than --max-runs {max_runs}; narrow it, "
+            "or raise --max-runs to run it"
+        )
+    job_overrides: list[list[str]] = []
+    for parsed, _ in batches:
         try:
             (batch,) = BasicSweeper.split_arguments(parsed, max_batch_size=None)
         except HydraException as err:
@@ -101,7 +168,13 @@ def expand(preset: str | None, overrides: list[str]) -> Sweep:
                 "Use a,b,c, range(), choice(), glob() or sort()"
             ) from None
         job_overrides.extend(batch)
-    jobs, seen = [], set()
+    return spec, job_overrides
+
+
+def compose_jobs(job_overrides: list[list[str]]) -> Iterator[Job]:
+    """Each job composed and validated, in order; a job with the run id of an earlier one (a
+    key its norm ignores) is the same run and is left out."""
+    seen = set()
     for index, job in enumerate(job_overrides, start=1):
         try:
             cfg = compose(job)
@@ -112,16 +185,31 @@ def expand(preset: str | None, overrides: list[str]) -> Sweep:
         rid = run_id(cfg)
         if rid not in seen:
             seen.add(rid)
-            jobs.append(Job(job, cfg, rid))
-    return Sweep(preset or "custom", spec["version"], jobs, varying_keys(jobs), len(job_overrides))
+            yield Job(job, cfg, rid)
 
 
-def varying_keys(jobs: list[Job]) -> list[str]:
+def expand(preset: str | None, overrides: list[str], max_runs: int = MAX_RUNS) -> Sweep:
+    """Every job of the sweep, composed and validated; duplicates (same run id) dropped."""
+    spec, job_overrides = grid_overrides(preset, overrides, max_runs)
+    jobs = list(compose_jobs(job_overrides))
+    name = Path(preset).stem if preset else default_name(jobs)
+    return Sweep(name, spec["version"], jobs, varying_keys(jobs), len(job_overrides))
+
+
+def default_name(jobs: list[Job]) -> str:
+    """A grid without a preset is named after its axes (norm-seed), or 'grid'."""
+    axes = [key.split(".")[-1] for key in varying_keys(jobs)]
+    name = "-".join(re.sub(r"[^A-Za-z0-9._-]", "_", axis) for axis in axes)[:64].strip("-")
+    return name or "grid"
+
+
+def varying_keys(jobs: list[Job] | list[list[str]]) -> list[str]:
     """Override keys whose value differs between jobs (the axes worth showing)."""
-    settings = [dict(o.split("=", 1) for o in job.overrides) for job in jobs]
+    lists = [job.overrides if isinstance(job, Job) else job for job in jobs]
+    settings = [dict(o.split("=", 1) for o in overrides) for overrides in lists]
     keys = {key for present in settings for key in present}
     values = {key: {present.get(key, "-") for present in settings} for key in keys}
-    order = [o.split("=", 1)[0] for o in jobs[0].overrides] if jobs else []
+    order = [o.split("=", 1)[0] for o in lists[0]] if lists else []
     ordered = order + sorted(set(values) - set(order))
     return [key for key in ordered if len(values[key]) > 1]
 
@@ -149,25 +237,45 @@ def plan(sweep: Sweep, runs_dir: Path, rerun: Rerun) -> Plan:
     return Plan(todo, statuses, stale)
 
 
-def plan_table(sweep: Sweep, planned: Plan) -> Table:
-    """The grid as a table: one row a run, its varying overrides, and what will happen."""
-    table = Table(title=f"sweep {sweep.name}: {len(sweep.jobs)} runs", title_justify="left")
-    table.add_column("#", justify="right")
-    for key in sweep.axes:
-        table.add_column(key)
-    table.add_column("run id", overflow="fold")
-    table.add_column("now")
-    table.add_column("action")
-    todo = {job.run_id for job in planned.todo}
-    for index, job in enumerate(sweep.jobs, start=1):
+def print_plan(
+    console: Console,
+    preset: str | None,
+    overrides: list[str],
+    runs_dir: Path,
+    rerun: Rerun,
+    max_runs: int = MAX_RUNS,
+) -> None:
+    """``--dry-run``: every run, its status now and what will happen, one line each as it is
+    composed (a large grid shows its first lines at once), then the summary line."""
+    spec, job_overrides = grid_overrides(preset, overrides, max_runs)
+    axes = varying_keys(job_overrides)
+    name = Path(preset).stem if preset else "-".join(a.split(".")[-1] for a in axes) or "grid"
+    console.print(
+        Text(
+            f"sweep {name}: {len(job_overrides)} combinations; # {' '.join(axes)} run-id now "
+            "action",
+            style="bold",
+        ),
+        soft_wrap=True,
+    )
+    jobs = []
+    for index, job in enumerate(compose_jobs(job_overrides), start=1):
+        jobs.append(job)
         present = dict(o.split("=", 1) for o in job.overrides)
-        status = planned.statuses[job.run_id]
-        action = "skip" if job.run_id not in todo else "run again" if status else "run"
-        now = (status or "-") + (" (stale)" if job.run_id in planned.stale else "")
-        table.add_row(
-            str(index), *(present.get(k, "-") for k in sweep.axes), job.run_id, now, action
+        run = RunDir(runs_dir, job.run_id)
+        meta = run.read_meta()
+        status = meta.get("status") if meta else None
+        stale = " (stale)" if status in FINISHED and is_stale(meta) else ""
+        action = "run again" if status else "run"
+        if not run.needs_training(meta, job.cfg, rerun):
+            action = "skip"
+        values = " ".join(present.get(k, "-") for k in axes)
+        console.print(
+            Text(f"{index:>4} {values} {job.run_id} {status or '-'}{stale} {action}"),
+            soft_wrap=True,
         )
-    return table
+    sweep = Sweep(name, spec["version"], jobs, axes, len(job_overrides))
+    console.print(plan_summary(sweep, plan(sweep, runs_dir, rerun)), soft_wrap=True)
 
 
 def plan_summary(sweep: Sweep, planned: Plan) -> str:
@@ -193,12 +301,13 @@ def plan_summary(sweep: Sweep, planned: Plan) -> str:
 def write_record(sweep: Sweep, runs_dir: Path, launcher: str, started: datetime, plan=None) -> Path:
     """runs/sweeps/<name>-<time>.json: what this sweep ran, so a report can select it. With
     ``--until-decided``, the adaptive design too: the report splits alpha over its looks."""
-    path = runs_dir / "sweeps" / f"{sweep.name}-{started.strftime('%Y%m%d-%H%M%S')}.json"
+    stamp = f"{started.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"  # never collides
+    path = runs_dir / "sweeps" / f"{sweep.name}-{stamp}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {
         "name": sweep.name,
         "preset_version": sweep.version,
-        "started": started.isoformat(timespec="seconds"),
+        "started": started.isoformat(timespec="microseconds"),
         "finished": None,
         "command": sys.argv,
         "launcher": launcher,

@@ -297,7 +297,9 @@ class Trainer:
                         val=val,
                         speed=f"{step / self.train_s:.0f}",
                     )
-                    if not math.isfinite(row["train_loss"]) or math.isinf(row["val_loss"]):
+                    if not math.isfinite(row["train_loss"]) or (
+                        evaluate and not math.isfinite(row["val_loss"])
+                    ):
                         return "diverged"
                     if evaluate:
                         self.write_logs()
