@@ -8,6 +8,7 @@ re-reads only what changed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -18,10 +19,20 @@ from pathlib import Path
 import pandas as pd
 
 from normbench.config import UsageError, flatten, parse_overrides
-from normbench.store import atomic_write
+from normbench.store import (
+    FINISHED,
+    MAX_BYTES,
+    RunDir,
+    StoreError,
+    atomic_write,
+    check_meta,
+    metrics_rows,
+    plain,
+    read_json,
+)
 
 INDEX = ".index.json"
-INDEX_VERSION = 3
+INDEX_VERSION = 4
 SUMMARY_FIELDS = (
     "final_val_acc",
     "best_val_acc",
@@ -54,21 +65,27 @@ class Selection:
     warnings: list[str] = field(default_factory=list)
 
 
-def read_run(path: Path) -> dict:
-    """One run as a flat row: status, the flattened config, summary numbers, provenance."""
-    import yaml
+RUN_FILES = ("config.yaml", "meta.json", "metrics.parquet")
 
-    meta = json.loads((path / "meta.json").read_text())
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    cfg = yaml.load((path / "config.yaml").read_text(), Loader=loader)
-    if not isinstance(cfg, dict) or "status" not in meta:
-        raise ValueError("config.yaml or meta.json is incomplete")
+
+def read_run(path: Path) -> dict:
+    """One run as a flat row: status, the flattened config, summary numbers, provenance. A
+    run whose files are not what normbench writes raises StoreError naming the file."""
+    run = RunDir(path.parent, path.name)
+    meta = check_meta(run.meta_path, read_json(run.meta_path, MAX_BYTES["meta.json"]))
+    cfg = run.read_config()
+    if meta.get("run_id", path.name) != path.name:
+        raise StoreError(
+            f"{run.meta_path}: it belongs to another run ({plain(str(meta['run_id']))[:80]})"
+        )
+    if meta["status"] in FINISHED and metrics_rows(run.metrics_path) == 0:
+        raise StoreError(f"{run.metrics_path}: a finished run with no metrics")
     row = {"run_id": path.name, "status": meta["status"], "error": meta.get("error")}
     row.update(flatten(cfg))
     summary = meta.get("summary") or {}
     row.update({name: summary.get(name) for name in SUMMARY_FIELDS})
     if row["num_classes"] is None:  # runs made before the summary recorded it
-        row["num_classes"] = cfg.get("data", {}).get("num_classes", 10)
+        row["num_classes"] = cfg["data"].get("num_classes", 10)
     code = meta.get("code") or {}
     row["code_hash"] = code.get("source_hash") or "unrecorded"
     row["torch_version"] = (meta.get("versions") or {}).get("torch")
@@ -77,43 +94,62 @@ def read_run(path: Path) -> dict:
     return row
 
 
+def stamp(path: Path) -> list:
+    """Size and modification time of a run's three files (None for a missing one): the index
+    reuses a row only while all three are unchanged."""
+    out = []
+    for name in RUN_FILES:
+        try:
+            info = os.lstat(path / name)
+            out.append([info.st_mtime_ns, info.st_size])
+        except OSError:
+            out.append(None)
+    return out
+
+
 def load_runs(runs_dir: Path) -> Selection:
-    """Every run under runs_dir; half-written or corrupt ones skipped with a warning."""
+    """Every run under runs_dir; half-written, corrupt or unsafe ones skipped with a warning
+    naming the run and the file; a ``running`` run whose lock is free shown as abandoned."""
     if not runs_dir.is_dir():
         raise UsageError(
             f"runs directory {runs_dir} does not exist; train something first: "
             "normbench run, or normbench sweep smoke"
         )
-    index_path = runs_dir / INDEX
-    index = _read_index(index_path)
+    index = _read_index(runs_dir / INDEX)
     rows, warnings, fresh = [], [], {}
     with os.scandir(runs_dir) as entries:
         for entry in entries:
-            if not entry.is_dir() or entry.name.startswith(".") or entry.name == "sweeps":
+            if entry.name.startswith(".") or entry.name == "sweeps":
                 continue
-            try:
-                stat = os.stat(os.path.join(entry.path, "meta.json"))
-            except FileNotFoundError:
-                warnings.append(f"skipped {entry.name}: no meta.json (a half-written run?)")
+            name = plain(entry.name)
+            if entry.is_symlink():
+                warnings.append(f"skipped {name}: a symlink (normbench reads run directories only)")
                 continue
-            stamp = [stat.st_mtime_ns, stat.st_size]
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            files = stamp(Path(entry.path))
+            if files[1] is None:
+                warnings.append(f"skipped {name}: no meta.json (a half-written run?)")
+                continue
             cached = index.get(entry.name)
-            if cached and cached["stamp"] == stamp:
+            if cached and cached["stamp"] == files:
                 row = cached["row"]
             else:
                 try:
                     row = read_run(Path(entry.path))
-                except (OSError, ValueError, TypeError, KeyError) as err:
-                    warnings.append(f"skipped {entry.name}: unreadable ({type(err).__name__})")
+                except (OSError, StoreError) as err:
+                    reason = err if isinstance(err, StoreError) else err.strerror or err
+                    warnings.append(f"skipped {name}: {plain(str(reason))}")
                     continue
-            fresh[entry.name] = {"stamp": stamp, "row": row}
+            fresh[entry.name] = {"stamp": files, "row": row}
             rows.append(row)
     if fresh.keys() != index.keys() or any(fresh[k]["stamp"] != index[k]["stamp"] for k in fresh):
-        try:
+        with contextlib.suppress(OSError, StoreError):  # a read-only runs directory still reports
             payload = {"version": INDEX_VERSION, "runs": fresh}
-            atomic_write(index_path, json.dumps(payload, separators=(",", ":")))
-        except OSError:  # a read-only runs directory still gets its report
-            pass
+            atomic_write(runs_dir / INDEX, json.dumps(payload, separators=(",", ":")))
+    for row in rows:
+        if row["status"] == "running" and RunDir(runs_dir, row["run_id"]).lock_is_free():
+            row["status"] = "abandoned"
     return Selection(as_frame(rows), warnings)
 
 
@@ -128,11 +164,22 @@ def as_frame(rows: list[dict]) -> pd.DataFrame:
 
 
 def _read_index(path: Path) -> dict:
+    """The index's rows by run, or {} when it is missing or not of the expected shape."""
     try:
-        payload = json.loads(path.read_text())
-        return payload["runs"] if payload.get("version") == INDEX_VERSION else {}
-    except (OSError, ValueError, KeyError, TypeError):
+        payload = read_json(path, MAX_BYTES["index"])
+    except (OSError, StoreError):
         return {}
+    if not isinstance(payload, dict) or payload.get("version") != INDEX_VERSION:
+        return {}
+    runs = payload.get("runs")
+    if not isinstance(runs, dict) or not all(
+        isinstance(entry, dict)
+        and isinstance(entry.get("stamp"), list)
+        and isinstance(entry.get("row"), dict)
+        for entry in runs.values()
+    ):
+        return {}
+    return runs
 
 
 def sweep_run_ids(runs_dir: Path, names: str) -> tuple[list[str], int]:

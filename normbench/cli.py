@@ -245,12 +245,15 @@ def sweep(
         raise fail(str(err)) from None
     grid.name = name or grid.name
     rerun = Rerun(force, rerun_stale)
-    planned = sweeps.plan(grid, runs_dir, rerun)
+    try:
+        planned = sweeps.plan(grid, runs_dir, rerun)
+        record = sweeps.write_record(grid, runs_dir, launcher, datetime.now(), plan)
+    except UsageError as err:
+        raise fail(str(err)) from None
     console = Console()
     report = f"normbench report --sweep {grid.name}" + (
         f" --runs-dir {runs_dir}" if runs_dir != Path("runs") else ""
     )
-    record = sweeps.write_record(grid, runs_dir, launcher, datetime.now(), plan)
     folder = runs_dir / "sweeps" / f"{record.stem}.submitit"
     runner = make_launcher(launcher, settings, jobs, runs_dir, rerun, folder)
     console.print(sweeps.plan_summary(grid, planned), soft_wrap=True)

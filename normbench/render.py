@@ -13,6 +13,7 @@ import math
 import pandas as pd
 
 from normbench.config import UsageError
+from normbench.store import plain
 from normbench.tables import Method, Report, Section, label
 
 TABLES = ("convergence", "batch_sensitivity", "precision", "diagnostics_init", "diagnostics")
@@ -25,14 +26,6 @@ VERDICT_STYLE = {
     "sensitive": "red",
     "insensitive": "green",
 }
-
-
-def plain(text: str) -> str:
-    """Stored text made safe for a terminal: control characters (escape sequences, carriage
-    returns) shown as escapes, never sent raw. A runs directory is untrusted input."""
-    return "".join(
-        c if c.isprintable() or c == " " else c.encode("unicode_escape").decode() for c in text
-    )
 
 
 def cell(value):

@@ -33,7 +33,7 @@ from rich.text import Text
 
 from normbench.config import UsageError, compose, conf_dir, parse_overrides, shown
 from normbench.provenance import is_stale
-from normbench.store import FINISHED, Rerun, RunDir, atomic_write, run_id
+from normbench.store import FINISHED, Rerun, RunDir, atomic_write, real_directory, run_id
 
 DEFAULT_PRESET = "batch_sensitivity"
 
@@ -134,15 +134,15 @@ def grid_overrides(
     from hydra.errors import HydraException
 
     spec = load_preset(preset) if preset else {"version": None, "params": {}, "grids": []}
-    given: dict[str, str] = {}
+    given: dict[str, object] = {}  # a key's first override on the command line
     for override in parse_overrides(overrides):
         key = override.key_or_group
-        if key in given:
+        first = given.setdefault(key, override)
+        if first is not override and (first.is_sweep_override() or override.is_sweep_override()):
             raise UsageError(
-                f"{key} is given twice ({given[key]} and {override.input_line}); give it once, "
-                f"e.g. {key}=a,b,c"
+                f"{key} is given twice ({first.input_line} and {override.input_line}); give one "
+                f"axis, e.g. {key}=a,b,c"
             )
-        given[key] = override.input_line
     batches = []
     for grid in spec["grids"] or [{}]:
         arguments = [f"{k}={v}" for k, v in {**spec["params"], **grid}.items()] + overrides
@@ -228,6 +228,7 @@ def plan(sweep: Sweep, runs_dir: Path, rerun: Rerun) -> Plan:
     todo, statuses, stale = [], {}, set()
     for job in sweep.jobs:
         run = RunDir(runs_dir, job.run_id)
+        run.check_safe()  # refuse a planted symlink before anything is written
         meta = run.read_meta()
         statuses[job.run_id] = meta.get("status") if meta else None
         if meta and meta.get("status") in FINISHED and is_stale(meta):
@@ -302,8 +303,7 @@ def write_record(sweep: Sweep, runs_dir: Path, launcher: str, started: datetime,
     """runs/sweeps/<name>-<time>.json: what this sweep ran, so a report can select it. With
     ``--until-decided``, the adaptive design too: the report splits alpha over its looks."""
     stamp = f"{started.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"  # never collides
-    path = runs_dir / "sweeps" / f"{sweep.name}-{stamp}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = real_directory(runs_dir / "sweeps") / f"{sweep.name}-{stamp}.json"
     record = {
         "name": sweep.name,
         "preset_version": sweep.version,
