@@ -226,8 +226,8 @@ def sweep_record(runs_dir: Path, name: str) -> dict:
 def read_record(path: Path) -> dict | None:
     """A sweep record, or None when it is not one (truncated, wrong shape)."""
     try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError, UnicodeDecodeError):
+        record = read_json(path, MAX_BYTES["record"])
+    except (OSError, StoreError):
         return None
     runs = record.get("runs") if isinstance(record, dict) else None
     if not isinstance(runs, list) or not all(

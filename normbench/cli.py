@@ -12,8 +12,38 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from typer.core import TyperGroup
+from typer.exceptions import TyperException
+
+
+class OneLineErrors(TyperGroup):
+    """Usage errors that the command-line parser finds (an unknown option, a missing argument,
+    a value of the wrong type) in the same one line as normbench's own, exit 2."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except TyperException as err:
+            raise usage_exit(err) from None
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except TyperException as err:
+            raise usage_exit(err) from None
+
+
+def usage_exit(err: TyperException) -> typer.Exit:
+    """``normbench: error: No such option: -0 (see normbench run --help)``."""
+    context = getattr(err, "ctx", None)
+    command = context.command_path if context else "normbench"
+    message = " ".join(err.format_message().split())
+    typer.echo(f"normbench: error: {message} (see {command} --help)", err=True)
+    return typer.Exit(getattr(err, "exit_code", 2))
+
 
 app = typer.Typer(
+    cls=OneLineErrors,
     help="Benchmark normalization layers: which norm, placed where, holds up at which batch "
     "size and precision?",
     no_args_is_help=True,
