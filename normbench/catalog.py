@@ -20,7 +20,7 @@ from normbench.config import UsageError, flatten, parse_overrides
 from normbench.store import atomic_write
 
 INDEX = ".index.json"
-INDEX_VERSION = 3
+INDEX_VERSION = 4
 SUMMARY_FIELDS = (
     "final_val_acc",
     "best_val_acc",
@@ -40,8 +40,9 @@ SUMMARY_FIELDS = (
 )
 # Where a run's numbers came from: the code's fingerprint, torch, and the device it ran on.
 PROVENANCE_FIELDS = ("code_hash", "torch_version", "device_used")
-# What a person attached or the clock recorded: never part of an experiment's config.
-RECORD_FIELDS = ("started", "finished", "tags", "note")
+# What a person attached, the clock recorded, or the command line was (argv): never part of
+# an experiment's config.
+RECORD_FIELDS = ("started", "finished", "tags", "note", "command")
 NOT_CONFIG = ("run_id", "status", "error", *SUMMARY_FIELDS, *PROVENANCE_FIELDS, *RECORD_FIELDS)
 
 
