@@ -218,11 +218,11 @@ def reproduce_html(report: Report, report_argv: list[str], sweep_argvs: list) ->
     """The commands that made this report: the report command itself, then the sweep's
     recorded command, or else the distinct commands recorded in the runs' meta.json."""
     parts = ["<section>", "<h2>Reproduce</h2>", "<h3>This report</h3>"]
-    parts.append(f"<pre>{esc(shell_line(report_argv) or '(not recorded)')}</pre>")
+    parts.append(pre([shell_line(report_argv) or "(not recorded)"]))
     sweeps = [line for argv in sweep_argvs if (line := shell_line(argv))]
     if sweeps:
         parts.append("<h3>The sweep</h3>")
-        parts.append(f"<pre>{esc(chr(10).join(sweeps))}</pre>")
+        parts.append(pre(sweeps))
     else:
         commands = run_commands(report)
         parts.append("<h3>The runs</h3>")
@@ -230,21 +230,26 @@ def reproduce_html(report: Report, report_argv: list[str], sweep_argvs: list) ->
             parts.append(
                 f"<p>{len(commands)} distinct command(s) recorded in the runs' meta.json:</p>"
             )
-            parts.append(f"<pre>{esc(chr(10).join(commands))}</pre>")
+            parts.append(pre(commands))
         else:
             parts.append("<p>The runs did not record their commands.</p>")
     parts.append("</section>")
     return "\n".join(parts)
 
 
+def pre(lines: list[str]) -> str:
+    """Lines of a stored text in a <pre>, one per line, each escaped."""
+    return "<pre>" + "\n".join(esc(line) for line in lines) + "</pre>"
+
+
 def run_commands(report: Report) -> list[str]:
-    """The distinct run commands of the report's runs, in first-seen order."""
+    """The distinct run commands of the report's runs, sorted."""
     lines = []
     for section in report.sections:
         if section.runs is None or "command" not in section.runs:
             continue
         lines.extend(line for argv in section.runs["command"] if (line := shell_line(argv)))
-    return list(dict.fromkeys(lines))
+    return sorted(set(lines))
 
 
 def shell_line(argv) -> str | None:
