@@ -372,11 +372,12 @@ def batch_curve(section: Section) -> Figure:
     )
     fig = new_figure(10, 5.2, about)
     ax = fig.subplots()
-    for _, row in table.iterrows():
+    for number, (_, row) in enumerate(table.iterrows()):
         mean = np.array([row[f"b{s}_mean"] for s in sizes], dtype=float)
         ci = np.nan_to_num(np.array([row[f"b{s}_ci95"] for s in sizes], dtype=float))
         name = group_name(row_keys, {k: row[k] for k in row_keys}) + f" ({row['verdict']})"
-        ax.errorbar(sizes, mean, yerr=ci, marker="o", capsize=3, label=name)
+        dodge = 2 ** (0.03 * (number - (len(table) - 1) / 2))  # overlapping bars side by side
+        ax.errorbar(np.array(sizes) * dodge, mean, yerr=ci, marker="o", capsize=3, label=name)
     ax.set_xscale("log", base=2)
     ax.set_xticks(sizes, [str(s) for s in sizes])
     ax.xaxis.set_minor_locator(NullLocator())
