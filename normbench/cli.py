@@ -431,13 +431,16 @@ def report(
         from normbench import plots as figures
 
         drawings = figures.draw(result, runs_dir, x, lambda line: typer.echo(line, err=True))
-        for path in figures.write_pngs(result, drawings, plots) if plots else []:
-            typer.echo(f"wrote {path}", err=True)
-        if html is not None:
-            from normbench.html import write_html
+        try:
+            for path in figures.write_pngs(result, drawings, plots) if plots else []:
+                typer.echo(f"wrote {path}", err=True)
+            if html is not None:
+                from normbench.html import write_html
 
-            write_html(html, result, drawings, sys.argv, sweep_commands)
-            typer.echo(f"wrote {html}", err=True)
+                write_html(html, result, drawings, sys.argv, sweep_commands)
+                typer.echo(f"wrote {html}", err=True)
+        except OSError as err:
+            raise fail(f"cannot write {err.filename}: {err.strerror}") from None
 
 
 def report_method(alpha: float, margin: float, reference_batch: int | None, diverged: str):

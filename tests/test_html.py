@@ -156,6 +156,12 @@ def test_diagnostics_tables_and_the_depth_figure_when_asked(hostile):
     assert page.count("<table>") == 4 and page.count("data:image/png") == 4
 
 
+def test_an_unwritable_html_path_is_a_one_line_error(hostile, tmp_path):
+    result = runner.invoke(app, ["report", str(hostile), "--html", str(tmp_path)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"normbench: error: cannot write {tmp_path}: Is a directory" in result.output
+
+
 def test_shell_lines_of_recorded_commands():
     assert html.shell_line(["/x/normbench/__main__.py", "run", "a b"]) == "normbench run 'a b'"
     assert html.shell_line(["/venv/bin/normbench", "report"]) == "normbench report"
