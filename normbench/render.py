@@ -18,6 +18,10 @@ from normbench.tables import Method, Report, Section, label
 
 TABLES = ("convergence", "batch_sensitivity", "precision", "diagnostics_init", "diagnostics")
 JSON_ONLY = ("values",)  # lists: JSON keeps them, CSV and markdown do not
+DIAGNOSTICS_WHEN = {  # the diagnostics tables, and the step each one shows
+    "diagnostics_init": "at initialisation (step 0, before any update)",
+    "diagnostics": "at the last evaluation",
+}
 VERDICT_STYLE = {
     "reference": "bold green",
     "equivalent": "green",

@@ -61,11 +61,15 @@ def make_run(
         "code": {"source_hash": code or source_hash()},
         "versions": {"torch": "2.13.0"},
         "device": "cpu",
+        "command": ["/venv/bin/normbench", "run", "model=cnn", *overrides],
     }
     run.write_meta(meta)
     rows = [
         {
             "step": 10 * (i + 1),
+            "samples": 10 * (i + 1) * cfg["batch_size"],
+            "epoch": 10 * (i + 1) * cfg["batch_size"] / 1000,
+            "elapsed_s": (i + 1) * 0.5,
             "train_loss": loss,
             "val_acc": None if acc is None else acc - 0.1 * (2 - i),
         }
@@ -416,7 +420,8 @@ def test_report_never_imports_torch(study):
     code = (
         "import sys\nfrom typer.testing import CliRunner\nfrom normbench.cli import app\n"
         f"r = CliRunner().invoke(app, ['report', {str(study)!r}, '--plots', "
-        f"{str(study / 'img')!r}])\nassert r.exit_code == 0, r.output\n"
+        f"{str(study / 'img')!r}, '--html', {str(study / 'r.html')!r}])\n"
+        "assert r.exit_code == 0, r.output\n"
         "assert 'torch' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
