@@ -22,7 +22,11 @@ from typing import Any
 from normbench.config import Key, UsageError
 
 KINDS = ("norm", "model", "data")
-ENTRY_POINT_GROUPS = {"norm": "normbench.norms", "model": "normbench.models", "data": "normbench.data"}
+ENTRY_POINT_GROUPS = {
+    "norm": "normbench.norms",
+    "model": "normbench.models",
+    "data": "normbench.data",
+}
 IMPORT_PATH = re.compile(r"[A-Za-z_][\w.]*[:.][A-Za-z_]\w*")
 
 
