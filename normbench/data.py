@@ -206,8 +206,7 @@ def _make_tokens(data: dict) -> dict[str, np.ndarray]:
 class Corpus:
     """The .py files of the running interpreter's standard library, read as bytes."""
 
-    root: Path
-    files: tuple[str, ...]  # paths relative to root, POSIX separators, sorted
+    files: tuple[str, ...]  # paths relative to the library's root, POSIX separators, sorted
     contents: tuple[bytes, ...]
 
     @functools.cached_property
@@ -230,7 +229,7 @@ def corpus() -> Corpus:
         here = PurePath(directory).relative_to(root)
         files += [(here / name).as_posix() for name in names if name.endswith(".py")]
     files.sort()
-    return Corpus(root, tuple(files), tuple((root / path).read_bytes() for path in files))
+    return Corpus(tuple(files), tuple((root / path).read_bytes() for path in files))
 
 
 def file_split(path: str, val_fraction: float, test_fraction: float) -> str:
@@ -257,7 +256,7 @@ def pysource_streams(val_fraction: float, test_fraction: float) -> dict[str, np.
 
 def fixed_windows(stream: np.ndarray, context: int, count: int) -> Split:
     """``count`` windows evenly spaced over the stream: x a window, y the same shifted by one
-    byte. The same windows for every run and seed, wherever the stream is long enough."""
+    byte. The same windows for every run and seed."""
     starts = np.linspace(0, len(stream) - context - 1, count).astype(np.int64)
     rows = starts[:, None] + np.arange(context)
     return Split(stream[rows].astype(np.int64), stream[rows + 1].astype(np.int64))
