@@ -293,7 +293,7 @@ class Trainer:
 
     def unigram_bpb(self) -> float | None:
         """Next-byte tasks: the validation windows' bits per byte under the training bytes'
-        frequencies, the chance level a model must beat (about 4.7 bits)."""
+        frequencies, the chance level a model must beat (about 4.5 bits)."""
         if not self.data.next_byte:
             return None
         return unigram_bits(self.data.train.bytes, self.data.val.y.ravel())

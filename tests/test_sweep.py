@@ -369,3 +369,30 @@ def test_slurm_parameters_come_from_the_launcher_config(tmp_path, monkeypatch):
         assert f"#SBATCH {line}" in script, line
     assert "module load cuda" in script
     assert submitit_parameters(launcher_settings("submitit_local", []))["cpus_per_task"] == 1
+
+
+def test_lr_stability_crosses_norms_and_placements_with_a_log_spaced_lr_grid():
+    sweep = expand("lr_stability", [])
+    groups = {(job.cfg["norm"]["name"], job.cfg["placement"]["name"]) for job in sweep.jobs}
+    assert groups == {
+        ("layernorm", "pre"),
+        ("layernorm", "post"),
+        ("layernorm", "sandwich"),
+        ("rmsnorm", "pre"),
+        ("rmsnorm", "post"),
+        ("none", "pre"),
+    }
+    lrs = sorted({job.cfg["train"]["lr"] for job in sweep.jobs})
+    ratios = [b / a for a, b in zip(lrs, lrs[1:], strict=False)]
+    assert len(lrs) == 5 and all(ratio == pytest.approx(ratios[0], rel=0.15) for ratio in ratios)
+    assert {job.cfg["data"]["name"] for job in sweep.jobs} == {"pysource"}
+    assert len(sweep.jobs) == len(groups) * len(lrs) * 2
+
+
+def test_depth_preset_holds_the_learning_rate_and_varies_depth_and_placement():
+    sweep = expand("depth", [])
+    assert {job.cfg["train"]["lr"] for job in sweep.jobs} == {0.01}
+    assert {job.cfg["train"]["warmup_steps"] for job in sweep.jobs} == {0}
+    assert {job.cfg["model"]["depth"] for job in sweep.jobs} == {4, 8, 16}
+    assert {job.cfg["placement"]["name"] for job in sweep.jobs} >= {"pre", "post", "sandwich"}
+    assert {job.cfg["data"]["name"] for job in sweep.jobs} == {"pysource"}
