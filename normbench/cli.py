@@ -160,7 +160,8 @@ def check_tags(tags: list[str]) -> tuple[str, ...]:
 
 
 def summary_line(outcome, config: dict) -> str:
-    """One line: status, final val acc, steps to target, wall time, run dir."""
+    """One line: status, final val acc (bits per byte for next-byte tasks), steps to target,
+    wall time, run dir."""
     s = outcome.summary
     if outcome.status == "failed":
         return f"failed: {outcome.error}  ({outcome.path})"
@@ -171,15 +172,18 @@ def summary_line(outcome, config: dict) -> str:
         if s.get("steps_to_target")
         else "not reached"
     )
-    val = "-" if s.get("final_val_acc") is None else f"{s['final_val_acc']:.4f}"
-    test = f"  test acc {s['test_acc']:.4f}" if s.get("test_acc") is not None else ""
+    metric = "bpb" if s.get("final_val_bpb") is not None else "acc"  # next-byte: bits per byte
+    val = "-" if s.get(f"final_val_{metric}") is None else f"{s[f'final_val_{metric}']:.4f}"
+    test = (
+        f"  test {metric} {s[f'test_{metric}']:.4f}" if s.get(f"test_{metric}") is not None else ""
+    )
     prefix = ""
     if outcome.skipped and outcome.stale:
         prefix = "skipped, finished by other code (stale; --rerun-stale runs it again): "
     elif outcome.skipped:
         prefix = "skipped, already finished (--force runs it again): "
     return (
-        f"{prefix}{outcome.status}  val acc {val}{test}  "
+        f"{prefix}{outcome.status}  val {metric} {val}{test}  "
         f"{target['metric']} {comparison} {target['value']}: {reached}  "
         f"train {s.get('train_s', 0):.1f} s  wall {s.get('wall_s', 0):.1f} s  {outcome.path}"
     )
