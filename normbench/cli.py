@@ -63,6 +63,15 @@ Overrides = Annotated[
     ),
 ]
 RunsDir = Annotated[Path, typer.Option("--runs-dir", help="Where runs are stored.")]
+ConfigDirs = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--config-dir",
+        help="A directory of your own options (norm/, model/, data/, placement/, sweep/ YAML "
+        "files), searched before NORMBENCH_CONFIG_PATH (repeatable).",
+        show_default=False,
+    ),
+]
 
 
 def show_version(value: bool) -> None:
@@ -113,11 +122,13 @@ def run(
         list[str] | None, typer.Option("--tag", help="A label for the run (repeatable).")
     ] = None,
     note: Annotated[str | None, typer.Option("--note", help="A note kept with the run.")] = None,
+    config_dir: ConfigDirs = None,
 ) -> None:
     """Train one model with one norm, placement, batch size and precision."""
-    from normbench.config import UsageError, compose
+    from normbench.config import UsageError, compose, use_config_dirs
 
     try:
+        use_config_dirs(config_dir or [])
         config = compose(overrides or [])
         tags = check_tags(tag or [])
     except UsageError as err:
@@ -194,9 +205,10 @@ def sweep(
     arguments: Annotated[
         list[str] | None,
         typer.Argument(
-            help="[PRESET] [OVERRIDE ...]: a preset from conf/sweep (bare `normbench sweep`: "
-            "batch_sensitivity) and Hydra sweep overrides, e.g. norm=batchnorm,groupnorm "
-            "seed=range(3); launcher settings as launcher.KEY=VALUE",
+            help="[PRESET] [OVERRIDE ...]: a preset from conf/sweep or a config directory, or "
+            "a preset file (./grids/mine.yaml) (bare `normbench sweep`: batch_sensitivity) and "
+            "Hydra sweep overrides, e.g. norm=batchnorm,groupnorm seed=range(3); launcher "
+            "settings as launcher.KEY=VALUE",
             show_default=False,
         ),
     ] = None,
@@ -237,6 +249,7 @@ def sweep(
     max_runs: Annotated[
         int, typer.Option("--max-runs", help="Refuse grids with more combinations than this.")
     ] = 10_000,
+    config_dir: ConfigDirs = None,
 ) -> None:
     """Run a grid of runs: resumable, in parallel, locally or on SLURM."""
     from datetime import datetime
@@ -245,7 +258,7 @@ def sweep(
 
     from normbench import adaptive
     from normbench import sweep as sweeps
-    from normbench.config import UsageError
+    from normbench.config import UsageError, use_config_dirs
     from normbench.launchers import launcher_settings, make_launcher
     from normbench.store import Rerun
 
@@ -256,6 +269,7 @@ def sweep(
     settings_overrides = [a for a in arguments if a.startswith("launcher.")]
     overrides = [a for a in arguments if not a.startswith("launcher.")]
     try:
+        use_config_dirs(config_dir or [])
         if jobs is not None and jobs < 1:
             raise UsageError(f"--jobs {jobs}: must be at least 1")
         if name is not None:
@@ -718,24 +732,112 @@ def runs_clean(
 
 
 @app.command("list")
-def list_choices() -> None:
-    """What can be chosen (models, norms, placements, data, precisions) and what is refused."""
+def list_choices(config_dir: ConfigDirs = None) -> None:
+    """What can be chosen (models, norms, placements, data, precisions, sweep presets), where
+    each comes from, and what is refused."""
     from rich.console import Console
     from rich.table import Table
 
-    from normbench.config import DEVICES, GROUPS, RULES, describe_option, group_options
+    from normbench.config import (
+        DEVICES,
+        GROUPS,
+        PLUGIN_GROUPS,
+        RULES,
+        UsageError,
+        describe_option,
+        options,
+        use_config_dirs,
+    )
+    from normbench.sweep import presets
 
+    try:
+        use_config_dirs(config_dir or [])
+        choices = {group: options(group) for group in GROUPS}
+        preset_files = presets()
+    except UsageError as err:
+        raise fail(str(err)) from None
     console = Console()
     for group in GROUPS:
         table = Table(title=f"{group}=", title_justify="left", show_header=False)
-        for option in group_options(group):
-            table.add_row(option, describe_option(group, option))
+        for name, option in choices[group].items():
+            source = "" if option.source == "normbench" else option.source
+            table.add_row(name, describe_option(group, name), source)
+        if group in PLUGIN_GROUPS:
+            table.add_row(
+                "package.module:Object", f"your own {group} by import path (docs/your-own-norm.md)"
+            )
         console.print(table)
     console.print(f"device=  {' | '.join(DEVICES)}")
+    console.print(f"sweep presets:  {' | '.join(preset_files)}", soft_wrap=True)
     refused = Table(title="Refused before training", title_justify="left", show_header=False)
     for rule in RULES:
         refused.add_row(rule.summary)
     console.print(refused)
+
+
+@app.command("check-norm")
+def check_norm(
+    target: Annotated[
+        str,
+        typer.Argument(
+            metavar="NORM",
+            help="A norm: a shipped one (groupnorm), an installed plugin or config-directory "
+            "option by name, or an import path (mypkg.norms:PowerNorm).",
+        ),
+    ],
+    keys: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="The norm's options as key=value, e.g. groups=4 p=3.", show_default=False
+        ),
+    ] = None,
+    config_dir: ConfigDirs = None,
+) -> None:
+    """Does a norm keep the contract every model relies on? One row per check and layout;
+    exit 0 only when every check holds (1 when one fails, 2 for bad input)."""
+    from normbench.config import UsageError, compose, use_config_dirs
+
+    overrides = [f"norm={target}"] + [
+        key if key.startswith("norm.") else f"norm.{key}" for key in keys or []
+    ]
+    try:
+        use_config_dirs(config_dir or [])
+        config = compose(["device=cpu", *overrides], probe=False)
+    except UsageError as err:
+        raise fail(str(err)) from None
+    from rich.table import Table
+    from rich.text import Text
+
+    from normbench import conformance
+    from normbench.norms import norm_options
+    from normbench.store import plain
+
+    cls, norm_keys = norm_options(config["norm"])
+    rows = conformance.check_norm(cls, norm_keys)
+    cells: dict[str, dict[str, Text]] = {}
+    for row in rows:
+        mark = (
+            Text("holds", "green")
+            if row.passed
+            else Text.assemble(("FAILS ", "red"), plain(row.detail))
+        )
+        cells.setdefault(row.name, {})[row.layout] = mark
+    table = Table(title=Text(f"norm={plain(config['norm']['name'])}"), title_justify="left")
+    table.add_column("check", no_wrap=True)
+    for layout in conformance.LAYOUTS:
+        table.add_column(layout, overflow="fold")
+    for name, by_layout in cells.items():
+        table.add_row(name, *(by_layout.get(layout, "-") for layout in conformance.LAYOUTS))
+    console = terminal()
+    console.print(table)
+    failed = [row for row in rows if not row.passed]
+    console.print(
+        f"{len(rows) - len(failed)} of {len(rows)} checks hold"
+        + ("" if failed else ": the norm keeps the contract"),
+        soft_wrap=True,
+    )
+    if failed:
+        raise typer.Exit(1)
 
 
 def main() -> None:

@@ -4,6 +4,12 @@ Hydra does the composition (defaults list, group options, its override grammar);
 checks every override and every resolved value against ``SCHEMA`` so that a typo or a wrong
 type is refused in one line naming the key, the bad value and the valid choices. The result
 is a plain nested dict: the rest of normbench never sees OmegaConf.
+
+Options come from normbench's own conf/, from user config directories (``--config-dir DIR``
+and ``NORMBENCH_CONFIG_PATH``: groups norm, model, data, placement and sweep presets), from
+installed plugins (entry points) and from import paths (``norm=mypkg.norms:PowerNorm``). A
+plugin's section carries its ``_target_`` (the import path) and its own keys, read off its
+signature (normbench.registry); workers rebuild it from the resolved config alone.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import difflib
 import functools
 import json
 import math
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +32,10 @@ EXECUTION_KEYS = ("device", "threads")
 # Observations: what a run records about itself beyond its metrics. Asking for them does not
 # make another experiment (a finished run without them is trained again to record them).
 OBSERVATION_KEYS = ("diagnostics",)
+
+
+# A key without a default (a plugin parameter that has none): OmegaConf's mandatory value.
+REQUIRED = "???"
 
 
 class UsageError(Exception):
@@ -41,15 +52,93 @@ def conf_dir() -> Path:
     raise FileNotFoundError(f"normbench's conf/ directory is missing (looked beside {package})")
 
 
+# ------------------------------------------------------------------------------ options
+CONFIG_PATH_VARIABLE = "NORMBENCH_CONFIG_PATH"
+# Groups a user config directory may add options to (precisions are the autocast dtypes
+# normbench knows), and the plugin kinds (registry.KINDS) among them.
+USER_GROUPS = ("norm", "model", "data", "placement")
+PLUGIN_GROUPS = ("norm", "model", "data")
+_command_line_dirs: tuple[Path, ...] = ()
+
+
+def use_config_dirs(dirs: Iterable[Path | str]) -> None:
+    """``--config-dir DIR`` (repeatable): searched before the directories of
+    NORMBENCH_CONFIG_PATH. Each must be a directory."""
+    global _command_line_dirs
+    _command_line_dirs = tuple(_config_dir(d, "--config-dir") for d in dirs)
+
+
+def config_dirs() -> tuple[Path, ...]:
+    """The user config directories in search order: --config-dir, then NORMBENCH_CONFIG_PATH
+    (os.pathsep-separated)."""
+    listed = os.environ.get(CONFIG_PATH_VARIABLE, "").split(os.pathsep)
+    from_env = tuple(_config_dir(d, CONFIG_PATH_VARIABLE) for d in listed if d)
+    return tuple(dict.fromkeys(_command_line_dirs + from_env))
+
+
+def _config_dir(path: Path | str, where: str) -> Path:
+    resolved = Path(path).expanduser().resolve()
+    if not resolved.is_dir():
+        raise UsageError(f"{where} {shown(str(path))}: not a directory")
+    return resolved
+
+
+@dataclass(frozen=True)
+class Option:
+    """One choice of a group, and where it comes from (for `normbench list`)."""
+
+    name: str
+    source: str  # normbench | config dir DIR | entry point (DIST VERSION)
+    path: Path | None = None  # its yaml file (shipped or in a config directory)
+    target: str | None = None  # an entry point's import path
+
+
+def options(group: str) -> dict[str, Option]:
+    """Every named option of ``group``: shipped, from config directories, from entry points."""
+    return _options(group, config_dirs())
+
+
 @functools.cache
+def _options(group: str, dirs: tuple[Path, ...]) -> dict[str, Option]:
+    """A name defined twice (a config directory's option named like a shipped one, two
+    plugins of one name) is refused: which one a run used would depend on the search order."""
+    found = {p.stem: Option(p.stem, "normbench", p) for p in (conf_dir() / group).glob("*.yaml")}
+    candidates = []
+    if group in USER_GROUPS:
+        for directory in dirs:
+            candidates += [
+                Option(p.stem, f"config dir {directory}", p)
+                for p in sorted((directory / group).glob("*.yaml"))
+            ]
+    if group in PLUGIN_GROUPS:
+        from normbench.registry import entry_points
+
+        candidates += [
+            Option(name, plugin.source, target=plugin.target)
+            for name, plugin in entry_points(group).items()
+        ]
+    for option in candidates:
+        if option.name in found:
+            raise UsageError(
+                f"{group}={option.name} is defined twice: by {found[option.name].source} and "
+                f"by {option.source}; rename one"
+            )
+        found[option.name] = option
+    return dict(sorted(found.items()))
+
+
 def group_options(group: str) -> list[str]:
-    return sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
+    return list(options(group))
 
 
 def describe_option(group: str, option: str) -> str:
-    """The comment block heading an option's yaml file: its description for `normbench list`."""
+    """The comment block heading an option's yaml file: its description for `normbench list`;
+    an entry point's import path."""
+    found = options(group)[option]
+    if found.path is None:
+        return str(found.target)
     lines = []
-    for line in (conf_dir() / group / f"{option}.yaml").read_text().splitlines():
+    for line in found.path.read_text().splitlines():
         if not line.startswith("#"):
             break
         if not line.startswith("# @"):  # Hydra's header (# @package), not prose
@@ -158,6 +247,9 @@ SCHEMA: dict[str, Key] = {
 # norm.* keys that only some norms read (the rest are read by every norm), and which norms
 # read them. normbench.norms.NORMS takes the same options; a test keeps the two in step.
 NORM_SPECIFIC_KEYS = {"momentum", "ghost_batch", "groups"}
+# The norm.* keys every shipped norm reads (normbench.norms.Norm's), and all shared ones.
+NORM_COMMON_KEYS = {"eps", "fp32_stats", "mask_padding"}
+NORM_SHARED_KEYS = NORM_COMMON_KEYS | NORM_SPECIFIC_KEYS
 # Norms whose statistics (or condition) run over a sample's tokens, in eval mode too: in a
 # causal model they would leak later bytes into earlier positions. BatchNorm is not here:
 # eval mode uses running statistics, per token (its train mode pools every token of the
@@ -210,17 +302,117 @@ OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
             "data.val_fraction": _fraction(),
             "data.corpus": Key(str, nullable=True),
         },
+        "arrays": {
+            "data.path": Key(str, nullable=True),
+            "data.val_fraction": _fraction(),
+            "data.test_fraction": _fraction(),
+            "data.sha256": Key(str, nullable=True),
+        },
     },
 }
+# What a plugin's section holds besides its own keys: the shared keys of its group (a norm's
+# from config.yaml; a data set's split fractions and content hash, as data=arrays has them).
+# The parameters normbench fills itself are not keys: a norm's (num_features, layout), a model
+# builder's (cfg, make_norm, input_shape, num_classes) and its optional vocab_size.
+PLUGIN_FIXED = {
+    "norm": ("num_features", "layout"),
+    "model": ("cfg", "make_norm", "input_shape", "num_classes"),
+    "data": (),
+}
+PLUGIN_NOT_KEYS = {"model": ("vocab_size",)}
+RESERVED_KEYS = ("name", "_target_")
 
 
-def schema_for(choices: dict[str, str]) -> dict[str, Key]:
-    """Every key valid for the given group choices, dotted, with what it accepts."""
+def schema_for(cfg: dict) -> dict[str, Key]:
+    """Every key valid for a config with ``cfg``'s group sections, dotted, with what it
+    accepts: a shipped option's keys, or a plugin's (read off its signature)."""
     keys = dict(SCHEMA)
     for group in GROUPS:
-        keys[f"{group}.name"] = Key(str, choices=tuple(group_options(group)))
-        keys.update(OPTION_SCHEMA.get(group, {}).get(choices[group], {}))
+        section = cfg[group]
+        if "_target_" in section:
+            keys[f"{group}.name"] = Key(str)
+            keys[f"{group}._target_"] = Key(str)
+            keys.update(plugin_schema(group, section["name"], section["_target_"]))
+        else:
+            keys[f"{group}.name"] = Key(str, choices=shipped_options(group))
+            keys.update(OPTION_SCHEMA.get(group, {}).get(section["name"], {}))
     return keys
+
+
+@functools.cache
+def shipped_options(group: str) -> tuple[str, ...]:
+    return tuple(sorted(p.stem for p in (conf_dir() / group).glob("*.yaml")))
+
+
+def _plugin_signature(group: str, name: str, target: str) -> dict[str, tuple[Key, Any]]:
+    """A plugin's own keys (its parameters that are not normbench's to fill, nor shared keys
+    of its group), each with its Key and default."""
+    from normbench.registry import resolve, signature_keys
+
+    what = f"{group}={name}"
+    found = signature_keys(resolve(target, what), PLUGIN_FIXED[group], what)
+    for reserved in RESERVED_KEYS:
+        if reserved in found:
+            raise UsageError(f"{what}: a parameter may not be called {reserved} (rename it)")
+    shared = {f"{group}.{key}" for key in _shared_section(group)} | set(SCHEMA)
+    not_keys = PLUGIN_NOT_KEYS.get(group, ())
+    return {
+        key: spec
+        for key, spec in found.items()
+        if f"{group}.{key}" not in shared and key not in not_keys
+    }
+
+
+def plugin_schema(group: str, name: str, target: str) -> dict[str, Key]:
+    own = {
+        f"{group}.{key}": spec for key, (spec, _) in _plugin_signature(group, name, target).items()
+    }
+    shared = {
+        f"{group}.{key}": OPTION_SCHEMA["data"]["arrays"][f"data.{key}"]
+        for key in _shared_section(group)
+        if group == "data"
+    }
+    return {**shared, **own}
+
+
+@functools.cache
+def _shared_section(group: str) -> dict[str, Any]:
+    """The keys every option of ``group`` has: config.yaml's section of it (norm.eps, ...);
+    for data, the split fractions and content hash of conf/data/arrays.yaml."""
+    from omegaconf import OmegaConf
+
+    if group == "data":
+        arrays = OmegaConf.to_container(OmegaConf.load(conf_dir() / "data" / "arrays.yaml"))
+        return {k: v for k, v in arrays.items() if k not in ("name", "path")}
+    section = OmegaConf.to_container(OmegaConf.load(conf_dir() / "config.yaml")).get(group, {})
+    return section
+
+
+def plugin_section(group: str, name: str, target: str) -> dict[str, Any]:
+    """A plugin's section before overrides: the group's shared keys, its name as the user
+    wrote it, its import path, and its own keys at their defaults."""
+    from normbench.registry import canonical_target
+
+    own = _plugin_signature(group, name, target)
+    return {
+        **_shared_section(group),
+        "name": name,
+        "_target_": canonical_target(target),
+        **{key: default for key, (_, default) in own.items()},
+    }
+
+
+def norm_reads(norm: dict) -> set[str]:
+    """The shared norm.* keys (eps, momentum, groups, ghost_batch, mask_padding, fp32_stats)
+    the chosen norm reads: the shipped ones per NORM_KEYS; a plugin those its signature
+    names, and with **kwargs also eps, fp32_stats and mask_padding (what normbench's Norm base
+    class takes). The others are nulled (canonical) and never passed to it."""
+    if "_target_" not in norm:
+        return NORM_COMMON_KEYS | NORM_KEYS[norm["name"]]
+    from normbench.registry import accepted, resolve
+
+    cls = resolve(norm["_target_"], f"norm={norm['name']}")
+    return accepted(cls, NORM_SHARED_KEYS, through_kwargs=NORM_COMMON_KEYS)
 
 
 # --------------------------------------------------------------------- combination rules
@@ -248,14 +440,25 @@ def _patch_rule(cfg: dict) -> str | None:
     )
 
 
+def _token_ids(data: dict) -> bool:
+    """Whether the data are token ids with padding (data=tokens, or integer (N, T) arrays)."""
+    if data["name"] == "tokens":
+        return True
+    if data["name"] != "arrays" and "_target_" not in data:
+        return False
+    from normbench.data import describe
+
+    return describe(data).kind == "tokens"
+
+
 RULES: tuple[Rule, ...] = (
     Rule(
-        "model=cnn with data=tokens: the CNN has no padding mask; variable-length tokens need "
-        "the transformer",
+        "model=cnn with data=tokens (or token ids in data=arrays): the CNN has no padding "
+        "mask; variable-length tokens need the transformer",
         lambda cfg: (
-            "model=cnn cannot take data=tokens (no padding mask in the CNN); valid "
-            "model for data=tokens: transformer"
-            if cfg["model"]["name"] == "cnn" and cfg["data"]["name"] == "tokens"
+            f"model=cnn cannot take data={cfg['data']['name']} (token ids; no padding mask in "
+            f"the CNN); valid model for data={cfg['data']['name']}: transformer"
+            if cfg["model"]["name"] == "cnn" and _token_ids(cfg["data"])
             else None
         ),
     ),
@@ -265,6 +468,16 @@ RULES: tuple[Rule, ...] = (
             "model=cnn cannot take data=pysource (it needs a causal model); valid model for "
             "data=pysource: transformer"
             if cfg["model"]["name"] == "cnn" and cfg["data"]["name"] == "pysource"
+            else None
+        ),
+    ),
+    Rule(
+        "your own model (model=package.module:build) with data=pysource: next-byte prediction "
+        "runs on the causal transformer only",
+        lambda cfg: (
+            f"model={cfg['model']['name']} cannot take data=pysource (next-byte prediction "
+            "needs normbench's causal transformer); valid model for data=pysource: transformer"
+            if "_target_" in cfg["model"] and cfg["data"]["name"] == "pysource"
             else None
         ),
     ),
@@ -302,7 +515,8 @@ RULES: tuple[Rule, ...] = (
         lambda cfg: (
             f"norm.groups={cfg['norm']['groups']} must divide "
             f"model.width={cfg['model']['width']}; valid: {_divisors(cfg['model']['width'])}"
-            if cfg["norm"]["name"] == "groupnorm" and cfg["model"]["width"] % cfg["norm"]["groups"]
+            if cfg["norm"]["name"] == "groupnorm"
+            and cfg["model"].get("width", 0) % cfg["norm"]["groups"]
             else None
         ),
     ),
@@ -329,7 +543,7 @@ RULES: tuple[Rule, ...] = (
         lambda cfg: (
             f"norm.ghost_batch={cfg['norm']['ghost_batch']} is larger than "
             f"batch_size={cfg['batch_size']}; valid: 1..{cfg['batch_size']} or null"
-            if "ghost_batch" in NORM_KEYS[cfg["norm"]["name"]]
+            if "ghost_batch" in norm_reads(cfg["norm"])
             and (cfg["norm"]["ghost_batch"] or 0) > cfg["batch_size"]
             else None
         ),
@@ -416,10 +630,12 @@ def parse_overrides(overrides: Iterable[str], with_group_options: bool = False) 
         ) from None
 
 
-def compose(overrides: Iterable[str] = ()) -> dict:
+def compose(overrides: Iterable[str] = (), probe: bool = True) -> dict:
     """The validated, resolved config of one run, as a plain dict.
 
     Sweep syntax (``a,b``, ``range()``, ...) is refused here: it belongs to `normbench sweep`.
+    With plugins, ``probe`` builds them and runs one forward pass (normbench.probe), so that
+    user code that breaks the contract is refused before anything is written.
     """
     overrides = list(overrides)
     parsed = parse_overrides(overrides)
@@ -430,7 +646,8 @@ def compose(overrides: Iterable[str] = ()) -> dict:
                 f"one config: use `normbench sweep {override.input_line}`"
             )
     choices = _group_choices(parsed)
-    keys = schema_for(choices)
+    base = _base_config(tuple(choices.items()), config_dirs())
+    keys = schema_for(json.loads(base))
     for override in parsed:
         key = override.key_or_group
         if key in GROUPS:
@@ -440,11 +657,12 @@ def compose(overrides: Iterable[str] = ()) -> dict:
                 f"'{override.input_line}': keys can only be set (key=value), "
                 "not added (+) or deleted (~)"
             )
-        if key.endswith(".name") and key.removesuffix(".name") in GROUPS:
-            group = key.removesuffix(".name")
+        if key.endswith((".name", "._target_")) and key.rpartition(".")[0] in GROUPS:
+            group = key.rpartition(".")[0]
+            plugins = ", or an import path package.module:Object" * (group in PLUGIN_GROUPS)
             raise UsageError(
-                f"{override.input_line}: {key} names the chosen {group}; choose it with "
-                f"{group}=VALUE; valid: {', '.join(group_options(group))}"
+                f"{override.input_line}: {key} is set by choosing the {group}: "
+                f"{group}=VALUE; valid: {', '.join(group_options(group))}{plugins}"
             )
         if key not in keys:
             group = key.split(".")[0]
@@ -460,36 +678,60 @@ def compose(overrides: Iterable[str] = ()) -> dict:
                 )
             raise UsageError(_unknown_key(key, keys))
     values = [override for override in parsed if override.key_or_group not in GROUPS]
-    cfg = _set_values(_base_config(tuple(choices.items())), values)
-    validate(cfg, keys)
-    _identify_corpus(cfg)
-    return canonical(cfg)
+    cfg = canonical(validate(_set_values(base, values), keys))
+    if probe and any("_target_" in cfg[group] for group in PLUGIN_GROUPS):
+        from normbench.probe import probe_plugins
+
+        probe_plugins(cfg)
+    return cfg
 
 
-def _identify_corpus(cfg: dict) -> None:
-    """data=pysource: record the corpus identity (Python version, hash of the files) in the
-    config, so that it is part of the run id and of config.yaml. A value given by the user must
-    be this interpreter's own (runs of another Python's library cannot be repeated here)."""
+def _identify_data(cfg: dict) -> None:
+    """Record what the data are in the config, so that it is part of the run id and of
+    config.yaml. data=pysource: the corpus identity (Python version, hash of the files); a value
+    given by the user must be this interpreter's own (runs of another Python's library cannot
+    be repeated here). data=arrays and data plugins: the arrays' content hash (changing the
+    file never reuses old runs), after checking them (normbench.data.describe); the file's
+    path made absolute, and the split fractions nulled where the file has its own split."""
     data = cfg["data"]
-    if data["name"] != "pysource":
-        return
-    from normbench.data import corpus
+    if data["name"] == "pysource":
+        from normbench.data import corpus
 
-    identity = corpus().identity
-    if data["corpus"] not in (None, identity):
+        identity = corpus().identity
+        if data["corpus"] not in (None, identity):
+            raise UsageError(
+                f"data.corpus={data['corpus']} is not this interpreter's standard library; "
+                f"valid: {identity} (or leave it out)"
+            )
+        data["corpus"] = identity
+        return
+    if data["name"] != "arrays" and "_target_" not in data:
+        return
+    if "_target_" not in data:
+        if data["path"] is None:
+            raise UsageError(
+                "data=arrays needs data.path=FILE.npz (arrays x_train, y_train; optionally "
+                "x_val, y_val, x_test, y_test)"
+            )
+        data["path"] = str(Path(data["path"]).expanduser().resolve())
+    from normbench.data import describe
+
+    found = describe({**data, "sha256": None})
+    if data["sha256"] not in (None, found.sha256):
         raise UsageError(
-            f"data.corpus={data['corpus']} is not this interpreter's standard library; "
-            f"valid: {identity} (or leave it out)"
+            f"data.sha256={data['sha256']} is not the hash of these arrays; valid: "
+            f"{found.sha256} (or leave it out)"
         )
-    data["corpus"] = identity
+    data["sha256"] = found.sha256
+    for split in found.given:
+        data[f"{split}_fraction"] = None
 
 
 def canonical(cfg: dict) -> dict:
     """Null the norm.* keys the chosen norm ignores, so that configs that cannot differ in
     outcome are one experiment with one run id (GroupNorm at ghost_batch 2 and 32 is the same
     run; a sweep crossing every norm with ghost_batch trains it once)."""
-    used = NORM_KEYS[cfg["norm"]["name"]]
-    for key in NORM_SPECIFIC_KEYS - used:
+    for key in NORM_SHARED_KEYS - norm_reads(cfg["norm"]):
         cfg["norm"][key] = None
     return cfg
 
@@ -510,15 +752,22 @@ def _default_choices() -> tuple[tuple[str, str], ...]:
 
 
 def _group_choices(parsed: list) -> dict[str, str]:
+    """Each group's option: a named one (shipped, config directory, entry point) or, for
+    norm, model and data, an import path."""
+    from normbench.registry import is_import_path
+
     choices = dict(_default_choices())
     for override in parsed:
         group = override.key_or_group
         if group not in GROUPS:
             continue
         value = override.value()
-        options = group_options(group)
-        if not isinstance(value, str) or value not in options:
-            raise UsageError(f"{group}={value}: unknown {group}; valid: {', '.join(options)}")
+        plugin = group in PLUGIN_GROUPS and isinstance(value, str) and is_import_path(value)
+        if not isinstance(value, str) or not (value in options(group) or plugin):
+            hint = ", or an import path package.module:Object" * (group in PLUGIN_GROUPS)
+            raise UsageError(
+                f"{group}={value}: unknown {group}; valid: {', '.join(options(group))}{hint}"
+            )
         choices[group] = value
     return choices
 
@@ -536,17 +785,58 @@ def _unknown_key(key: str, keys: dict[str, Key]) -> str:
 
 
 @functools.cache
-def _base_config(choices: tuple[tuple[str, str], ...]) -> str:
-    """Hydra's composition of the group choices, as JSON (cached: a sweep of hundreds of runs
-    has only a handful of group combinations, and Hydra takes ~50 ms per composition)."""
+def _base_config(choices: tuple[tuple[str, str], ...], dirs: tuple[Path, ...]) -> str:
+    """Hydra's composition of the group choices, with the config directories ``dirs`` on its
+    search path, each plugin's section made from its signature; as JSON (cached: a sweep of
+    hundreds of runs has only a handful of group combinations, and Hydra takes ~50 ms per
+    composition). An option that is no yaml file (an entry point, an import path) is composed
+    as the group's default, whose section its own then replaces."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from omegaconf import OmegaConf
 
-    overrides = [f"{group}={option}" for group, option in choices]
+    defaults = dict(_default_choices())
+    known = {group: _options(group, dirs) for group, _ in choices}
+    in_yaml = {g: o for g, o in choices if o in known[g] and known[g][o].path is not None}
+    overrides = [f"{group}={in_yaml.get(group, defaults[group])}" for group, _ in choices]
+    if dirs:
+        overrides.append(_search_path(dirs))
     with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
-        cfg = hydra_compose(config_name="config", overrides=overrides)
-    return json.dumps(OmegaConf.to_container(cfg, resolve=True))
+        composed = hydra_compose(config_name="config", overrides=overrides)
+    cfg = OmegaConf.to_container(composed, resolve=True)
+    for group, option in choices:
+        cfg[group] = _section(group, option, cfg[group], known[group].get(option))
+    return json.dumps(cfg)
+
+
+def _search_path(dirs: tuple[Path, ...]) -> str:
+    """``hydra.searchpath=['file:///abs/dir', ...]``, each path quoted for Hydra's grammar."""
+    quoted = [str(d).replace("\\", "\\\\").replace("'", "\\'") for d in dirs]
+    return "hydra.searchpath=[" + ",".join(f"'file://{d}'" for d in quoted) + "]"
+
+
+def _section(group: str, choice: str, composed: dict, option: Option | None) -> dict:
+    """The group's section for ``choice``. A config directory's yaml is either a plugin (it
+    has ``_target_``; its other keys are the plugin's, or shared ones) or a preset of a
+    shipped option (``name: transformer`` and some keys; the shipped option's fill the rest)."""
+    from normbench.registry import lookup
+
+    if option is None or option.path is None:  # an entry point or an import path
+        return plugin_section(group, choice, lookup(group, choice).target)
+    if option.source == "normbench":
+        return composed
+    if "_target_" in composed and group in PLUGIN_GROUPS:
+        defaults = plugin_section(group, choice, composed["_target_"])
+        return {**defaults, **composed, "name": choice, "_target_": defaults["_target_"]}
+    shipped = shipped_options(group)
+    if composed.get("name") not in shipped:
+        plugin = "_target_: package.module.Object (your own), or " * (group in PLUGIN_GROUPS)
+        raise UsageError(
+            f"{group}={choice} ({option.path}): set {plugin}name: one of {', '.join(shipped)} "
+            "(a preset of a shipped option)"
+        )
+    preset_of = json.loads(_base_config(((group, composed["name"]),), ()))[group]
+    return {**preset_of, **composed}
 
 
 def _set_values(base: str, overrides: list) -> dict:
@@ -575,10 +865,11 @@ def flatten(cfg: dict, prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def validate(cfg: dict, keys: dict[str, Key] | None = None) -> None:
-    """Check every value against the schema and every combination rule; convert in place."""
+def validate(cfg: dict, keys: dict[str, Key] | None = None) -> dict:
+    """Check every value against the schema, then the data (normbench.data.describe), then
+    every combination rule; convert in place and return ``cfg``."""
     if keys is None:
-        keys = schema_for({group: cfg[group]["name"] for group in GROUPS})
+        keys = schema_for(cfg)
     flat = flatten(cfg)
     for key in flat:
         if key not in keys:
@@ -586,6 +877,8 @@ def validate(cfg: dict, keys: dict[str, Key] | None = None) -> None:
     for key, spec in keys.items():
         if key not in flat:
             raise UsageError(f"missing key '{key}' (expected {spec.describe()})")
+        if flat[key] == REQUIRED:
+            raise UsageError(f"{key} has no default; set it: {key}=VALUE ({spec.describe()})")
         try:
             value = spec.check(flat[key])
         except ValueError:
@@ -594,7 +887,9 @@ def validate(cfg: dict, keys: dict[str, Key] | None = None) -> None:
             ) from None
         section, _, leaf = key.rpartition(".")
         (cfg[section] if section else cfg)[leaf] = value
+    _identify_data(cfg)
     for rule in RULES:
         message = rule.violation(cfg)
         if message:
             raise UsageError(message)
+    return cfg

@@ -2,7 +2,8 @@
 
 ``ResidualUnit`` is the whole placement study: each placement is one line that reads like its
 equation (DESIGN.md). The Transformer's units wrap attention and an MLP, the CNN's wrap
-conv-act-conv; any norm from ``make_norm`` fits either.
+conv-act-conv; any norm fits either: models build their norms with the run's ``make_norm``
+(normbench.norms.norm_factory), a user's own model too (``model=mypkg.models:build``).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from normbench.data import NEXT_BYTE_DATA
-from normbench.norms import make_norm
+from normbench.norms import Identity, NormFactory, norm_factory
 
+PLACEMENTS = ("pre", "post", "res_post", "sandwich", "deepnorm")
 # Placements whose residual stream leaves the last unit unnormalized: they need a final norm.
 NEEDS_FINAL_NORM = ("pre", "res_post", "sandwich")
 
@@ -131,11 +133,22 @@ def deepnorm_constants(sublayers: int) -> tuple[float, float]:
     return sublayers**0.25, (4 * sublayers) ** -0.25
 
 
+@torch.no_grad()
+def deepnorm_init(sublayer: nn.Module, beta: float) -> None:
+    """DeepNet's initialisation of a sublayer that has no ``deepnorm_init`` of its own (a
+    user's): every weight of a linear or convolution layer Xavier-normal with gain beta, as
+    DeepNet treats FFN weights."""
+    for module in sublayer.modules():
+        if isinstance(module, (nn.Linear, nn.Conv1d, nn.Conv2d)):
+            nn.init.xavier_normal_(module.weight, gain=beta)
+
+
 class ResidualUnit(nn.Module):
     """x -> x' around sublayer F with norm N, placed as `placement` says (DESIGN.md).
 
-    ``sublayers`` is the number of residual units in the whole model (DeepNorm's constants
-    depend on it)."""
+    ``sublayer`` takes ``(x, mask=None)``; ``make_norm(width, layout)`` builds N (the run's
+    norm: normbench.norms.norm_factory). ``sublayers`` is the number of residual units in the
+    whole model (DeepNorm's constants depend on it)."""
 
     def __init__(
         self,
@@ -144,21 +157,19 @@ class ResidualUnit(nn.Module):
         layout: str,
         placement: str,
         sublayers: int,
-        norm: dict,
+        make_norm: NormFactory,
     ):
         super().__init__()
+        if placement not in PLACEMENTS:
+            raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
         self.sublayer = sublayer
         self.placement = placement
-        self.norm = make_norm(norm["name"], width, layout, **norm["options"])
-        self.norm2 = (
-            make_norm(norm["name"], width, layout, **norm["options"])
-            if placement == "sandwich"
-            else None
-        )
+        self.norm = make_norm(width, layout)
+        self.norm2 = make_norm(width, layout) if placement == "sandwich" else None
         self.alpha = 1.0
         if placement == "deepnorm":  # DeepNet (Wang et al. 2022), encoder-only constants
             self.alpha, beta = deepnorm_constants(sublayers)
-            sublayer.deepnorm_init(beta)
+            getattr(sublayer, "deepnorm_init", partial(deepnorm_init, sublayer))(beta)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         n = partial(self.norm, mask=mask)  # N
@@ -177,6 +188,14 @@ class ResidualUnit(nn.Module):
         raise ValueError(f"unknown placement {self.placement!r}")
 
 
+def final_norm(make_norm: NormFactory, width: int, layout: str, placement: str) -> nn.Module:
+    """The norm after the last unit: the run's norm where the placement leaves the residual
+    stream unnormalized (pre, res_post, sandwich), else the identity."""
+    if placement in NEEDS_FINAL_NORM:
+        return make_norm(width, layout)
+    return Identity(width, layout)
+
+
 # --------------------------------------------------------------------------------- models
 class Transformer(nn.Module):
     """Encoder classifier: embed patches (signals, images) or tokens, add learned positions,
@@ -189,7 +208,7 @@ class Transformer(nn.Module):
     def __init__(
         self,
         model: dict,
-        norm: dict,
+        make_norm: NormFactory,
         placement: str,
         input_shape: tuple[int, ...],
         num_classes: int,
@@ -214,14 +233,13 @@ class Transformer(nn.Module):
         self.pos = nn.Parameter(torch.randn(1, positions, width) * 0.02)
 
         def unit(sublayer: nn.Module) -> ResidualUnit:  # 2 * depth units: attention, MLP
-            return ResidualUnit(sublayer, width, "tokens", placement, 2 * depth, norm)
+            return ResidualUnit(sublayer, width, "tokens", placement, 2 * depth, make_norm)
 
         self.units = nn.ModuleList()
         for _ in range(depth):
             self.units.append(unit(Attention(width, model["heads"], linear, causal)))
             self.units.append(unit(MLP(width, model["mlp_ratio"] * width, linear)))
-        final = norm["name"] if placement in NEEDS_FINAL_NORM else "none"
-        self.final_norm = make_norm(final, width, "tokens", **norm["options"])
+        self.final_norm = final_norm(make_norm, width, "tokens", placement)
         self.head = nn.Linear(width, num_classes)
 
     def patchify(self, x: Tensor) -> Tensor:
@@ -248,7 +266,7 @@ class CNN(nn.Module):
     def __init__(
         self,
         model: dict,
-        norm: dict,
+        make_norm: NormFactory,
         placement: str,
         input_shape: tuple[int, ...],
         num_classes: int,
@@ -260,11 +278,12 @@ class CNN(nn.Module):
         conv = conv[0] if model["weight_std"] else conv[1]
         self.stem = conv(channels, width, kernel, padding=kernel // 2)
         self.units = nn.ModuleList(  # each unit is one residual branch: depth of them
-            ResidualUnit(ConvBlock(width, kernel, conv), width, "channels", placement, depth, norm)
+            ResidualUnit(
+                ConvBlock(width, kernel, conv), width, "channels", placement, depth, make_norm
+            )
             for _ in range(depth)
         )
-        final = norm["name"] if placement in NEEDS_FINAL_NORM else "none"
-        self.final_norm = make_norm(final, width, "channels", **norm["options"])
+        self.final_norm = final_norm(make_norm, width, "channels", placement)
         self.head = nn.Linear(width, num_classes)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
@@ -287,15 +306,26 @@ def build_model(
     cfg: dict, input_shape: tuple[int, ...], num_classes: int, vocab_size: int = 0
 ) -> nn.Module:
     """The model a resolved config names, for data of the given shape; a next-byte data set
-    makes the Transformer causal (config.py refuses the CNN there)."""
-    norm = {  # null options are the ones this norm ignores (config.canonical)
-        "name": cfg["norm"]["name"],
-        "options": {k: v for k, v in cfg["norm"].items() if k != "name" and v is not None},
-    }
+    makes the Transformer causal (config.py refuses the CNN there). A user's model is built by
+    its builder: ``build(cfg, make_norm, input_shape, num_classes, **model keys)``, plus
+    ``vocab_size`` when the builder names it."""
+    make_norm = norm_factory(cfg["norm"])
     placement = cfg["placement"]["name"]
-    if cfg["model"]["name"] == "transformer":
+    model = cfg["model"]
+    if "_target_" in model:
+        from normbench.registry import accepted, resolve
+
+        build = resolve(model["_target_"], f"model={model['name']}")
+        keys = {k: v for k, v in model.items() if k not in ("name", "_target_")}
+        if accepted(build, ("vocab_size",)):
+            keys["vocab_size"] = vocab_size
+        built = build(cfg, make_norm, tuple(input_shape), num_classes, **keys)
+        if not isinstance(built, nn.Module):
+            raise TypeError(f"model={model['name']} built a {type(built).__name__}, not a Module")
+        return built
+    if model["name"] == "transformer":
         causal = cfg["data"]["name"] in NEXT_BYTE_DATA
         return Transformer(
-            cfg["model"], norm, placement, input_shape, num_classes, vocab_size, causal
+            model, make_norm, placement, input_shape, num_classes, vocab_size, causal
         )
-    return CNN(cfg["model"], norm, placement, input_shape, num_classes)
+    return CNN(model, make_norm, placement, input_shape, num_classes)

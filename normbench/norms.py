@@ -462,6 +462,41 @@ NORMS: dict[str, tuple[Callable[..., Norm], tuple[str, ...]]] = {
 COMMON_OPTIONS = ("eps", "fp32_stats", "mask_padding")
 
 
+# A norm bound to its options: make_norm(num_features, layout="channels") -> nn.Module. What
+# every model builds its norms with, a user's model builder too (normbench.api).
+NormFactory = Callable[..., nn.Module]
+
+
+def norm_options(norm: dict) -> tuple[Callable[..., nn.Module], dict]:
+    """The class a config's norm section names and the options it is built with: a shipped
+    norm's (NORMS, the options it takes), or a plugin's (its ``_target_``, its own keys and
+    the shared keys it reads, normbench.config.norm_reads)."""
+    if "_target_" not in norm:
+        cls, extra = NORMS[norm["name"]]
+        taken = set(COMMON_OPTIONS) | set(extra)
+        return cls, {k: v for k, v in norm.items() if k in taken and v is not None}
+    from normbench.config import NORM_SHARED_KEYS, norm_reads
+    from normbench.registry import resolve
+
+    reads = norm_reads(norm)
+    options = {
+        key: value
+        for key, value in norm.items()
+        if key not in ("name", "_target_") and (key not in NORM_SHARED_KEYS or key in reads)
+    }
+    return resolve(norm["_target_"], f"norm={norm['name']}"), options
+
+
+def norm_factory(norm: dict) -> NormFactory:
+    """The run's norm bound to its config section."""
+    cls, options = norm_options(norm)
+
+    def make(num_features: int, layout: str = "channels") -> nn.Module:
+        return cls(num_features, layout, **options)
+
+    return make
+
+
 def make_norm(name: str, num_features: int, layout: str = "channels", **options) -> Norm:
     """Build norm ``name`` for ``num_features`` features in ``layout``.
 

@@ -16,10 +16,11 @@ import inspect
 import os
 import re
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from normbench.config import Key, UsageError
+from normbench.config import REQUIRED, Key, UsageError
 
 KINDS = ("norm", "model", "data")
 ENTRY_POINT_GROUPS = {
@@ -27,7 +28,7 @@ ENTRY_POINT_GROUPS = {
     "model": "normbench.models",
     "data": "normbench.data",
 }
-IMPORT_PATH = re.compile(r"[A-Za-z_][\w.]*[:.][A-Za-z_]\w*")
+IMPORT_PATH = re.compile(r"[A-Za-z_][\w.]*[:.][A-Za-z_][\w.]*")
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,27 @@ class Plugin:
 
 
 def is_import_path(value: str) -> bool:
-    """``pkg.module:Object`` (or ``pkg.module.Object``, as Hydra's _target_ writes it)."""
+    """``pkg.module:Object``, as a user writes it on the command line (``norm=...``)."""
     return ":" in value and bool(IMPORT_PATH.fullmatch(value))
+
+
+def canonical_target(target: str) -> str:
+    """``pkg.module:Object``; Hydra's dotted ``pkg.module.Object`` (a YAML's ``_target_``)
+    becomes the same, so that both spellings of one object are one experiment (one run id)."""
+    if ":" in target:
+        return target
+    module, _, attribute = target.rpartition(".")
+    return f"{module}:{attribute}"
+
+
+def lookup(kind: str, value: str) -> Plugin | None:
+    """The plugin ``value`` names for ``kind``: an installed entry point, or an import path;
+    None when it is neither (a shipped or config-directory option, or a typo)."""
+    if value in entry_points(kind):
+        return entry_points(kind)[value]
+    if is_import_path(value):
+        return Plugin(kind, value, value, "import path")
+    return None
 
 
 @functools.cache
@@ -57,14 +77,13 @@ def entry_points(kind: str) -> dict[str, Plugin]:
     return found
 
 
+@functools.cache
 def resolve(target: str, what: str) -> Any:
     """The object an import path names. The current directory is searched first, as
     ``python -m`` would (the ``normbench`` script itself does not put it on sys.path), so a
     package beside the user's data and configs imports without installing it. Any failure
     is one line naming ``what`` (the key and value the user wrote)."""
-    module_name, _, attribute = target.replace(":", ".").rpartition(".")
-    if ":" in target:
-        module_name, _, attribute = target.partition(":")
+    module_name, _, attribute = canonical_target(target).partition(":")
     cwd = os.getcwd()
     if cwd not in sys.path:
         sys.path.insert(0, cwd)
@@ -85,12 +104,9 @@ def signature_keys(obj: Any, fixed: tuple[str, ...], what: str) -> dict[str, tup
     """The options a plugin takes, read off its signature: every parameter after the
     ``fixed`` ones (a norm's num_features and layout; a model builder's cfg, make_norm,
     input_shape and num_classes), each with the Key that checks its values (from its
-    annotation, else its default's type) and its default. A parameter without a default is
-    required. ``**kwargs`` adds nothing: unknown keys stay refused."""
-    try:
-        parameters = list(inspect.signature(obj).parameters.values())
-    except (TypeError, ValueError):
-        raise UsageError(f"{what}: {obj!r} is not callable with a signature") from None
+    annotation, else its default's type) and its default; a parameter without a default is
+    required: its default is REQUIRED. ``**kwargs`` adds nothing: unknown keys stay refused."""
+    parameters = _parameters(obj, what)
     positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if len(positional) < len(fixed) and not any(p.kind is p.VAR_POSITIONAL for p in parameters):
         names = ", ".join(fixed)
@@ -99,9 +115,27 @@ def signature_keys(obj: Any, fixed: tuple[str, ...], what: str) -> dict[str, tup
     for parameter in parameters[len(fixed) :]:
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
             continue
-        default = None if parameter.default is parameter.empty else parameter.default
+        default = REQUIRED if parameter.default is parameter.empty else parameter.default
         options[parameter.name] = (_key_for(parameter), default)
     return options
+
+
+def accepted(obj: Any, names: Iterable[str], through_kwargs: Iterable[str] = ()) -> set[str]:
+    """Which of ``names`` a call of ``obj`` takes: those its signature names, and, when it has
+    ``**kwargs``, those in ``through_kwargs`` too (what it passes on to a base class)."""
+    parameters = _parameters(obj, repr(obj))
+    named = {p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    taken = set(names) & named
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        taken |= set(names) & set(through_kwargs)
+    return taken
+
+
+def _parameters(obj: Any, what: str) -> list[inspect.Parameter]:
+    try:
+        return list(inspect.signature(obj).parameters.values())
+    except (TypeError, ValueError):
+        raise UsageError(f"{what}: {obj!r} is not callable with a signature") from None
 
 
 def _key_for(parameter: inspect.Parameter) -> Key:

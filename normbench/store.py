@@ -21,6 +21,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -96,10 +97,17 @@ def run_id(cfg: dict) -> str:
     outside = (*EXECUTION_KEYS, *OBSERVATION_KEYS)
     experiment = {k: v for k, v in cfg.items() if k not in outside}
     digest = hashlib.sha256(json.dumps(experiment, sort_keys=True).encode()).hexdigest()[:8]
-    return (
-        f"{cfg['model']['name']}-{cfg['norm']['name']}-{cfg['placement']['name']}-"
-        f"{cfg['precision']['name']}-b{cfg['batch_size']}-s{cfg['seed']}-{digest}"
+    model, norm, placement, precision = (
+        headline(cfg[group]["name"]) for group in ("model", "norm", "placement", "precision")
     )
+    return f"{model}-{norm}-{placement}-{precision}-b{cfg['batch_size']}-s{cfg['seed']}-{digest}"
+
+
+def headline(name: str) -> str:
+    """A choice's name as a run id shows it: an import path by its object's name
+    (mypkg.norms:PowerNorm -> powernorm), lowercase, anything outside [a-z0-9_.] as _ (the hash
+    after it tells apart what this merges)."""
+    return re.sub(r"[^a-z0-9_.]", "_", name.rpartition(":")[2].lower())
 
 
 def plain(text: str) -> str:
@@ -364,7 +372,7 @@ class RunDir:
             return True
         if not self.intact():
             return True
-        if rerun.stale and is_stale(meta):
+        if rerun.stale and is_stale(meta, cfg):
             return True
         return bool(cfg.get("diagnostics")) and not (self.path / "diagnostics.parquet").is_file()
 

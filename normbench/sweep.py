@@ -31,7 +31,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from normbench.config import UsageError, compose, conf_dir, parse_overrides, shown
+from normbench.config import UsageError, compose, conf_dir, config_dirs, parse_overrides, shown
 from normbench.provenance import is_stale
 from normbench.store import FINISHED, Rerun, RunDir, atomic_write, real_directory, run_id
 
@@ -56,12 +56,24 @@ class Sweep:
     combinations: int = 0  # before removing combinations that are the same run
 
 
-def presets() -> list[str]:
-    return sorted(p.stem for p in (conf_dir() / "sweep").glob("*.yaml"))
+def presets() -> dict[str, Path]:
+    """Preset files by name: shipped (conf/sweep) and from the user's config directories (their
+    sweep/ folders); a name defined twice is refused, as for any option."""
+    found = {p.stem: p for p in (conf_dir() / "sweep").glob("*.yaml")}
+    for directory in config_dirs():
+        for path in sorted((directory / "sweep").glob("*.yaml")):
+            if path.stem in found:
+                raise UsageError(
+                    f"sweep preset {path.stem} is defined twice: {found[path.stem]} and {path}; "
+                    "rename one"
+                )
+            found[path.stem] = path
+    return dict(sorted(found.items()))
 
 
 def preset_path(name: str) -> Path:
-    """A shipped preset by name, or a preset file by path (``./grids/mine.yaml``)."""
+    """A preset by name (shipped or in a config directory), or a preset file by path
+    (``./grids/mine.yaml``)."""
     if name.endswith((".yaml", ".yml")) or "/" in name:
         path = Path(name)
         if not path.is_file():
@@ -72,7 +84,7 @@ def preset_path(name: str) -> Path:
             f"sweep preset '{shown(name)[1:-1]}' does not exist; valid: {', '.join(presets())}, "
             "or a path to a preset file (./grids/mine.yaml)"
         )
-    return conf_dir() / "sweep" / f"{name}.yaml"
+    return presets()[name]
 
 
 def load_preset(name: str) -> dict:
@@ -231,7 +243,7 @@ def plan(sweep: Sweep, runs_dir: Path, rerun: Rerun) -> Plan:
         run.check_safe()  # refuse a planted symlink before anything is written
         meta = run.read_meta()
         statuses[job.run_id] = meta.get("status") if meta else None
-        if meta and meta.get("status") in FINISHED and is_stale(meta):
+        if meta and meta.get("status") in FINISHED and is_stale(meta, job.cfg):
             stale.add(job.run_id)
         if run.needs_training(meta, job.cfg, rerun):
             todo.append(job)
@@ -266,7 +278,7 @@ def print_plan(
         run = RunDir(runs_dir, job.run_id)
         meta = run.read_meta()
         status = meta.get("status") if meta else None
-        stale = " (stale)" if status in FINISHED and is_stale(meta) else ""
+        stale = " (stale)" if status in FINISHED and is_stale(meta, job.cfg) else ""
         action = "run again" if status else "run"
         if not run.needs_training(meta, job.cfg, rerun):
             action = "skip"

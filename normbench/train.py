@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from normbench import __version__
-from normbench.config import NORM_KEYS, UsageError
+from normbench.config import UsageError, norm_reads
 from normbench.data import Split, Stream, input_shape, load, unigram_bits
 from normbench.diagnostics import Diagnostics, frozen_buffers
 from normbench.models import build_model, count_parameters
@@ -91,7 +91,7 @@ def run_experiment(
                 previous["status"],
                 previous.get("summary", {}),
                 skipped=True,
-                stale=is_stale(previous),
+                stale=is_stale(previous, cfg),
             )
         kept = Labels(tuple((previous or {}).get("tags") or ()), (previous or {}).get("note"))
         labels = labels or Labels()
@@ -117,7 +117,7 @@ def train_and_record(
         "threads": torch.get_num_threads(),
         "host": socket.gethostname(),
         "command": sys.argv,
-        "code": fingerprint(),
+        "code": fingerprint(cfg),
         "versions": {
             "normbench": __version__,
             "torch": torch.__version__,
@@ -419,7 +419,7 @@ class Trainer:
         """Record this evaluation's diagnostics; batch-dependent norms also get a validation
         pass with batch statistics (train mode), running statistics left untouched."""
         train_mode_acc = None
-        if "ghost_batch" in NORM_KEYS[self.cfg["norm"]["name"]]:
+        if "ghost_batch" in norm_reads(self.cfg["norm"]):
             with frozen_buffers(self.model):
                 train_mode_acc = self.evaluate("val", train_mode=True)[1]
         self.diagnostics.record(step, train_mode_acc, eval_mode_acc)

@@ -50,7 +50,7 @@ def test_every_group_has_the_options_of_the_design():
     assert group_options("placement") == sorted(["pre", "post", "res_post", "sandwich", "deepnorm"])
     assert group_options("model") == ["cnn", "transformer"]
     assert group_options("precision") == ["bf16", "fp16", "fp32"]
-    assert group_options("data") == ["digits", "mnist1d", "pysource", "tokens"]
+    assert group_options("data") == ["arrays", "digits", "mnist1d", "pysource", "tokens"]
 
 
 def test_overrides_are_typed_and_applied():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -20,7 +22,7 @@ from normbench.models import (
     count_parameters,
     standardize,
 )
-from normbench.norms import Norm
+from normbench.norms import Norm, make_norm
 from normbench.train import run_experiment
 
 PLACEMENTS = group_options("placement")
@@ -44,8 +46,7 @@ class Double(torch.nn.Module):
 @pytest.mark.parametrize("placement", PLACEMENTS)
 def test_each_placement_computes_its_equation(placement):
     torch.manual_seed(0)
-    norm = {"name": "layernorm", "options": {}}
-    unit = ResidualUnit(Double(), 4, "tokens", placement, sublayers=6, norm=norm)
+    unit = ResidualUnit(Double(), 4, "tokens", placement, 6, partial(make_norm, "layernorm"))
     x = torch.randn(2, 3, 4)
 
     def N(h):  # noqa: N802
