@@ -737,6 +737,7 @@ def list_choices(config_dir: ConfigDirs = None) -> None:
     each comes from, and what is refused."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from normbench.config import (
         DEVICES,
@@ -760,8 +761,10 @@ def list_choices(config_dir: ConfigDirs = None) -> None:
     for group in GROUPS:
         table = Table(title=f"{group}=", title_justify="left", show_header=False)
         for name, option in choices[group].items():
-            source = "" if option.source == "normbench" else option.source
-            table.add_row(name, describe_option(group, name), source)
+            description = Text(describe_option(group, name))
+            if option.source != "normbench":  # where a plugin comes from, on its own line
+                description.append(f"\nfrom {option.source}", style="dim")
+            table.add_row(name, description)
         if group in PLUGIN_GROUPS:
             table.add_row(
                 "package.module:Object", f"your own {group} by import path (docs/your-own-norm.md)"

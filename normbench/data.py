@@ -388,13 +388,20 @@ def _file_arrays(path: str, size: int, modified_ns: int, where: str) -> UserArra
     if not path.endswith(".npz"):
         raise UsageError(f"{where}: not an .npz file (numpy.savez writes one)")
     raw = Path(path).read_bytes()
+    if not zipfile.is_zipfile(io.BytesIO(raw)):
+        raise UsageError(f"{where}: not an .npz file (numpy.savez writes one)")
+    arrays = {}
     try:
         with np.load(io.BytesIO(raw), allow_pickle=False) as archive:
-            arrays = {name: archive[name] for name in archive.files}
+            for name in archive.files:
+                arrays[name] = archive[name]
     except (zipfile.BadZipFile, EOFError, OSError) as err:
         raise UsageError(f"{where}: not an .npz file ({type(err).__name__})") from None
-    except ValueError as err:  # an object array: it would need pickle
-        raise UsageError(f"{where}: {' '.join(str(err).split())}") from None
+    except ValueError:  # an object array: loading it would unpickle
+        raise UsageError(
+            f"{where}: array {name!r} holds Python objects; normbench loads numbers only "
+            "(never with allow_pickle)"
+        ) from None
     return check_arrays(arrays, hashlib.sha256(raw).hexdigest()[:16], where)
 
 
