@@ -364,15 +364,13 @@ def _plugin_signature(group: str, name: str, target: str) -> dict[str, tuple[Key
 
 
 def plugin_schema(group: str, name: str, target: str) -> dict[str, Key]:
-    own = {
-        f"{group}.{key}": spec for key, (spec, _) in _plugin_signature(group, name, target).items()
-    }
-    shared = {
-        f"{group}.{key}": OPTION_SCHEMA["data"]["arrays"][f"data.{key}"]
-        for key in _shared_section(group)
-        if group == "data"
-    }
-    return {**shared, **own}
+    """A plugin's keys beyond SCHEMA's: its own, and a data plugin's split fractions and
+    content hash (as data=arrays has them)."""
+    own = _plugin_signature(group, name, target)
+    keys = {f"{group}.{key}": spec for key, (spec, _) in own.items()}
+    if group == "data":
+        keys.update({k: v for k, v in OPTION_SCHEMA["data"]["arrays"].items() if k != "data.path"})
+    return keys
 
 
 @functools.cache
@@ -384,8 +382,7 @@ def _shared_section(group: str) -> dict[str, Any]:
     if group == "data":
         arrays = OmegaConf.to_container(OmegaConf.load(conf_dir() / "data" / "arrays.yaml"))
         return {k: v for k, v in arrays.items() if k not in ("name", "path")}
-    section = OmegaConf.to_container(OmegaConf.load(conf_dir() / "config.yaml")).get(group, {})
-    return section
+    return OmegaConf.to_container(OmegaConf.load(conf_dir() / "config.yaml")).get(group, {})
 
 
 def plugin_section(group: str, name: str, target: str) -> dict[str, Any]:

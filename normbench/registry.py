@@ -105,7 +105,9 @@ def signature_keys(obj: Any, fixed: tuple[str, ...], what: str) -> dict[str, tup
     ``fixed`` ones (a norm's num_features and layout; a model builder's cfg, make_norm,
     input_shape and num_classes), each with the Key that checks its values (from its
     annotation, else its default's type) and its default; a parameter without a default is
-    required: its default is REQUIRED. ``**kwargs`` adds nothing: unknown keys stay refused."""
+    required: its default is REQUIRED. A parameter whose default is not a number, a bool, a
+    string or None (a tuple, an object) is no key: the plugin keeps its default. ``**kwargs``
+    adds nothing: unknown keys stay refused."""
     parameters = _parameters(obj, what)
     positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if len(positional) < len(fixed) and not any(p.kind is p.VAR_POSITIONAL for p in parameters):
@@ -114,6 +116,9 @@ def signature_keys(obj: Any, fixed: tuple[str, ...], what: str) -> dict[str, tup
     options = {}
     for parameter in parameters[len(fixed) :]:
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            continue
+        plain = isinstance(parameter.default, (int, float, str, type(None)))
+        if not (plain or parameter.default is parameter.empty):
             continue
         default = REQUIRED if parameter.default is parameter.empty else parameter.default
         options[parameter.name] = (_key_for(parameter), default)

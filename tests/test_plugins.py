@@ -56,6 +56,17 @@ class Scaled(nn.Module):
         return x * self.scale
 
 
+class Sized(nn.Module):
+    """A tuple default is no key: the class keeps it."""
+
+    def __init__(self, num_features, layout, sizes=(1, 2), scale: float = 1.0):
+        super().__init__()
+        self.sizes, self.scale = sizes, scale
+
+    def forward(self, x, mask=None, cond=None):
+        return x * self.scale
+
+
 class Shrinks(nn.Module):
     def __init__(self, num_features, layout):
         super().__init__()
@@ -266,6 +277,11 @@ def test_entry_points_and_config_directories_name_plugins(user, monkeypatch):
         compose(["norm=power3"])
     monkeypatch.setenv(config.CONFIG_PATH_VARIABLE, str(user / "myconf"))
     assert compose(["norm=power3"])["norm"]["p"] == 3.0
+
+
+def test_only_plain_defaults_become_keys(user):
+    norm = compose(["norm=mypkg.norms:Sized", "norm.scale=2"])["norm"]
+    assert norm["scale"] == 2.0 and "sizes" not in norm
 
 
 def test_a_dotted_target_and_an_import_path_are_one_object(user):
