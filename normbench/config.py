@@ -658,7 +658,7 @@ def compose(overrides: Iterable[str] = (), probe: bool = True) -> dict:
             group = key.rpartition(".")[0]
             plugins = ", or an import path package.module:Object" * (group in PLUGIN_GROUPS)
             raise UsageError(
-                f"{override.input_line}: {key} is set by choosing the {group}: "
+                f"{override.input_line}: {key} names the chosen {group}; choose it with "
                 f"{group}=VALUE; valid: {', '.join(group_options(group))}{plugins}"
             )
         if key not in keys:

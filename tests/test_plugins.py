@@ -300,7 +300,7 @@ def test_a_dotted_target_and_an_import_path_are_one_object(user):
         (["norm=mypkg.norms:Nope"], "norm=mypkg.norms:Nope: mypkg.norms has no attribute Nope"),
         (["norm=nopkg.norms:X"], "cannot import nopkg.norms"),
         (["norm=mypkg.norms:NoLayout"], "NoLayout must accept (num_features, layout, ...)"),
-        (["norm=mypkg.norms:PowerNorm", "norm._target_=x:Y"], "set by choosing the norm"),
+        (["norm=mypkg.norms:PowerNorm", "norm._target_=x:Y"], "norm._target_ names the chosen norm"),
         (["model=mlpnet", "model.width=wide"], "model.width='wide' is not valid"),
         (["model=mlpnet", "data=pysource"], "cannot take data=pysource"),
         (["norm=mypkg.norms.PowerNorm"], "or an import path package.module:Object"),
