@@ -300,7 +300,10 @@ def test_a_dotted_target_and_an_import_path_are_one_object(user):
         (["norm=mypkg.norms:Nope"], "norm=mypkg.norms:Nope: mypkg.norms has no attribute Nope"),
         (["norm=nopkg.norms:X"], "cannot import nopkg.norms"),
         (["norm=mypkg.norms:NoLayout"], "NoLayout must accept (num_features, layout, ...)"),
-        (["norm=mypkg.norms:PowerNorm", "norm._target_=x:Y"], "norm._target_ names the chosen norm"),
+        (
+            ["norm=mypkg.norms:PowerNorm", "norm._target_=x:Y"],
+            "norm._target_ names the chosen norm",
+        ),
         (["model=mlpnet", "model.width=wide"], "model.width='wide' is not valid"),
         (["model=mlpnet", "data=pysource"], "cannot take data=pysource"),
         (["norm=mypkg.norms.PowerNorm"], "or an import path package.module:Object"),
@@ -529,6 +532,39 @@ def test_check_norm_passes_a_good_norm_and_fails_the_right_row(user):
     assert config_dir.exit_code == 0, config_dir.output
     unknown = runner.invoke(app, ["check-norm", "mypkg.norms:PowerNorm", "q=1"])
     assert unknown.exit_code == 2 and "unknown key 'norm.q'" in unknown.output
+
+
+PADDING = "padding changes no real output or buffer"
+
+
+@pytest.mark.parametrize(
+    ("broken", "row", "layouts", "also"),
+    [
+        ("LeaksPadding", PADDING, ("tokens",), set()),
+        ("ChangesShape", "output shape and dtype", ("channels", "tokens"), set()),
+        ("NaNGradient", "finite gradients", ("channels", "tokens"), set()),
+        # batch statistics over every token: padding reaches them too
+        (
+            "IgnoresEvalMode",
+            "eval mode: no buffer moves, no batch dependence",
+            ("channels", "tokens"),
+            {PADDING},
+        ),
+    ],
+)
+def test_check_norm_fails_broken_norms_on_their_row(broken, row, layouts, also):
+    result = runner.invoke(
+        app, ["check-norm", f"test_conformance:{broken}"], env={"COLUMNS": "250"}
+    )
+    assert result.exit_code == 1, result.output
+    cells = {}
+    for line in result.output.splitlines():
+        parts = [part.strip() for part in line.split("│")[1:-1]]
+        if len(parts) == 3:
+            cells[parts[0]] = dict(zip(("channels", "tokens"), parts[1:], strict=True))
+    assert all(cells[row][layout].startswith("FAILS") for layout in layouts), cells[row]
+    failing = {name for name, by in cells.items() for cell in by.values() if "FAILS" in cell}
+    assert failing == {row} | also
 
 
 @pytest.mark.parametrize("name", ["batchnorm", "groupnorm", "rmsnorm"])
