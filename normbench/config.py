@@ -107,7 +107,10 @@ class Key:
         elif self.kind is float:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError
-            value = float(value)
+            try:
+                value = float(value)
+            except OverflowError:  # an integer of hundreds of digits
+                raise ValueError from None
             if not math.isfinite(value):  # NaN passes every bound check: refuse it here
                 raise ValueError
         elif not isinstance(value, str) or (self.choices and value not in self.choices):

@@ -74,9 +74,10 @@ def draw(
     runs_dir: Path,
     x: str | None = None,
     progress: Callable[[str], None] | None = None,
+    only: tuple[str, ...] = (),
 ) -> list[list[Drawing]]:
-    """Every figure that applies, per section, as PNG; ``progress`` hears a line before each
-    figure (they take a second or more each)."""
+    """Every figure that applies (or those named in ``only``), per section, as PNG;
+    ``progress`` hears a line before each figure (they take a second or more each)."""
     from matplotlib import rc_context
 
     planned = []
@@ -95,6 +96,7 @@ def draw(
             )
         if section.tables.get("diagnostics") is not None:
             planned.append(("gradient_depth", section, gradient_depth))
+    planned = [plan for plan in planned if not only or plan[0] in only]
     drawings: dict[int, list[Drawing]] = {id(s): [] for s in report.sections}
     with rc_context({"text.parse_math": False}):
         for number, (name, section, build) in enumerate(planned, 1):

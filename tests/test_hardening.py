@@ -28,6 +28,7 @@ def one_line_error(result, *words: str) -> None:
         ("norm.momentum=nan", ("norm.momentum=nan", "a finite number")),
         ("data.val_fraction=nan", ("data.val_fraction=nan", "a finite number")),
         ("seed=4294967296", ("seed=4294967296", "from 0 to 4294967295")),
+        ("norm.eps=" + "9" * 400, ("norm.eps=999", "a finite number")),
         ("seed=" + "9" * 300, ("seed=999", "...", "from 0 to 4294967295")),
         ("model.name=cnn", ("model.name names the chosen model", "model=VALUE")),
         ("data.name=tokens", ("data.name names the chosen data", "data=VALUE")),
