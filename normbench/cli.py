@@ -179,6 +179,9 @@ def sweep(
         if todo:
             with view:
                 runner.launch(todo, view)
+    except UsageError as err:  # the cluster refused the submission: nothing ran
+        sweeps.discard_record(record, folder)
+        raise fail(str(err)) from None
     except KeyboardInterrupt:
         sweeps.finish_record(record, dict(view.counts))
         console.print(

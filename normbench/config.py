@@ -19,8 +19,8 @@ from typing import Any
 GROUPS = ("model", "norm", "placement", "data", "precision")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 # Execution settings: they change where and how fast a run goes, not what it computes, so
-# they are left out of the run id.
-EXECUTION_KEYS = ("device", "threads")
+# they are left out of the run id (dotted: nested keys).
+EXECUTION_KEYS = ("device", "threads", "train.checkpoint_every")
 
 
 class UsageError(Exception):
@@ -132,6 +132,7 @@ SCHEMA: dict[str, Key] = {
     "train.grad_clip": Key(float, minimum=0.0, nullable=True),
     "train.eval_every": _positive(),
     "train.log_every": _positive(),
+    "train.checkpoint_every": _positive(nullable=True),
     "target.metric": Key(str, choices=("val_acc", "val_loss")),
     "target.value": Key(float),
 }
@@ -466,6 +467,18 @@ def flatten(cfg: dict, prefix: str = "") -> dict[str, Any]:
         else:
             flat[dotted] = value
     return flat
+
+
+def experiment(cfg: dict) -> dict:
+    """The config without its execution settings: what a run computes, hashed into its id."""
+    trimmed = json.loads(json.dumps(cfg))
+    for key in EXECUTION_KEYS:
+        *sections, leaf = key.split(".")
+        parent = trimmed
+        for section in sections:
+            parent = parent.get(section, {})
+        parent.pop(leaf, None)
+    return trimmed
 
 
 def validate(cfg: dict, keys: dict[str, Key] | None = None) -> None:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from normbench.config import EXECUTION_KEYS
+from normbench.config import experiment
 
 STATUSES = ("running", "complete", "diverged", "failed", "interrupted")
 FINISHED = ("complete", "diverged")  # results: not run again unless forced
@@ -38,9 +38,8 @@ METRIC_COLUMNS = (
 
 def run_id(cfg: dict) -> str:
     """``transformer-layernorm-pre-fp32-b32-s0-1a2b3c4d``: the headline choices, then a hash of
-    the whole resolved config except execution settings (device, threads)."""
-    experiment = {k: v for k, v in cfg.items() if k not in EXECUTION_KEYS}
-    digest = hashlib.sha256(json.dumps(experiment, sort_keys=True).encode()).hexdigest()[:8]
+    the whole resolved config except execution settings (device, threads, checkpoints)."""
+    digest = hashlib.sha256(json.dumps(experiment(cfg), sort_keys=True).encode()).hexdigest()[:8]
     return (
         f"{cfg['model']['name']}-{cfg['norm']['name']}-{cfg['placement']['name']}-"
         f"{cfg['precision']['name']}-b{cfg['batch_size']}-s{cfg['seed']}-{digest}"

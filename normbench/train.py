@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from normbench import __version__
+from normbench import __version__, checkpoint
 from normbench.config import NORM_KEYS, UsageError
 from normbench.data import Split, input_shape, load
 from normbench.diagnostics import Diagnostics, frozen_buffers
@@ -68,7 +68,8 @@ def run_experiment(
     """Train the run ``cfg`` describes unless a finished one exists; record everything.
 
     A failure is recorded as status ``failed`` (with its error text) and returned, not raised.
-    KeyboardInterrupt marks the run ``interrupted``, keeps its metrics, and propagates.
+    KeyboardInterrupt marks the run ``interrupted``, keeps its metrics, and propagates. A run
+    with a checkpoint resumes from it (``force``: starts afresh).
     """
     device = resolve_device(cfg["device"])
     run = RunDir(runs_dir, run_id(cfg))
@@ -77,11 +78,15 @@ def run_experiment(
         if previous and previous.get("status") in FINISHED and not force:
             summary = previous.get("summary", {})
             return Outcome(run.run_id, run.path, previous["status"], summary, skipped=True)
+        if force:
+            (run.path / checkpoint.FILE_NAME).unlink(missing_ok=True)
         return train_and_record(cfg, run, device, progress)
 
 
 def train_and_record(cfg: dict, run: RunDir, device: torch.device, progress: bool) -> Outcome:
     """Train one run and keep its status, timings and errors in meta.json."""
+    previous = run.read_meta() or {}
+    resuming = (run.path / checkpoint.FILE_NAME).is_file()
     if cfg["threads"]:
         torch.set_num_threads(cfg["threads"])
     meta = {
@@ -102,17 +107,24 @@ def train_and_record(cfg: dict, run: RunDir, device: torch.device, progress: boo
             "numpy": np.__version__,
         },
         "summary": {},
+        # the step each resumption started from, one per resumption from a checkpoint
+        "resumed_from": previous.get("resumed_from", []) if resuming else [],
     }
     try:  # even a Ctrl-C between the two writes leaves no run directory without meta.json
         run.write_config(cfg)
     finally:
         run.write_meta(meta)
-    run.metrics_path.unlink(missing_ok=True)  # a forced re-run starts a fresh log
+    if not resuming:
+        run.metrics_path.unlink(missing_ok=True)  # a forced re-run starts a fresh log
     start = time.perf_counter()
     trainer = Trainer(cfg, device, run, progress)
 
     def finish(status: str, error: str | None = None) -> None:
-        trainer.summary["wall_s"] = round(time.perf_counter() - start, 3)
+        trainer.summary["wall_s"] = round(trainer.wall_s + time.perf_counter() - start, 3)
+        if trainer.resumed_from is not None:
+            meta["resumed_from"].append(trainer.resumed_from)
+        if status in FINISHED:  # a finished run keeps its results, not its training state
+            (run.path / checkpoint.FILE_NAME).unlink(missing_ok=True)
         meta.update(
             status=status,
             first_step=trainer.first_step,
@@ -143,6 +155,8 @@ class Trainer:
         self.summary: dict = {}
         self.train_s = 0.0  # training time, evaluation excluded
         self.first_step: str | None = None  # wall-clock end of the first step, to the ms
+        self.wall_s = 0.0  # wall time of earlier attempts, up to the checkpoint resumed from
+        self.resumed_from: int | None = None  # the checkpoint's step, when this run resumed
 
     # ---------------------------------------------------------------------------- set-up
     def setup(self) -> None:
@@ -208,14 +222,11 @@ class Trainer:
     # ------------------------------------------------------------------------------ loop
     def batches(self):
         """Endless shuffled training batches; each epoch is a fresh permutation from the seed."""
-        data, size = self.tensors["train"], self.cfg["batch_size"]
-        generator = torch.Generator().manual_seed(self.cfg["seed"])
+        data = self.tensors["train"]
         while True:
-            order = torch.randperm(len(self.data.train), generator=generator).to(self.device)
-            for i in range(self.steps_per_epoch):
-                idx = order[i * size : (i + 1) * size]
-                mask = None if data["mask"] is None else data["mask"][idx]
-                yield data["x"][idx], data["y"][idx], mask
+            idx = self.data_order.next()
+            mask = None if data["mask"] is None else data["mask"][idx]
+            yield data["x"][idx], data["y"][idx], mask
 
     def fit(self) -> str:
         """Train to the budget. Returns the status: ``complete`` or ``diverged``."""
@@ -223,15 +234,29 @@ class Trainer:
         train = self.cfg["train"]
         window = Window(self.device)
         self.summary = {"steps": 0, "steps_to_target": None, "time_to_target_s": None}
+        self.data_order = DataOrder(
+            len(self.data.train), self.cfg["batch_size"], self.cfg["seed"], self.device
+        )
         batches = self.batches()
+        first = self.resume(window)
         self.model.train()
         try:
             with self.progress_bar() as progress:
                 task = progress.add_task(
-                    self.run.run_id, total=self.total_steps, loss="-", val="-", speed="-"
+                    self.run.run_id,
+                    total=self.total_steps,
+                    completed=first,
+                    loss="-",
+                    val="-",
+                    speed="-",
                 )
                 tick = time.perf_counter()
-                for step in range(1, self.total_steps + 1):
+                for step in range(first + 1, self.total_steps + 1):
+                    if checkpoint.stop_requested():  # the job is about to end: save, stop
+                        self.save_checkpoint(step - 1, window, tick)
+                        raise checkpoint.StopRequested
+                    if self.checkpoint_due(step - 1) and step - 1 > first:
+                        tick = self.save_checkpoint(step - 1, window, tick)
                     x, y, mask = next(batches)
                     evaluate = step % train["eval_every"] == 0 or step == self.total_steps
                     log = evaluate or step % train["log_every"] == 0
@@ -392,6 +417,62 @@ class Trainer:
         total = sum(w * row["train_loss"] for w, row in zip(steps, self.rows, strict=True))
         return total / self.rows[-1]["step"]
 
+    # ----------------------------------------------------------------------- checkpoints
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.run.path / checkpoint.FILE_NAME
+
+    def checkpoint_due(self, step: int) -> bool:
+        every = self.cfg["train"]["checkpoint_every"]
+        return bool(every) and step % every == 0
+
+    def save_checkpoint(self, step: int, window: Window, tick: float) -> float:
+        """Save everything the steps after ``step`` depend on. Returns ``tick`` moved on by
+        the time the save took, so that saving is not counted as training time."""
+        started = time.perf_counter()
+        checkpoint.save(
+            self.checkpoint_path,
+            {
+                "step": step,
+                "model": self.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+                "scaler": self.scaler.state_dict(),
+                "rng": checkpoint.rng_state(self.device),
+                "data_order": self.data_order.state_dict(),
+                "window": window.state_dict(),
+                "rows": self.rows,
+                "diagnostics": self.diagnostics.rows if self.diagnostics else [],
+                "summary": self.summary,
+                "train_s": self.train_s + (started - tick),
+                "wall_s": self.wall_s + (started - self.started),
+                "first_step": self.first_step,
+            },
+        )
+        return tick + time.perf_counter() - started
+
+    def resume(self, window: Window) -> int:
+        """Load the run's checkpoint if it has one; returns the step to continue after."""
+        self.started = time.perf_counter()
+        state = checkpoint.load(self.checkpoint_path)
+        if state is None:
+            return 0
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.scaler.load_state_dict(state["scaler"])
+        checkpoint.set_rng_state(state["rng"], self.device)
+        self.data_order.load_state_dict(state["data_order"])
+        window.load_state_dict(state["window"])
+        self.rows = state["rows"]
+        if self.diagnostics is not None:
+            self.diagnostics.rows = state["diagnostics"]
+        self.summary = state["summary"]
+        self.train_s, self.wall_s = state["train_s"], state["wall_s"]
+        self.first_step = state["first_step"]
+        self.resumed_from = state["step"]
+        return state["step"]
+
     def progress_bar(self) -> Progress:
         return Progress(
             TextColumn("[bold]{task.description}"),
@@ -404,6 +485,43 @@ class Trainer:
             console=Console(stderr=True),
             disable=not self.show_progress,
         )
+
+
+class DataOrder:
+    """Which training samples each step takes: every epoch a fresh permutation, drawn from a
+    generator seeded with the run's seed. Its state (the generator as it was before this
+    epoch's draw, and the steps taken in this epoch) goes into a checkpoint."""
+
+    def __init__(self, samples: int, batch_size: int, seed: int, device: torch.device):
+        self.samples, self.batch_size, self.device = samples, batch_size, device
+        self.steps_per_epoch = samples // batch_size
+        self.generator = torch.Generator().manual_seed(seed)
+        self.epoch_start: torch.Tensor | None = None  # generator state before this epoch
+        self.order: torch.Tensor | None = None
+        self.position = 0  # steps taken in this epoch
+
+    def next(self) -> torch.Tensor:
+        """The indices of the next batch."""
+        if self.order is None or self.position == self.steps_per_epoch:
+            self.draw()
+        start = self.position * self.batch_size
+        self.position += 1
+        return self.order[start : start + self.batch_size]
+
+    def draw(self) -> None:
+        self.epoch_start = self.generator.get_state()
+        self.order = torch.randperm(self.samples, generator=self.generator).to(self.device)
+        self.position = 0
+
+    def state_dict(self) -> dict:
+        return {"epoch_start": self.epoch_start, "position": self.position}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state["epoch_start"] is None:  # saved before the first step
+            return
+        self.generator.set_state(state["epoch_start"])
+        self.draw()
+        self.position = state["position"]
 
 
 class Window:
@@ -420,6 +538,19 @@ class Window:
         self.correct += (logits.detach().argmax(-1) == y).sum()
         self.samples += len(y)
         self.steps += 1
+
+    def state_dict(self) -> dict:
+        return {
+            "loss": self.loss,
+            "correct": self.correct,
+            "samples": self.samples,
+            "steps": self.steps,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.loss.copy_(state["loss"])
+        self.correct.copy_(state["correct"])
+        self.samples, self.steps = state["samples"], state["steps"]
 
     def read(self) -> tuple[float, float]:
         """(mean loss, accuracy) since the last read, then start a new window."""

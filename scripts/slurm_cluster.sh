@@ -130,6 +130,8 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
+# A requeued job waits cred_expire + 1 s before it may start again (default 120 s).
+AuthInfo=cred_expire=10
 StateSaveLocation=$SLURM/state
 SlurmdSpoolDir=$SLURM/spool
 SlurmctldPidFile=$SLURM/slurmctld.pid
