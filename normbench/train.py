@@ -92,7 +92,7 @@ def train_and_record(cfg: dict, run: RunDir, device: torch.device, progress: boo
     meta = {
         "run_id": run.run_id,
         "status": "running",
-        "started": now(),
+        "started": previous.get("started", now()) if resuming else now(),
         "first_step": None,  # when training began: the end of set-up (data, model, optimiser)
         "finished": None,
         "error": None,
