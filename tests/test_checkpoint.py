@@ -102,9 +102,9 @@ def test_a_stop_request_saves_the_state_at_a_step_boundary_and_stops(tmp_path):
     pd.testing.assert_frame_equal(metrics(whole.path), metrics(run.path))
 
 
-def normbench_run(runs: Path, overrides: list[str], *flags: str) -> subprocess.Popen:
+def normbench_run(runs: Path, overrides: list[str]) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "normbench", "run", "-q", *overrides, "--runs-dir", str(runs), *flags],
+        [sys.executable, "-m", "normbench", "run", "-q", *overrides, "--runs-dir", str(runs)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
