@@ -151,6 +151,17 @@ def record_failure_before_training(cfg: dict, runs_dir: Path | str, error: str, 
         run.write_meta(meta)
 
 
+def note_interruption(cfg: dict, runs_dir: Path | str, reason: str) -> dict[str, Any]:
+    """Say in meta.json why a run that stopped on a signal was interrupted; its result."""
+    from normbench.store import run_id
+
+    run = RunDir(runs_dir, run_id(cfg))
+    meta = run.read_meta() or {}
+    if meta.get("status") == "interrupted":
+        run.write_meta({**meta, "error": reason})
+    return {"status": "interrupted", "error": reason, "summary": meta.get("summary", {})}
+
+
 class RunJob:
     """The callable submitit ships to a node: trains one run and returns how it ended.
 
@@ -175,13 +186,13 @@ class RunJob:
         try:
             outcome = run_experiment(cfg, runs_dir, force=force, progress=False)
         except checkpoint.StopRequested:
+            reason = "stopped by SIGTERM (cancelled or preempted)"
             if warned and callable(requeue):
                 try:
                     requeue(warning, None)  # exits this process when the job is requeued
                 except submitit.core.utils.UncompletedJobError as err:
-                    return {"status": "interrupted", "error": str(err), "summary": {}}
-            reason = "time limit or preemption" if warned else "SIGTERM (cancelled?)"
-            return {"status": "interrupted", "error": f"stopped by {reason}", "summary": {}}
+                    reason = f"time limit or preemption: {err}"
+            return note_interruption(cfg, runs_dir, reason)
         except Exception as exc:  # failed before training began: record the real error
             error = f"{type(exc).__name__}: {exc}"
             record_failure_before_training(cfg, runs_dir, error, traceback.format_exc())
