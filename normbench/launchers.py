@@ -482,7 +482,7 @@ class SubmititLauncher:
                 view.done(job.run_id, **handle.result())
                 return
             except Exception as exc:  # the job crashed outside the run (killed, out of memory)
-                status, error = "failed", self.crash_reason(handle, exc)
+                status, error = self.crash_reason(handle, exc)
         else:
             status, error = self.lost_reason(handle)
         view.done(job.run_id, *record_lost_run(self.runs_dir, job, status, error))
@@ -496,11 +496,14 @@ class SubmititLauncher:
         log = handle.paths.stderr
         return "failed", f"job {handle.job_id} ended {state} without a result; see {log}"
 
-    def crash_reason(self, handle, exc: Exception) -> str:
-        """The error line of a crashed job's traceback, not submitit's log-path footer."""
+    def crash_reason(self, handle, exc: Exception) -> tuple[str, str]:
+        """The error line of a crashed job's traceback, not submitit's log-path footer; a
+        time-limit warning that came before the run started and could not requeue the job
+        is an interruption."""
         lines = [line for line in str(exc).splitlines() if line.strip()]
         trace = [line for line in lines if not line.startswith(("  ", "---", "You can check"))]
-        return f"{trace[-1].strip() if trace else repr(exc)} (log: {handle.paths.stderr})"
+        error = f"{trace[-1].strip() if trace else repr(exc)} (log: {handle.paths.stderr})"
+        return ("interrupted" if "Job not requeued because" in error else "failed"), error
 
     def cancel(self, active: dict, view: View) -> None:
         """Ctrl-C or SIGTERM: cancel every job still queued or running (one scancel per array);

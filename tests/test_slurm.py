@@ -253,7 +253,7 @@ def test_a_time_limit_warning_checkpoints_requeues_and_the_run_completes(tmp_pat
     so that the test does not wait for a limit): the run saves a checkpoint, submitit requeues
     the job, the job resumes the run, and its metrics equal an uninterrupted run's."""
     runs = tmp_path / "runs"
-    overrides = [*QUICK, "train.max_steps=400", "train.eval_every=50"]
+    overrides = [*QUICK, "train.max_steps=200", "train.eval_every=50"]
     proc = start_sweep(runs, *overrides, *SLURM)
     wait_until(lambda: training(runs) == 1, "the run to train")
     (job,) = job_ids(runs)
@@ -265,7 +265,7 @@ def test_a_time_limit_warning_checkpoints_requeues_and_the_run_completes(tmp_pat
     whole = run_experiment(cfg, tmp_path / "whole", progress=False)
     (meta,) = metas(runs).values()
     assert meta["status"] == "complete" and len(meta["resumed_from"]) == 1
-    assert 0 < meta["resumed_from"][0] < 400
+    assert 0 < meta["resumed_from"][0] < 200
     pd.testing.assert_frame_equal(
         pd.read_parquet(whole.path / "metrics.parquet").drop(columns="elapsed_s"),
         pd.read_parquet(runs / run_id(cfg) / "metrics.parquet").drop(columns="elapsed_s"),
@@ -278,10 +278,11 @@ def squeue_state(job: str) -> str:
 
 
 def test_a_real_time_limit_without_requeues_left_ends_interrupted_not_failed(tmp_path):
-    """time_min=1 and a 45 s warning: SLURM signals the job 15 s in; with no requeue left the
-    run saves a checkpoint and ends interrupted, and the same command would resume it."""
+    """time_min=2 and a 75 s warning: SLURM signals the job 15 to 45 s in (it checks time
+    limits every 30 s and warns early rather than late); with no requeue left the run saves a
+    checkpoint and ends interrupted, and the same command would resume it."""
     runs = tmp_path / "runs"
-    limits = ["launcher.time_min=1", "launcher.signal_delay_s=45", "launcher.timeout_requeues=0"]
+    limits = ["launcher.time_min=2", "launcher.signal_delay_s=75", "launcher.timeout_requeues=0"]
     result = sweep(runs, *QUICK, "train.max_steps=100000", *SLURM, *limits)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "interrupted cnn-" in result.stdout and "timed-out too many times" in result.stdout
