@@ -156,6 +156,7 @@ class Trainer:
         self.train_s = 0.0  # training time, evaluation excluded
         self.first_step: str | None = None  # wall-clock end of the first step, to the ms
         self.wall_s = 0.0  # wall time of earlier attempts, up to the checkpoint resumed from
+        self.attempt_start = time.perf_counter()  # this attempt's share of wall_s starts here
         self.resumed_from: int | None = None  # the checkpoint's step, when this run resumed
 
     # ---------------------------------------------------------------------------- set-up
@@ -445,7 +446,7 @@ class Trainer:
                 "diagnostics": self.diagnostics.rows if self.diagnostics else [],
                 "summary": self.summary,
                 "train_s": self.train_s + (started - tick),
-                "wall_s": self.wall_s + (started - self.started),
+                "wall_s": self.wall_s + (started - self.attempt_start),
                 "first_step": self.first_step,
             },
         )
@@ -453,7 +454,6 @@ class Trainer:
 
     def resume(self, window: Window) -> int:
         """Load the run's checkpoint if it has one; returns the step to continue after."""
-        self.started = time.perf_counter()
         state = checkpoint.load(self.checkpoint_path)
         if state is None:
             return 0
