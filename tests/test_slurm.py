@@ -141,7 +141,7 @@ def frames(output: str) -> list[tuple[int, int, int, int]]:
 
 def test_a_sweep_runs_on_slurm_and_a_rerun_trains_nothing(tmp_path):
     """Also: a relative --runs-dir reaches jobs that start elsewhere (sbatch --chdir)."""
-    args = [*QUICK, "norm=batchnorm,layernorm,rmsnorm", *SLURM, "--name", "quick"]
+    args = [*QUICK, "norm=batchnorm,layernorm", *SLURM, "--name", "quick"]
     terminal = {**os.environ, "TTY_COMPATIBLE": "1", "COLUMNS": "200", "TERM": "xterm"}
     first = subprocess.run(
         [sys.executable, "-m", "normbench", "sweep", *args, "launcher.additional={chdir:/}"]
@@ -154,12 +154,12 @@ def test_a_sweep_runs_on_slurm_and_a_rerun_trains_nothing(tmp_path):
     )
     assert first.returncode == 0, first.stdout + first.stderr
     runs = tmp_path / "runs"
-    assert statuses(runs) == ["complete"] * 3
-    # The live view: queued runs count as pending, at most two run at once on two cores,
-    # and the clock moves while nothing has finished.
+    assert statuses(runs) == ["complete"] * 2
+    # The live view: queued runs count as pending until they run, and the clock moves while
+    # nothing has finished.
     shown = frames(first.stdout)
-    assert any(pending >= 1 and running == 2 for _, pending, running, _ in shown), shown
-    assert all(pending + running <= 3 for _, pending, running, _ in shown)
+    assert any(pending == 2 and running == 0 for _, pending, running, _ in shown), shown
+    assert any(pending == 0 and running == 2 for _, pending, running, _ in shown), shown
     assert len({elapsed for done, _, _, elapsed in shown if done == 0}) >= 3, shown
     report = subprocess.run(
         [sys.executable, "-m", "normbench", "report", "--sweep", "quick", "--format", "csv"]
@@ -168,10 +168,10 @@ def test_a_sweep_runs_on_slurm_and_a_rerun_trains_nothing(tmp_path):
         text=True,
     )
     assert report.returncode == 0, report.stderr
-    assert all(norm in report.stdout for norm in ("batchnorm", "layernorm", "rmsnorm"))
+    assert "batchnorm" in report.stdout and "layernorm" in report.stdout
     before = metas(runs)
     again = sweep(runs, *args)
-    assert again.returncode == 0 and "3 runs: 3 complete; 0 to run" in again.stdout
+    assert again.returncode == 0 and "2 runs: 2 complete; 0 to run" in again.stdout
     assert metas(runs) == before and len(job_ids(runs)) == 1  # nothing submitted
 
 
@@ -187,16 +187,18 @@ def test_a_refused_submission_is_one_line_exit_2_and_leaves_nothing(tmp_path):
 
 def test_failed_runs_are_recorded_with_their_real_error(tmp_path):
     runs = tmp_path / "runs"
-    # BatchNorm over one sample with one token fails in training; LayerNorm trains.
+    # BatchNorm over one sample with one token fails in training; LayerNorm trains. At the
+    # same time, device=cuda on a node without a GPU fails before training begins.
     failing = ["model.patch_size=40", "batch_size=1", "model.heads=2", "norm=batchnorm,layernorm"]
-    result = sweep(runs, *QUICK, "model=transformer", *failing, *SLURM)
-    assert result.returncode == 1, result.stdout + result.stderr
-    assert "Expected more than 1 value per channel" in result.stdout
-    # device=cuda on a node without a GPU fails before training begins.
-    result = sweep(runs, *QUICK, "device=cuda", *SLURM)
-    assert result.returncode == 1, result.stdout + result.stderr
+    in_training = start_sweep(runs, *QUICK, "model=transformer", *failing, *SLURM)
+    before_training = sweep(runs, *QUICK, "device=cuda", *SLURM)
+    out, _ = in_training.communicate(timeout=300)
+    assert in_training.returncode == 1, out
+    assert "Expected more than 1 value per channel" in out
+    assert before_training.returncode == 1, before_training.stdout + before_training.stderr
     refused = "UsageError: device=cuda is not available on this machine"
-    assert "failed cnn-layernorm-pre-fp32-b32-s0-" in result.stdout and refused in result.stdout
+    assert "failed cnn-layernorm-pre-fp32-b32-s0-" in before_training.stdout
+    assert refused in before_training.stdout
     runs_by_model = {"-".join(name.split("-")[:2]): meta for name, meta in metas(runs).items()}
     assert runs_by_model["transformer-layernorm"]["status"] == "complete"
     failed = runs_by_model["transformer-batchnorm"]
