@@ -181,17 +181,24 @@ class RunJob:
         warning = signal.Signals[f"SIG{submitit.JobEnvironment.USR_SIG}"]
         requeue = signal.getsignal(warning)  # submitit's: checkpoint, requeue, exit
         warned = []
-        signal.signal(warning, lambda *_: (warned.append(True), checkpoint.request_stop()))
+
+        def on_warning(signum, frame) -> None:
+            warned.append(signum)
+            checkpoint.request_stop()
+
+        signal.signal(warning, on_warning)
         signal.signal(signal.SIGTERM, checkpoint.request_stop)
         try:
             outcome = run_experiment(cfg, runs_dir, force=force, progress=False)
         except checkpoint.StopRequested:
-            reason = "stopped by SIGTERM (cancelled or preempted)"
-            if warned and callable(requeue):
+            if not warned:
+                return note_interruption(cfg, runs_dir, "stopped by SIGTERM (cancelled?)")
+            reason = "time limit or preemption"
+            if callable(requeue):
                 try:
                     requeue(warning, None)  # exits this process when the job is requeued
                 except submitit.core.utils.UncompletedJobError as err:
-                    reason = f"time limit or preemption: {err}"
+                    reason += f": {err}"
             return note_interruption(cfg, runs_dir, reason)
         except Exception as exc:  # failed before training began: record the real error
             error = f"{type(exc).__name__}: {exc}"
