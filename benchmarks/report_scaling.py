@@ -21,9 +21,10 @@ from pathlib import Path
 import numpy as np
 from omegaconf import OmegaConf
 
+from normbench.catalog import INDEX, load_runs
 from normbench.config import compose, group_options
-from normbench.report import INDEX, build, load_runs
 from normbench.store import run_id
+from normbench.tables import build
 
 
 def generate(runs: Path, count: int) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,9 @@ DEVICES = ("auto", "cpu", "cuda", "mps")
 # Execution settings: they change where and how fast a run goes, not what it computes, so
 # they are left out of the run id (dotted: nested keys).
 EXECUTION_KEYS = ("device", "threads", "train.checkpoint_every")
+# Observations: what a run records about itself beyond its metrics. Asking for them does not
+# make another experiment (a finished run without them is trained again to record them).
+OBSERVATION_KEYS = ("diagnostics",)
 
 
 class UsageError(Exception):
@@ -52,6 +56,12 @@ def describe_option(group: str, option: str) -> str:
     return " ".join(lines)
 
 
+def shown(value: Any, limit: int = 40) -> str:
+    """A value as an error message shows it: its repr, cut to ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 # ---------------------------------------------------------------------------------- schema
 @dataclass(frozen=True)
 class Key:
@@ -66,12 +76,19 @@ class Key:
     def describe(self) -> str:
         if self.choices:
             return ", ".join(self.choices)
-        text = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+        text = {
+            int: "an integer",
+            float: "a finite number",
+            bool: "true or false",
+            str: "a string",
+        }
         bounds = ""
-        if self.minimum is not None:
-            bounds += f" >= {self.minimum}"
-        if self.maximum is not None:
-            bounds += f" <= {self.maximum}"
+        if self.minimum is not None and self.maximum is not None:
+            bounds = f" from {self.minimum} to {self.maximum}"
+        elif self.minimum is not None:
+            bounds = f" >= {self.minimum}"
+        elif self.maximum is not None:
+            bounds = f" <= {self.maximum}"
         return text[self.kind] + bounds + (" or null" if self.nullable else "")
 
     def check(self, value: Any) -> Any:
@@ -90,6 +107,8 @@ class Key:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError
             value = float(value)
+            if not math.isfinite(value):  # NaN passes every bound check: refuse it here
+                raise ValueError
         elif not isinstance(value, str) or (self.choices and value not in self.choices):
             raise ValueError
         if self.minimum is not None and value < self.minimum:
@@ -109,7 +128,7 @@ def _fraction() -> Key:
 
 SCHEMA: dict[str, Key] = {
     "batch_size": _positive(),
-    "seed": Key(int, minimum=0),
+    "seed": Key(int, minimum=0, maximum=2**32 - 1),  # numpy's and torch's seed range
     "device": Key(str, choices=DEVICES),
     "threads": _positive(nullable=True),
     "diagnostics": Key(bool),
@@ -359,6 +378,12 @@ def compose(overrides: Iterable[str] = ()) -> dict:
                 f"'{override.input_line}': keys can only be set (key=value), "
                 "not added (+) or deleted (~)"
             )
+        if key.endswith(".name") and key.removesuffix(".name") in GROUPS:
+            group = key.removesuffix(".name")
+            raise UsageError(
+                f"{override.input_line}: {key} names the chosen {group}; choose it with "
+                f"{group}=VALUE; valid: {', '.join(group_options(group))}"
+            )
         if key not in keys:
             group = key.split(".")[0]
             owners = [
@@ -470,9 +495,10 @@ def flatten(cfg: dict, prefix: str = "") -> dict[str, Any]:
 
 
 def experiment(cfg: dict) -> dict:
-    """The config without its execution settings: what a run computes, hashed into its id."""
+    """The config without its execution settings and observations: what a run computes,
+    hashed into its id."""
     trimmed = json.loads(json.dumps(cfg))
-    for key in EXECUTION_KEYS:
+    for key in (*EXECUTION_KEYS, *OBSERVATION_KEYS):
         *sections, leaf = key.split(".")
         parent = trimmed
         for section in sections:
@@ -496,7 +522,7 @@ def validate(cfg: dict, keys: dict[str, Key] | None = None) -> None:
             value = spec.check(flat[key])
         except ValueError:
             raise UsageError(
-                f"{key}={flat[key]!r} is not valid; valid: {spec.describe()}"
+                f"{key}={shown(flat[key])} is not valid; valid: {spec.describe()}"
             ) from None
         section, _, leaf = key.rpartition(".")
         (cfg[section] if section else cfg)[leaf] = value

@@ -1,10 +1,18 @@
-"""Why a norm or placement behaves as it does: per residual unit, at every evaluation, the
-gradient norm of the sublayer's weights and the statistics of the activations entering and
-leaving its norm; for BatchNorm and SwitchNorm the gap between batch statistics (train mode)
-and running statistics (eval mode) on the validation set; for SwitchNorm its mixing weights.
+"""Why a norm or placement behaves as it does: per residual unit, at every evaluation and at
+step 0 (the first batch's forward and backward, before the first update: the model at
+initialisation), the gradient norm of the sublayer's weights and the statistics of the
+activations entering and leaving its norm; for BatchNorm and SwitchNorm the gap between batch
+statistics (train mode) and running statistics (eval mode) on the validation set; for
+SwitchNorm its mixing weights.
 
 Cheap when on (`diagnostics=true`): hooks live only during the one training step of each
-evaluation, and the extra train-mode validation pass runs only for batch-dependent norms.
+evaluation (and the first), and the extra train-mode validation pass runs only for
+batch-dependent norms. Nothing here draws random numbers or changes a parameter or buffer, so a
+diagnosed run trains exactly as an undiagnosed one.
+
+Sublayer types differ by construction (an attention unit's gradient norm is not an MLP's), so
+depth profiles compare units of one type: normbench.tables' ``by_sublayer`` and
+``last_over_first``.
 """
 
 from __future__ import annotations
@@ -71,7 +79,8 @@ class Diagnostics:
     @contextlib.contextmanager
     def watch_norms(self) -> Iterator[None]:
         """For the next forward pass, record mean and std entering and leaving each unit's
-        (first) norm."""
+        (first) norm (kept until the next watch)."""
+        self.activations.clear()
 
         def hook(index: int):
             def record(module, inputs, output):
@@ -113,7 +122,6 @@ class Diagnostics:
                 for name, value in zip(("in", "ln", "bn"), values, strict=True):
                     row[f"{prefix}_{name}"] = value
             self.rows.append(row)
-        self.activations.clear()
 
     def write(self) -> None:
         import pyarrow as pa

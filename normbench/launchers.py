@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from normbench.config import Key, UsageError, conf_dir
-from normbench.store import FINISHED, RunDir
+from normbench.store import FINISHED, Rerun, RunDir
 from normbench.sweep import Job
 
 LAUNCHERS = ("local", "slurm", "submitit_local")
@@ -172,7 +172,7 @@ class RunJob:
     stops, without a requeue: the run ends ``interrupted`` and resumes when run again.
     """
 
-    def __call__(self, cfg: dict, runs_dir: str, force: bool) -> dict[str, Any]:
+    def __call__(self, cfg: dict, runs_dir: str, rerun: Rerun) -> dict[str, Any]:
         import submitit
 
         from normbench import checkpoint
@@ -189,7 +189,7 @@ class RunJob:
         signal.signal(warning, on_warning)
         signal.signal(signal.SIGTERM, checkpoint.request_stop)
         try:
-            outcome = run_experiment(cfg, runs_dir, force=force, progress=False)
+            outcome = run_experiment(cfg, runs_dir, rerun, progress=False)
         except checkpoint.StopRequested:
             if not warned:
                 return note_interruption(cfg, runs_dir, "stopped by SIGTERM (cancelled?)")
@@ -211,12 +211,12 @@ class RunJob:
             "skipped": outcome.skipped,
         }
 
-    def checkpoint(self, cfg: dict, runs_dir: str, force: bool):
+    def checkpoint(self, cfg: dict, runs_dir: str, rerun: Rerun):
         """What the requeued job runs: the same run, never forced, so that it resumes from
         the checkpoint just saved."""
         import submitit
 
-        return submitit.helpers.DelayedSubmission(self, cfg, runs_dir, False)
+        return submitit.helpers.DelayedSubmission(self, cfg, runs_dir, Rerun())
 
 
 # ------------------------------------------------------------------------ local workers
@@ -227,7 +227,7 @@ class Worker:
     job: Job | None = None
 
 
-def worker_loop(index: int, inbox, events, runs_dir: str, force: bool, threads: int) -> None:
+def worker_loop(index: int, inbox, events, runs_dir: str, rerun: Rerun, threads: int) -> None:
     """A worker process: import torch once, then train run after run until told to stop."""
     parent = os.getppid()
     signal.signal(signal.SIGTERM, raise_interrupt)
@@ -251,7 +251,7 @@ def worker_loop(index: int, inbox, events, runs_dir: str, force: bool, threads: 
                 return
             events.put(("started", index, job.run_id))
             try:
-                outcome = run_experiment(job.cfg, runs_dir, force=force, progress=False)
+                outcome = run_experiment(job.cfg, runs_dir, rerun, progress=False)
                 result = (outcome.status, outcome.error, outcome.summary, outcome.skipped)
             except Exception as exc:  # before training, e.g. a device this worker cannot see
                 error = f"{type(exc).__name__}: {exc}"
@@ -269,9 +269,9 @@ class LocalLauncher:
     dies (out of memory, kill -9) has its run recorded as failed and is replaced.
     """
 
-    def __init__(self, jobs: int | None, runs_dir: Path, force: bool):
+    def __init__(self, jobs: int | None, runs_dir: Path, rerun: Rerun):
         self.jobs = jobs or cores()
-        self.runs_dir, self.force = runs_dir, force
+        self.runs_dir, self.rerun = runs_dir, rerun
         self.threads = max(1, cores() // self.jobs)
 
     def parallelism(self, n_jobs: int) -> int:
@@ -287,7 +287,7 @@ class LocalLauncher:
         def start_worker() -> None:
             nonlocal next_index
             inbox = context.Queue()
-            args = (next_index, inbox, events, str(self.runs_dir), self.force, self.threads)
+            args = (next_index, inbox, events, str(self.runs_dir), self.rerun, self.threads)
             process = context.Process(target=worker_loop, args=args, daemon=True)
             process.start()
             workers[next_index] = Worker(process, inbox)
@@ -403,10 +403,10 @@ class SubmititLauncher:
     """submitit's executor: one SLURM array job, or (``submitit_local``) the same submission
     path run on this machine, ``array_parallelism`` runs at a time."""
 
-    def __init__(self, settings: dict[str, Any], runs_dir: Path, force: bool, folder: Path):
+    def __init__(self, settings: dict[str, Any], runs_dir: Path, rerun: Rerun, folder: Path):
         # Absolute: a job may start in another directory (sbatch --chdir, another node's home).
         self.runs_dir, self.folder = Path(runs_dir).resolve(), Path(folder).resolve()
-        self.settings, self.force = settings, force
+        self.settings, self.rerun = settings, rerun
         self.cluster = "slurm" if settings["name"] == "slurm" else "local"
 
     def parallelism(self, n_jobs: int) -> int:
@@ -467,7 +467,7 @@ class SubmititLauncher:
                     RunJob(),
                     [cfgs[job.run_id] for job in batch],
                     [str(self.runs_dir)] * len(batch),
-                    [self.force] * len(batch),
+                    [self.rerun] * len(batch),
                 )
         except (submitit.core.utils.FailedJobError, subprocess.CalledProcessError) as err:
             lines = [line.strip() for line in str(err).splitlines() if line.strip()]
@@ -527,8 +527,13 @@ class SubmititLauncher:
 
 
 def make_launcher(
-    name: str, settings: dict[str, Any], jobs: int | None, runs_dir: Path, force: bool, folder: Path
+    name: str,
+    settings: dict[str, Any],
+    jobs: int | None,
+    runs_dir: Path,
+    rerun: Rerun,
+    folder: Path,
 ):
     if name == "local":
-        return LocalLauncher(jobs or settings.get("jobs"), runs_dir, force)
-    return SubmititLauncher(settings, runs_dir, force, folder)
+        return LocalLauncher(jobs or settings.get("jobs"), runs_dir, rerun)
+    return SubmititLauncher(settings, runs_dir, rerun, folder)

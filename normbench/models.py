@@ -67,10 +67,14 @@ class Attention(nn.Module):
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
         return self.proj(y.transpose(1, 2).reshape(n, t, d))
 
-    def deepnorm_weights(self) -> list[Tensor]:
-        """DeepNet scales the value and output projections, not queries and keys."""
-        width = self.proj.weight.shape[0]
-        return [self.qkv.weight[2 * width :], self.proj.weight]
+    @torch.no_grad()
+    def deepnorm_init(self, beta: float) -> None:
+        """DeepNet's initialisation: Xavier-normal, gain beta for values and the output
+        projection, gain 1 for queries and keys; each of q, k, v is its own width x width
+        matrix (the fused qkv weight's fan-out is not theirs). Biases keep PyTorch's."""
+        for part, gain in zip(self.qkv.weight.chunk(3), (1.0, 1.0, beta), strict=True):
+            nn.init.xavier_normal_(part, gain=gain)
+        nn.init.xavier_normal_(self.proj.weight, gain=beta)
 
 
 class MLP(nn.Module):
@@ -82,8 +86,11 @@ class MLP(nn.Module):
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         return self.fc2(F.gelu(self.fc1(x)))
 
-    def deepnorm_weights(self) -> list[Tensor]:
-        return [self.fc1.weight, self.fc2.weight]
+    @torch.no_grad()
+    def deepnorm_init(self, beta: float) -> None:
+        """DeepNet's FFN initialisation: both weights Xavier-normal with gain beta."""
+        for layer in (self.fc1, self.fc2):
+            nn.init.xavier_normal_(layer.weight, gain=beta)
 
 
 class ConvBlock(nn.Module):
@@ -97,16 +104,44 @@ class ConvBlock(nn.Module):
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         return self.conv2(F.gelu(self.conv1(x)))
 
-    def deepnorm_weights(self) -> list[Tensor]:
-        return [self.conv1.weight, self.conv2.weight]
+    @torch.no_grad()
+    def deepnorm_init(self, beta: float) -> None:
+        """As DeepNet's FFN (two weight layers around an activation): Xavier-normal, gain beta
+        (fans count the kernel: channels x kernel size)."""
+        for layer in (self.conv1, self.conv2):
+            nn.init.xavier_normal_(layer.weight, gain=beta)
 
 
 # -------------------------------------------------------------------------- residual unit
+def deepnorm_constants(sublayers: int) -> tuple[float, float]:
+    """DeepNet's (Wang et al. 2022) encoder constants (alpha, beta) for a model of
+    ``sublayers`` residual units.
+
+    The paper counts N layers of two sublayers each (attention, FFN), 2N residual units in
+    all: alpha = (2N)^(1/4), beta = (8N)^(-1/4). Per residual unit, M = 2N, that is
+    alpha = M^(1/4) and beta = (4M)^(-1/4), which is what this returns. A Transformer of
+    ``depth`` blocks has M = 2 * depth (N = depth, as in the paper). A CNN unit (conv-act-conv)
+    is ONE residual branch, so a CNN of ``depth`` units has M = depth, i.e. N = depth / 2
+    two-sublayer layers: alpha^4 stays the number of residual branches, the quantity the
+    paper's bound on the model update sums over.
+    """
+    return sublayers**0.25, (4 * sublayers) ** -0.25
+
+
 class ResidualUnit(nn.Module):
-    """x -> x' around sublayer F with norm N, placed as `placement` says (DESIGN.md)."""
+    """x -> x' around sublayer F with norm N, placed as `placement` says (DESIGN.md).
+
+    ``sublayers`` is the number of residual units in the whole model (DeepNorm's constants
+    depend on it)."""
 
     def __init__(
-        self, sublayer: nn.Module, width: int, layout: str, placement: str, depth: int, norm: dict
+        self,
+        sublayer: nn.Module,
+        width: int,
+        layout: str,
+        placement: str,
+        sublayers: int,
+        norm: dict,
     ):
         super().__init__()
         self.sublayer = sublayer
@@ -119,10 +154,8 @@ class ResidualUnit(nn.Module):
         )
         self.alpha = 1.0
         if placement == "deepnorm":  # DeepNet (Wang et al. 2022), encoder-only constants
-            self.alpha = (2 * depth) ** 0.25
-            with torch.no_grad():
-                for weight in sublayer.deepnorm_weights():
-                    weight.mul_((8 * depth) ** -0.25)
+            self.alpha, beta = deepnorm_constants(sublayers)
+            sublayer.deepnorm_init(beta)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         n = partial(self.norm, mask=mask)  # N
@@ -168,8 +201,8 @@ class Transformer(nn.Module):
             positions = math.prod(side // patch for side in sides)
         self.pos = nn.Parameter(torch.randn(1, positions, width) * 0.02)
 
-        def unit(sublayer: nn.Module) -> ResidualUnit:
-            return ResidualUnit(sublayer, width, "tokens", placement, depth, norm)
+        def unit(sublayer: nn.Module) -> ResidualUnit:  # 2 * depth units: attention, MLP
+            return ResidualUnit(sublayer, width, "tokens", placement, 2 * depth, norm)
 
         self.units = nn.ModuleList()
         for _ in range(depth):
@@ -214,7 +247,7 @@ class CNN(nn.Module):
         conv = {1: (StdConv1d, nn.Conv1d), 2: (StdConv2d, nn.Conv2d)}[len(sides)]
         conv = conv[0] if model["weight_std"] else conv[1]
         self.stem = conv(channels, width, kernel, padding=kernel // 2)
-        self.units = nn.ModuleList(
+        self.units = nn.ModuleList(  # each unit is one residual branch: depth of them
             ResidualUnit(ConvBlock(width, kernel, conv), width, "channels", placement, depth, norm)
             for _ in range(depth)
         )
@@ -230,6 +263,12 @@ class CNN(nn.Module):
         # InstanceNorm followed by global average pooling would leave only its bias.
         h = F.gelu(self.final_norm(h))
         return self.head(h.flatten(2).mean(2))
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Trainable parameters: what a comparison of norms must hold equal or report (AdaLN adds
+    2d^2 + 2d per norm)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 def build_model(

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 LAYOUTS = ("channels", "tokens")
+LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
 def feature_view(param: Tensor, x: Tensor, layout: str) -> Tensor:
@@ -45,6 +46,12 @@ def masked_moments(x: Tensor, dims: tuple[int, ...], mask: Tensor | None) -> tup
     mean = (x * weight).sum(dim=dims, keepdim=True) / count
     var = (((x - mean) * weight) ** 2).sum(dim=dims, keepdim=True) / count
     return mean, var
+
+
+def mean_of_squares(x: Tensor, dim: int) -> Tensor:
+    """Mean of x^2 over ``dim`` (kept) without materialising x^2: a fused norm, whose
+    backward over a contiguous ``dim`` costs less than that of x * x and a mean."""
+    return torch.linalg.vector_norm(x, dim=dim, keepdim=True).square() / x.shape[dim]
 
 
 class Norm(nn.Module):
@@ -70,8 +77,10 @@ class Norm(nn.Module):
     def forward(self, x: Tensor, mask: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
         if not self.mask_padding:
             mask = None
-        low_precision = x.dtype != torch.float32 or torch.is_autocast_enabled(x.device.type)
-        if not (self.fp32_stats and low_precision):  # fp32 runs skip the guard's overhead
+        # float64 stays float64 (a reference computation), float32 outside autocast skips
+        # the guard's overhead.
+        low_precision = x.dtype in LOW_PRECISION or torch.is_autocast_enabled(x.device.type)
+        if not (self.fp32_stats and low_precision):
             return self.normalize(x, mask, cond).to(x.dtype)
         with torch.autocast(x.device.type, enabled=False):
             y = self.normalize(x.float(), mask, None if cond is None else cond.float())
@@ -217,6 +226,19 @@ class SwitchNorm(BatchStatisticsNorm):
 
     Eval mode replaces the BN statistics with running statistics; ``ghost_batch`` takes BN
     statistics over chunks of samples, as BatchNorm does.
+
+    Numerics: the paper's E[x^2] - mean^2 loses every digit once the mean is large against the
+    spread (output error 0.1-0.15 at mean/std = 1,000 in float32). Here the moments are of
+    ``d = x - shift``, the shift being each sample's first (real) position per feature (exact to
+    subtract, and within a few standard deviations of the mean unless the data drift along
+    space). The IN moments of d are accurate; the LN (channels) and BN moments combine them
+    with the parallel-variance formula (Chan et al.): the mean over groups of the variance plus
+    the squared distance of the group's mean from the pooled one. The tokens LN (per token over
+    features) adds the shift's own spread over features, ``k``, exactly:
+    E[(d + k)^2] = E[d^2] + 2 E[d k] + E[k^2]. What stays E[x^2] - mean^2-like is that LN
+    variance for a token whose feature mean sits far (in units of its spread over features)
+    from its sequence's first token. The output is computed in shifted coordinates too, so the
+    large mean never meets the data.
     """
 
     def __init__(self, num_features: int, layout: str, **options):
@@ -225,62 +247,94 @@ class SwitchNorm(BatchStatisticsNorm):
         self.var_weight = nn.Parameter(torch.ones(3))
 
     def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
-        # Channels: (N, C, L) with space flattened; tokens stay (N, T, D). As in the paper,
-        # means and means of squares give every variance (E[x^2] - mean^2, in float32 under
-        # autocast), so one x^2 serves IN and, for tokens, LN; BN (and, for channels, LN)
-        # moments are averages of the IN ones.
+        # Channels: (N, C, L) with space flattened; tokens stay (N, T, D). Statistics are
+        # (N, C, 1) or (N, 1, D) per sample and feature. The shift carries no gradient: in
+        # exact arithmetic the output does not depend on it. Means are kept relative to one
+        # scalar, the first sample's first value (``base``), so that with a common offset
+        # every number below is of the order of the spread, not of the offset.
         channels = self.layout == "channels"
         h = x.flatten(2) if channels else x
-        square = h * h
-        mean_in, square_in, count = self.sample_moments(h, square, None if channels else mask)
-        var_in = (square_in - mean_in.square()).clamp_min(0)
-        if channels:
+        mask = None if channels else mask
+        shift = self.first_position(h, mask).detach()
+        base = shift[:1, :1, :1]
+        relative_shift = shift - base
+        d = h - shift
+        square = None if channels else d * d  # tokens: one d^2 serves IN and LN
+        mean_d, var_in, count = self.sample_moments(d, square, mask)
+        mean_in = relative_shift + mean_d  # relative to base, as every mean below
+        if channels:  # per sample over (C, S): the IN groups of equal size, pooled
             mean_ln = mean_in.mean(1, keepdim=True)
-            var_ln = (square_in.mean(1, keepdim=True) - mean_ln.square()).clamp_min(0)
-        else:  # per token over D: not a function of the IN moments
-            mean_ln = h.mean(2, keepdim=True)
-            var_ln = (square.mean(2, keepdim=True) - mean_ln.square()).clamp_min(0)
-        mean_bn, var_bn = self.batch_moments(mean_in, square_in, count, x.shape[0])
+            var_ln = (var_in + (mean_in - mean_ln).square()).mean(1, keepdim=True)
+        else:  # per token over D: d + k is x less the mean of the shift over features
+            k = relative_shift - relative_shift.mean(2, keepdim=True)  # (N, 1, D)
+            features = self.num_features
+            mean_ln_d = d.sum(2, keepdim=True) / features  # (N, T, 1), the mean of d + k
+            square_ln = (
+                square.sum(2, keepdim=True) / features
+                + 2 / features * torch.matmul(d, k.transpose(1, 2))  # E[d k]
+                + k.square().mean(2, keepdim=True)
+            )
+            var_ln = (square_ln - mean_ln_d.square()).clamp_min(0)
+        mean_bn, var_bn = self.batch_moments(mean_in, var_in, count, base)
         mw, vw = self.mean_weight.softmax(0), self.var_weight.softmax(0)
-        # Small terms first: for tokens, (N, 1, D) + (N, T, 1) is the one full-size addition.
-        mean = (mw[0] * mean_in + mw[2] * mean_bn) + mw[1] * mean_ln
         var = (vw[0] * var_in + vw[2] * var_bn + self.eps) + vw[1] * var_ln
+        offset = mw[0] * mean_d + mw[2] * (mean_bn - relative_shift)  # mixed mean less shift
         weight, bias = (
             (self.weight[:, None], self.bias[:, None]) if channels else (self.weight, self.bias)
         )
         scale = weight * torch.rsqrt(var)
-        if channels:  # statistics are (N, C, 1): the mean folds into the shift
-            return torch.addcmul(bias - mean * scale, h, scale).view(x.shape)
-        return torch.addcmul(bias, h - mean, scale)
+        if channels:  # statistics are (N, C, 1): the mean folds into the bias
+            offset = offset + mw[1] * (mean_ln - relative_shift)
+            return torch.addcmul(bias - offset * scale, d, scale).view(x.shape)
+        # Small terms first: (N, 1, D) + (N, T, 1) is the one full-size addition.
+        offset = (offset - mw[1] * k) + mw[1] * mean_ln_d
+        return torch.addcmul(bias, d - offset, scale)
+
+    def first_position(self, h: Tensor, mask: Tensor | None) -> Tensor:
+        """Each sample's first (real) position per feature: (N, C, 1) or (N, 1, D)."""
+        if self.layout == "channels":
+            return h[:, :, :1]
+        if mask is None:
+            return h[:, :1]
+        first_real = mask.int().argmax(1)  # 0 for a sequence without real tokens
+        return h[torch.arange(h.shape[0], device=h.device), first_real][:, None]
 
     def sample_moments(
-        self, h: Tensor, square: Tensor, mask: Tensor | None
+        self, d: Tensor, square: Tensor | None, mask: Tensor | None
     ) -> tuple[Tensor, Tensor, Tensor]:
-        """Per (sample, feature) over space, real tokens only: the mean and the mean of
-        squares, (N, C, 1) or (N, 1, D); and the number of real positions per sample,
-        (N, 1, 1)."""
+        """Per (sample, feature) over space, real tokens only: the mean of d and the variance,
+        (N, C, 1) or (N, 1, D); and the number of real positions per sample, (N, 1, 1).
+        ``square`` is d^2 where the caller has it (tokens)."""
         space = 2 if self.layout == "channels" else 1
         if mask is None:
-            count = torch.full_like(h[:, :1, :1], h.shape[space])
-            return h.mean(space, keepdim=True), square.mean(space, keepdim=True), count
-        real = mask[..., None].to(h.dtype)  # (N, T, 1)
-        count = real.sum(1, keepdim=True)
-        per_position = count.clamp_min(1)
-        mean = (h * real).sum(1, keepdim=True) / per_position
-        return mean, (square * real).sum(1, keepdim=True) / per_position, count
+            count = torch.full_like(d[:, :1, :1], d.shape[space])
+            mean = d.sum(space, keepdim=True) / count  # a sum's backward is a broadcast
+            if square is None:
+                mean_square = mean_of_squares(d, space)
+            else:
+                mean_square = square.sum(space, keepdim=True) / count
+        else:  # sums over the real tokens as (N, 1, T) @ (N, T, D)
+            real = mask[:, None, :].to(d.dtype)
+            count = real.sum(2, keepdim=True)
+            per_position = count.clamp_min(1)
+            mean = torch.bmm(real, d) / per_position
+            mean_square = torch.bmm(real, square) / per_position
+        return mean, (mean_square - mean.square()).clamp_min(0), count
 
     def batch_moments(
-        self, mean_in: Tensor, square_in: Tensor, count: Tensor, batch: int
+        self, mean_in: Tensor, var_in: Tensor, count: Tensor, base: Tensor
     ) -> tuple[Tensor, Tensor]:
-        """BN moments per feature over the batch and space, per ghost batch, from the
-        per-sample moments (mean, E[x^2]) weighted by each sample's real positions, broadcast
-        back to every sample; running ones in eval. Updates the running statistics.
+        """BN mean and variance per feature over the batch and space, per ghost batch, pooled
+        from the per-sample ones (each weighted by its real positions) by the parallel-variance
+        formula, broadcast back to every sample; running ones in eval. Means are relative to
+        ``base`` (a scalar), in and out. Updates the running statistics.
 
         All chunks at once (index_add over a chunk index): a ghost batch of 2 costs the kernels
         of one batch, where a loop over chunks would cost 16 times as many at batch 32."""
         if not self.training:
             shape = (-1, 1) if self.layout == "channels" else (-1,)
-            return self.running_mean.view(shape), self.running_var.view(shape)
+            return self.running_mean.view(shape) - base, self.running_var.view(shape)
+        batch = mean_in.shape[0]
         size = self.ghost_size(batch)
         chunks = -(-batch // size)  # the last chunk may be smaller
         chunk = torch.arange(batch, device=mean_in.device) // size  # each sample's chunk
@@ -291,8 +345,8 @@ class SwitchNorm(BatchStatisticsNorm):
         positions = per_chunk(count)  # real positions per chunk
         weight = count / positions[chunk]
         mean = per_chunk(mean_in * weight)
-        var = (per_chunk(square_in * weight) - mean.square()).clamp_min(0)
-        self.update_running(mean, var, positions)
+        var = per_chunk(weight * (var_in + (mean_in - mean[chunk]).square()))
+        self.update_running(mean + base, var, positions)
         return mean[chunk], var[chunk]
 
     @torch.no_grad()
@@ -344,11 +398,18 @@ class DyT(AffineNorm):
 
 class AdaLN(Norm):
     """LayerNorm without affine, modulated as x * (1 + scale) + shift, where (scale, shift) is a
-    zero-initialised linear projection of a per-sample condition ``cond`` (N, cond_dim).
+    zero-initialised linear projection of a per-sample condition ``cond`` (N, cond_dim). Zero
+    init: training starts as plain LayerNorm.
 
-    Without ``cond`` the condition is the mean-pooled input of the unit (over S, or over the
-    real tokens), so cond_dim defaults to num_features. Zero init: training starts as plain
-    LayerNorm.
+    What it conditions on: DiT's AdaLN (Peebles & Xie 2023) regresses scale and shift from an
+    external condition (timestep and class embeddings). normbench's models are encoder
+    classifiers and have none, so without ``cond`` the condition is the mean of the norm's own
+    input (over S, or over the real tokens): an input-conditioned, FiLM-like affine, not DiT's
+    AdaLN, and its results say nothing about AdaLN with a real condition.
+
+    Capacity: the projection holds cond_dim * 2d + 2d parameters per norm, 2d^2 + 2d with the
+    default cond_dim = d (8,320 at d = 64, against 2d = 128 for LayerNorm's affine), so a model
+    with AdaLN is a larger model; the run summary's ``parameters`` says by how much.
     """
 
     def __init__(self, num_features: int, layout: str, cond_dim: int | None = None, **common):

@@ -28,8 +28,9 @@ from normbench import __version__, checkpoint
 from normbench.config import NORM_KEYS, UsageError
 from normbench.data import Split, input_shape, load
 from normbench.diagnostics import Diagnostics, frozen_buffers
-from normbench.models import build_model
-from normbench.store import FINISHED, RunDir, run_id
+from normbench.models import build_model, count_parameters
+from normbench.provenance import fingerprint, is_stale
+from normbench.store import FINISHED, Labels, Rerun, RunDir, run_id
 
 AUTOCAST_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 EVAL_BATCH = 1024
@@ -45,6 +46,7 @@ class Outcome:
     summary: dict = field(default_factory=dict)
     error: str | None = None
     skipped: bool = False
+    stale: bool = False  # skipped, but made by other code than the installed one
 
 
 def resolve_device(name: str) -> torch.device:
@@ -63,27 +65,47 @@ def now(timespec: str = "seconds") -> str:
 
 
 def run_experiment(
-    cfg: dict, runs_dir: Path | str, force: bool = False, progress: bool = True
+    cfg: dict,
+    runs_dir: Path | str,
+    rerun: Rerun | None = None,
+    progress: bool = True,
+    labels: Labels | None = None,
 ) -> Outcome:
-    """Train the run ``cfg`` describes unless a finished one exists; record everything.
+    """Train the run ``cfg`` describes unless a finished one exists (see
+    RunDir.needs_training); record everything. ``labels`` (tags, a note) are added to the
+    run's meta.json, also when it was finished before.
 
     A failure is recorded as status ``failed`` (with its error text) and returned, not raised.
     KeyboardInterrupt marks the run ``interrupted``, keeps its metrics, and propagates. A run
-    with a checkpoint resumes from it (``force``: starts afresh).
+    with a checkpoint resumes from it (``rerun.force``: starts afresh).
     """
     device = resolve_device(cfg["device"])
     run = RunDir(runs_dir, run_id(cfg))
     with run.lock():  # another process training this run: wait for it, then look again
         previous = run.read_meta()
-        if previous and previous.get("status") in FINISHED and not force:
-            summary = previous.get("summary", {})
-            return Outcome(run.run_id, run.path, previous["status"], summary, skipped=True)
-        if force:
+        if not run.needs_training(previous, cfg, rerun or Rerun()):
+            if labels:
+                run.write_meta(labels.apply(previous))
+            return Outcome(
+                run.run_id,
+                run.path,
+                previous["status"],
+                previous.get("summary", {}),
+                skipped=True,
+                stale=is_stale(previous),
+            )
+        if rerun and rerun.force:
             (run.path / checkpoint.FILE_NAME).unlink(missing_ok=True)
-        return train_and_record(cfg, run, device, progress)
+        kept = Labels(tuple((previous or {}).get("tags") or ()), (previous or {}).get("note"))
+        labels = labels or Labels()
+        return train_and_record(
+            cfg, run, device, progress, Labels(kept.tags + labels.tags, labels.note or kept.note)
+        )
 
 
-def train_and_record(cfg: dict, run: RunDir, device: torch.device, progress: bool) -> Outcome:
+def train_and_record(
+    cfg: dict, run: RunDir, device: torch.device, progress: bool, labels: Labels
+) -> Outcome:
     """Train one run and keep its status, timings and errors in meta.json."""
     previous = run.read_meta() or {}
     resuming = (run.path / checkpoint.FILE_NAME).is_file()
@@ -100,6 +122,7 @@ def train_and_record(cfg: dict, run: RunDir, device: torch.device, progress: boo
         "threads": torch.get_num_threads(),
         "host": socket.gethostname(),
         "command": sys.argv,
+        "code": fingerprint(),
         "versions": {
             "normbench": __version__,
             "torch": torch.__version__,
@@ -110,6 +133,7 @@ def train_and_record(cfg: dict, run: RunDir, device: torch.device, progress: boo
         # the step each resumption started from, one per resumption from a checkpoint
         "resumed_from": previous.get("resumed_from", []) if resuming else [],
     }
+    meta = labels.apply(meta)
     try:  # even a Ctrl-C between the two writes leaves no run directory without meta.json
         run.write_config(cfg)
     finally:
@@ -186,6 +210,9 @@ class Trainer:
                 groups, lr=self.lr, momentum=train["momentum"], fused=fused
             )
         self.steps_per_epoch = len(self.data.train) // cfg["batch_size"]
+        self.data_order = DataOrder(
+            len(self.data.train), cfg["batch_size"], cfg["seed"], self.device
+        )
         budgets = [train["max_steps"]]
         if train["epochs"]:
             budgets.append(train["epochs"] * self.steps_per_epoch)
@@ -194,6 +221,7 @@ class Trainer:
         precision = cfg["precision"]["name"]
         self.autocast_dtype = AUTOCAST_DTYPES[precision]
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=precision == "fp16")
+        self.loss_scale = self.scaler.get_scale()  # fp16: a drop means a skipped step
         self.params = list(self.model.parameters())
         self.diagnostics = Diagnostics(self.model, self.run) if cfg["diagnostics"] else None
 
@@ -234,10 +262,12 @@ class Trainer:
         self.setup()
         train = self.cfg["train"]
         window = Window(self.device)
-        self.summary = {"steps": 0, "steps_to_target": None, "time_to_target_s": None}
-        self.data_order = DataOrder(
-            len(self.data.train), self.cfg["batch_size"], self.cfg["seed"], self.device
-        )
+        self.summary = {
+            "steps": 0,
+            "steps_to_target": None,
+            "time_to_target_s": None,
+            "num_classes": self.data.num_classes,  # a diverged run counts at 1 / num_classes
+        }
         batches = self.batches()
         first = self.resume(window)
         self.model.train()
@@ -261,9 +291,13 @@ class Trainer:
                     x, y, mask = next(batches)
                     evaluate = step % train["eval_every"] == 0 or step == self.total_steps
                     log = evaluate or step % train["log_every"] == 0
-                    diagnose = self.diagnostics is not None and evaluate
+                    # Diagnostics at every evaluation and at step 0: the first batch's
+                    # gradients and activations, taken before the first update.
+                    diagnose = self.diagnostics is not None and (evaluate or step == 1)
                     with self.diagnostics.watch_norms() if diagnose else contextlib.nullcontext():
                         loss, logits, grad_norm = self.step(x, y, mask, log, diagnose)
+                    if diagnose and step == 1:
+                        self.diagnostics.record(0, None, math.nan)
                     window.add(loss, logits, y)
                     if step == 1:
                         self.first_step = now("milliseconds")
@@ -289,7 +323,9 @@ class Trainer:
                         val=val,
                         speed=f"{step / self.train_s:.0f}",
                     )
-                    if not math.isfinite(row["train_loss"]) or math.isinf(row["val_loss"]):
+                    if not math.isfinite(row["train_loss"]) or (
+                        evaluate and not math.isfinite(row["val_loss"])
+                    ):
                         return "diverged"
                     if evaluate:
                         self.write_logs()
@@ -326,10 +362,21 @@ class Trainer:
                 grad_norm = torch.nn.utils.get_total_norm(
                     [p.grad for p in self.params if p.grad is not None]
                 )
+        self.step_lr = self.optimizer.param_groups[0]["lr"]
         self.scaler.step(self.optimizer)
         self.scaler.update()
-        self.scheduler.step()
+        if self.step_taken():
+            self.scheduler.step()
         return loss, logits, grad_norm
+
+    def step_taken(self) -> bool:
+        """False when fp16's GradScaler skipped the optimizer step (inf or NaN gradients; it
+        then lowers the scale), so that the schedule counts only the steps taken. In fp16 this
+        reads the scale once per step, which waits for the device."""
+        if not self.scaler.is_enabled():
+            return True
+        previous, self.loss_scale = self.loss_scale, self.scaler.get_scale()
+        return self.loss_scale >= previous
 
     def autocast(self):
         """bf16/fp16 autocast, or no context at all for fp32 (it costs a little every step)."""
@@ -346,7 +393,7 @@ class Trainer:
             "epoch": samples / len(self.data.train),
             "samples": samples,
             "elapsed_s": self.train_s,
-            "lr": self.lr * self.lr_factor(step - 1),
+            "lr": self.step_lr,  # the rate of this step, as the scheduler set it
             "train_loss": train_loss,
             "train_acc": train_acc,
             "val_loss": math.nan,
@@ -405,6 +452,7 @@ class Trainer:
             final_val_acc=evaluated[-1]["val_acc"] if evaluated else None,
             best_val_acc=max(row["val_acc"] for row in evaluated) if evaluated else None,
             train_loss_auc=self.train_loss_auc(),
+            parameters=count_parameters(self.model),
         )
 
     def train_loss_auc(self) -> float | None:
@@ -461,6 +509,7 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
+        self.loss_scale = self.scaler.get_scale()
         checkpoint.set_rng_state(state["rng"], self.device)
         self.data_order.load_state_dict(state["data_order"])
         window.load_state_dict(state["window"])

@@ -18,7 +18,7 @@ from conftest import tiny
 
 from normbench import checkpoint
 from normbench.config import compose
-from normbench.store import RunDir, run_id
+from normbench.store import Rerun, RunDir, run_id
 from normbench.train import run_experiment
 
 # 11 steps an epoch on 500 MNIST-1D samples: a long enough run crosses several epochs.
@@ -139,6 +139,6 @@ def test_force_starts_afresh_instead_of_resuming(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         run_experiment(cfg, tmp_path, progress=False)
     assert (run.path / checkpoint.FILE_NAME).exists()
-    assert run_experiment(cfg, tmp_path, force=True, progress=False).status == "complete"
+    assert run_experiment(cfg, tmp_path, Rerun(force=True), progress=False).status == "complete"
     assert meta(run.path)["resumed_from"] == []
     assert metrics(run.path)["step"].iloc[0] == 3  # a fresh log from the first step

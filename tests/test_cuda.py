@@ -88,11 +88,12 @@ def test_a_run_trains_on_cuda_in_every_precision(model, precision, tmp_path):
     assert 0.0 <= outcome.summary["test_acc"] <= 1.0
 
 
-@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
 @pytest.mark.parametrize("norm", ["layernorm", "batchnorm", "switchnorm"])
 def test_training_steps_between_logs_never_wait_for_the_gpu(norm, precision, tmp_path):
     """No host synchronisation in a step that does not log: CUDA's sync debug mode turns any
-    device-to-host wait into an error."""
+    device-to-host wait into an error. Not fp16: it reads the loss scale once per step, so
+    that a step GradScaler skips does not advance the learning-rate schedule."""
     cfg = compose(tiny(f"norm={norm}", f"precision={precision}", "device=cuda"))
     run = RunDir(tmp_path, run_id(cfg))
     trainer = Trainer(cfg, CUDA, run, progress=False)

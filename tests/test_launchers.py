@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from normbench.cli import app
 from normbench.launchers import SubmititLauncher, launcher_settings
-from normbench.store import RunDir
+from normbench.store import Rerun, RunDir
 from normbench.sweep import LiveView, expand
 
 runner = CliRunner()
@@ -65,7 +65,7 @@ def test_python_signal_delay_and_requeues_reach_the_submission(tmp_path, monkeyp
             "launcher.timeout_requeues=5",
         ],
     )
-    launcher = SubmititLauncher(settings, Path("runs"), False, Path("runs/sweeps/x.submitit"))
+    launcher = SubmititLauncher(settings, Path("runs"), Rerun(), Path("runs/sweeps/x.submitit"))
     assert launcher.runs_dir == Path.cwd() / "runs"  # absolute: jobs may start elsewhere
     executor = launcher.executor()._executor
     command = executor._submitit_command_str

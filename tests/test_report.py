@@ -1,4 +1,4 @@
-"""normbench report: aggregation against hand-computed numbers on hand-made run stores."""
+"""normbench report: verdicts, sections and formats on hand-made run stores."""
 
 from __future__ import annotations
 
@@ -13,10 +13,14 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from normbench import stats
+from normbench.catalog import load_runs, select
 from normbench.cli import app
 from normbench.config import UsageError, compose
-from normbench.report import build, load_runs, render, select, welch_p
+from normbench.provenance import source_hash
+from normbench.render import markdown, to_csv, to_json
 from normbench.store import RunDir, run_id
+from normbench.tables import Method, build
 
 runner = CliRunner()
 T_975 = {2: 4.302652729911275, 3: 3.182446305284263}  # Student's t quantiles, df = 2, 3
@@ -27,9 +31,11 @@ def make_run(
     overrides,
     status="complete",
     acc=0.9,
+    test_acc=None,
     steps_to_target=None,
-    best=None,
     auc=0.5,
+    code=None,
+    error=None,
     losses=(2.0, 1.0, 0.5),
 ):
     """A run directory as normbench writes it, with chosen numbers."""
@@ -38,13 +44,25 @@ def make_run(
     run.write_config(cfg)
     summary = {
         "final_val_acc": acc,
-        "best_val_acc": best or acc,
+        "best_val_acc": acc,
+        "test_acc": acc if test_acc is None else test_acc,
         "steps": 30,
         "steps_to_target": steps_to_target,
         "time_to_target_s": None if steps_to_target is None else steps_to_target / 100,
         "train_loss_auc": auc,
+        "num_classes": 10,
+        "parameters": 1234,
     }
-    run.write_meta({"run_id": run.run_id, "status": status, "summary": summary, "error": None})
+    meta = {
+        "run_id": run.run_id,
+        "status": status,
+        "summary": summary,
+        "error": error,
+        "code": {"source_hash": code or source_hash()},
+        "versions": {"torch": "2.13.0"},
+        "device": "cpu",
+    }
+    run.write_meta(meta)
     rows = [
         {
             "step": 10 * (i + 1),
@@ -72,97 +90,213 @@ def study(tmp_path):
                 runs,
                 [f"norm={norm}", f"norm.ghost_batch={ghost}", f"seed={seed}"],
                 acc=acc,
+                test_acc=acc - 0.01,
                 steps_to_target=target,
                 auc=0.1 * (seed + 1),
             )
     return runs
 
 
-def test_convergence_table_matches_hand_computed_numbers(study):
-    report = build(load_runs(study))
-    assert report.keys == ["norm.name", "norm.ghost_batch"]
-    table = report.tables["convergence"].set_index(["norm.name", "norm.ghost_batch"])
-    bn32 = table.loc[("batchnorm", "32")]
+def convergence(runs, **method):
+    report = build(load_runs(runs), method=Method(**method))
+    (section,) = report.sections
+    return section.tables["convergence"], section
+
+
+def test_convergence_numbers_match_hand_computations(study):
+    table, section = convergence(study)
+    assert section.keys == ["norm.name", "norm.ghost_batch"]
+    rows = {(r["norm.name"], r["norm.ghost_batch"]): r for _, r in table.iterrows()}
+    bn32 = rows[("batchnorm", 32)]
     assert bn32["n"] == 3 and bn32["val_acc_mean"] == pytest.approx(0.92)
     assert bn32["val_acc_ci95"] == pytest.approx(T_975[2] * 0.02 / math.sqrt(3))
+    assert bn32["test_acc_mean"] == pytest.approx(0.91)
     assert bn32["steps_to_target"] == 200 and bn32["reached_target"] == 3
     assert bn32["time_to_target_s"] == pytest.approx(2.0)
-    assert bn32["train_loss_auc"] == pytest.approx(0.2)
-    bn2 = table.loc[("batchnorm", "2")]
-    assert bn2["steps_to_target"] == 300 and bn2["reached_target"] == 1
-    gn = table.loc[("groupnorm", "-")]  # groupnorm ignores ghost_batch: one group
-    assert gn["val_acc_mean"] == pytest.approx(0.92)
-    # sorted best first; BN 32 and GN tie on the mean, BN at 2 is significantly worse
-    ordered = report.tables["convergence"]
-    assert (
-        ordered.iloc[-1]["norm.name"] == "batchnorm" and ordered.iloc[-1]["norm.ghost_batch"] == "2"
-    )
-    assert ordered.iloc[0]["rank"] == "best" and ordered.iloc[1]["rank"] == "≈ best"
-    assert ordered.iloc[-1]["rank"] == ""
+    assert bn32["train_loss_auc"] == pytest.approx(0.2) and bn32["parameters"] == 1234
+    assert rows[("batchnorm", 2)]["reached_target"] == 1
+    assert rows[("groupnorm", None)]["val_acc_mean"] == pytest.approx(0.92)  # ignores ghost
+    assert table.iloc[0]["verdict"] == "reference"
+    assert isinstance(bn32["norm.ghost_batch"], int)  # numbers stay numbers
 
 
-def test_welch_test_matches_the_formula():
-    a, b = np.array([0.90, 0.92, 0.94]), np.array([0.80, 0.82, 0.87])
-    va, vb = a.var(ddof=1) / 3, b.var(ddof=1) / 3
-    t = (a.mean() - b.mean()) / math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va**2 / 2 + vb**2 / 2)
-    from scipy import stats
-
-    assert welch_p(a, b) == pytest.approx(2 * stats.t.sf(abs(t), df))
-    assert welch_p(np.array([0.5]), b) == 1.0  # one seed: no evidence either way
-
-
-def test_batch_table_shows_the_drop_and_broadcasts_batch_independent_norms(study):
-    table = build(load_runs(study)).tables["batch_sensitivity"].set_index("norm.name")
-    bn = table.loc["batchnorm"]
-    assert bn["b2_mean"] == pytest.approx(0.82) and bn["b32_mean"] == pytest.approx(0.92)
-    assert bn["b2_sd"] == pytest.approx(0.02) and bn["drop"] == pytest.approx(0.10)
-    assert bn["best_batch"] == 32 and bn["smallest_batch"] == 2
-    assert bn["p_value"] == pytest.approx(
-        welch_p(np.array([0.9, 0.92, 0.94]), np.array([0.8, 0.82, 0.84]))
-    )
-    assert bn["significant"]
-    gn = table.loc["groupnorm"]
-    assert gn["batch_independent"] and gn["b2_mean"] == gn["b32_mean"] == pytest.approx(0.92)
-    assert gn["drop"] == 0 and not gn["significant"]
+def test_verdicts_against_the_best_are_the_stats_modules(study):
+    table, _ = convergence(study)
+    bn2 = table[table["norm.ghost_batch"] == 2].iloc[0]
+    best = table.iloc[0]
+    a = np.array([0.80, 0.82, 0.84])
+    b = np.array(best["values"])
+    w = stats.welch(a, b)
+    assert bn2["diff_vs_best"] == pytest.approx(w.diff)
+    assert (bn2["diff_ci_low"], bn2["diff_ci_high"]) == pytest.approx(stats.diff_ci(w))
+    assert bn2["p_worse_adj"] == pytest.approx(stats.p_worse_than_best(a, b, 3))
+    assert bn2["verdict"] == ("worse" if bn2["p_worse_adj"] < 0.05 else "inconclusive")
+    assert bn2["values"] == [0.8, 0.82, 0.84]
 
 
-def test_precision_table_gives_the_change_against_fp32_and_divergences(tmp_path):
+def test_every_verdict_on_a_hand_made_store(tmp_path):
     runs = tmp_path / "runs"
-    for seed in range(2):
-        make_run(runs, ["precision=fp32", f"seed={seed}"], acc=0.90)
-        make_run(runs, ["precision=bf16", f"seed={seed}"], acc=0.88)
-    make_run(runs, ["precision=fp16", "seed=0"], acc=0.85)
-    make_run(runs, ["precision=fp16", "seed=1"], status="diverged", acc=0.10)
-    table = build(load_runs(runs)).tables["precision"]
-    row = table.iloc[0]
-    assert row["bf16_delta"] == pytest.approx(-0.02)
-    assert row["fp16_mean"] == pytest.approx((0.85 + 0.10) / 2)
-    assert row["fp16_diverged"] == 1 and row["bf16_diverged"] == 0 and row["fp16_n"] == 2
+    groups = {
+        "layernorm": [0.950, 0.951, 0.949, 0.950],  # the best
+        "rmsnorm": [0.949, 0.950, 0.948, 0.949],  # equivalent within 0.01
+        "batchnorm": [0.700, 0.701, 0.699, 0.700],  # worse
+        "groupnorm": [0.90, 0.99, 0.85, 0.97],  # inconclusive: noisy
+        "dyt": [0.99],  # one seed: inconclusive with a reason
+    }
+    for norm, accs in groups.items():
+        for seed, acc in enumerate(accs):
+            make_run(runs, [f"norm={norm}", f"seed={seed}"], acc=acc)
+    table, section = convergence(runs)
+    verdicts = dict(zip(table["norm.name"], table["verdict"], strict=True))
+    assert verdicts == {
+        "layernorm": "reference",
+        "rmsnorm": "equivalent",
+        "batchnorm": "worse",
+        "groupnorm": "inconclusive",
+        "dyt": "inconclusive",
+    }
+    dyt = table[table["norm.name"] == "dyt"].iloc[0]
+    assert "needs 2" in dyt["reason"] and math.isnan(dyt["diff_vs_best"])
+    # a stricter margin turns the equivalence inconclusive or worse, never equivalent
+    strict, _ = convergence(runs, margin=0.0001)
+    assert strict.set_index("norm.name").loc["rmsnorm", "verdict"] != "equivalent"
 
 
-def test_failed_and_interrupted_runs_are_counted_not_dropped(tmp_path):
+def test_diverged_runs_count_at_chance_and_can_be_excluded(tmp_path):
     runs = tmp_path / "runs"
     make_run(runs, ["seed=0"], acc=0.9)
-    make_run(runs, ["seed=1"], status="failed", acc=None)
-    make_run(runs, ["seed=2"], status="interrupted", acc=0.5)
+    make_run(runs, ["seed=1"], acc=0.8)
+    make_run(runs, ["seed=2"], status="diverged", acc=0.85)  # last accuracy before NaN
+    table, section = convergence(runs)
+    row = table.iloc[0]
+    assert row["val_acc_mean"] == pytest.approx((0.9 + 0.8 + 0.1) / 3)  # chance = 1/10
+    assert row["diverged"] == 1 and row["results"] == 3
+    assert any("counted at chance" in note for note in section.notes)
+    table, section = convergence(runs, diverged="exclude")
+    assert table.iloc[0]["val_acc_mean"] == pytest.approx(0.85)
+    assert any("1 diverged run(s) excluded" in note for note in section.notes)
+
+
+def test_failed_and_unfinished_runs_are_counted_and_named_never_averaged(tmp_path):
+    runs = tmp_path / "runs"
+    make_run(runs, ["seed=0"], acc=0.9)
+    failed = make_run(runs, ["seed=1"], status="failed", acc=None, error="RuntimeError: boom")
+    interrupted = make_run(runs, ["seed=2"], status="interrupted", acc=0.5)
     report = build(load_runs(runs))
-    row = report.tables["convergence"].iloc[0]
-    assert row["n"] == 3 and row["failed"] == 1 and row["interrupted"] == 1
-    assert row["val_acc_mean"] == pytest.approx(0.9)  # only finished runs are results
+    (section,) = report.sections
+    row = section.tables["convergence"].iloc[0]
+    assert row["n"] == 3 and row["failed"] == 1 and row["unfinished"] == 1
+    assert row["val_acc_mean"] == pytest.approx(0.9)
+    notes = " ".join(section.notes)
+    assert failed in notes and "RuntimeError: boom" in notes and interrupted in notes
     assert report.counts == {"complete": 1, "failed": 1, "interrupted": 1}
 
 
-def test_best_over_keeps_each_groups_best_value(tmp_path):
+def test_groups_mixing_code_fingerprints_are_marked(tmp_path):
     runs = tmp_path / "runs"
-    for norm, accs in (("batchnorm", {0.1: 0.9, 0.01: 0.8}), ("groupnorm", {0.1: 0.7, 0.01: 0.85})):
-        for lr, acc in accs.items():
-            make_run(runs, [f"norm={norm}", f"train.lr={lr}"], acc=acc)
+    make_run(runs, ["seed=0"], acc=0.9)
+    make_run(runs, ["seed=1"], acc=0.9, code="0123456789abcdef")  # a stale run
+    table, _ = convergence(runs)
+    assert table.iloc[0]["mixed"] == "code"
+    result = runner.invoke(app, ["report", str(runs)])
+    assert "(code mixed)" in result.output
+
+
+def test_different_budgets_and_data_are_separate_sections(tmp_path):
+    runs = tmp_path / "runs"
+    for steps in (300, 3000):
+        for norm in ("batchnorm", "layernorm"):
+            for seed in range(2):
+                make_run(
+                    runs,
+                    [f"norm={norm}", f"seed={seed}", f"train.max_steps={steps}"],
+                    acc=0.8 + steps / 1e5,
+                )
+    report = build(load_runs(runs))
+    assert [s.setting for s in report.sections] == [
+        {"train.max_steps": 300},
+        {"train.max_steps": 3000},
+    ]
+    for section in report.sections:
+        assert section.keys == ["norm.name"] and len(section.tables["convergence"]) == 2
+        assert section.fixed["model.name"] == "cnn" and section.fixed["data.name"] == "mnist1d"
+    result = runner.invoke(app, ["report", str(runs)])
+    assert result.exit_code == 0, result.output
+    assert "== train.max_steps=300 ==" in result.output
+    assert "fixed: model=cnn" in result.output
+    # asked for explicitly, the budget is a grouping key and one table ranks across it
+    report = build(load_runs(runs), by=["norm.name", "train.max_steps"])
+    assert len(report.sections) == 1 and len(report.sections[0].tables["convergence"]) == 4
+
+
+def test_batch_contrast_largest_against_smallest(study):
+    report = build(load_runs(study))
+    table = report.sections[0].tables["batch_sensitivity"].set_index("norm.name")
+    bn = table.loc["batchnorm"]
+    assert bn["b2_mean"] == pytest.approx(0.82) and bn["b32_mean"] == pytest.approx(0.92)
+    assert bn["b2_ci95"] == pytest.approx(T_975[2] * 0.02 / math.sqrt(3))
+    a, b = np.array([0.9, 0.92, 0.94]), np.array([0.8, 0.82, 0.84])
+    assert bn["drop"] == pytest.approx(0.10)
+    assert (bn["drop_ci_low"], bn["drop_ci_high"]) == pytest.approx(
+        stats.diff_ci(stats.welch(a, b))
+    )
+    assert bn["reference_batch"] == 32 and bn["smallest_batch"] == 2
+    assert bn["verdict"] == "sensitive"
+    gn = table.loc["groupnorm"]
+    assert gn["same_runs"] and gn["verdict"] == "insensitive" and gn["reason"] == "same runs"
+
+
+def test_reference_batch_is_checked_against_the_grid(study):
+    with pytest.raises(UsageError, match="--reference-batch 7: .*valid: 2, 32"):
+        build(load_runs(study), method=Method(reference_batch=7))
+    result = runner.invoke(app, ["report", str(study), "--reference-batch", "7"])
+    assert result.exit_code == 2 and "valid: 2, 32" in result.output
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "words"),
+    [
+        ("--margin", "-1", "--margin -1.0: valid: a positive number"),
+        ("--alpha", "2", "--alpha 2.0: valid: a number strictly between 0 and 1"),
+        ("--diverged", "drop", "--diverged drop: valid: chance, exclude"),
+        ("--format", "xml", "--format xml: valid: rich, csv, markdown, json"),
+        ("--table", "nope", "--table nope: valid: convergence"),
+    ],
+)
+def test_bad_report_options_are_one_line_errors(study, flag, value, words):
+    result = runner.invoke(
+        app,
+        ["report", str(study), flag, value, "--format", "json"]
+        if flag != "--format"
+        else ["report", str(study), flag, value],
+    )
+    assert result.exit_code == 2, result.output
+    assert words in result.output and "Traceback" not in result.output
+
+
+def test_best_over_chooses_on_validation_and_reports_test(tmp_path):
+    runs = tmp_path / "runs"
+    cells = {  # (norm, lr): (validation, test)
+        ("batchnorm", 0.1): (0.90, 0.70),
+        ("batchnorm", 0.01): (0.80, 0.80),
+        ("groupnorm", 0.1): (0.70, 0.70),
+        ("groupnorm", 0.01): (0.85, 0.84),
+    }
+    for (norm, lr), (val, test) in cells.items():
+        for seed in range(2):
+            make_run(
+                runs,
+                [f"norm={norm}", f"train.lr={lr}", f"seed={seed}"],
+                acc=val + seed / 1000,
+                test_acc=test + seed / 1000,
+            )
     report = build(load_runs(runs), best_over_key="train.lr")
-    table = report.tables["convergence"].set_index("norm.name")
-    assert table.loc["batchnorm", "train.lr"] == "0.1"
-    assert table.loc["groupnorm", "train.lr"] == "0.01"
-    assert table.loc["groupnorm", "val_acc_mean"] == pytest.approx(0.85)
+    table = report.sections[0].tables["convergence"].set_index("norm.name")
+    assert table.loc["batchnorm", "train.lr"] == pytest.approx(0.1)  # best on validation
+    assert table.loc["groupnorm", "train.lr"] == pytest.approx(0.01)
+    assert table.loc["batchnorm", "test_acc_mean"] == pytest.approx(0.7005)
+    assert report.method.test and table.index[0] == "groupnorm"  # verdicts on test
+    assert "Verdicts on test" in markdown(report, None)
 
 
 def test_filters_select_in_override_syntax(study):
@@ -174,44 +308,68 @@ def test_filters_select_in_override_syntax(study):
         select(selection, ["nrom=batchnorm"], None)
 
 
-def test_every_format_parses_back(study):
+def test_json_and_csv_carry_every_verdict_column(study):
     report = build(load_runs(study))
-    frame = pd.read_csv(StringIO(render(report, "csv", None)))
-    assert {"norm.name", "n", "val_acc_mean", "val_acc_ci95", "steps_to_target"} <= set(frame)
-    batch = pd.read_csv(StringIO(render(report, "csv", "batch_sensitivity")))
-    assert {"b2_mean", "b32_mean", "drop", "p_value", "significant"} <= set(batch)
-    payload = json.loads(render(report, "json", None))
-    assert set(payload) >= {"convergence", "batch_sensitivity", "grouped_by", "statuses"}
-    assert len(payload["convergence"]) == 3
-    markdown = render(report, "markdown", None)
-    tables = [block for block in markdown.split("### ") if block.strip()]
-    assert len(tables) == 2
-    rows = [line for line in tables[0].splitlines() if line.startswith("| ")]
-    assert len(rows) == 2 + 3  # header, rule, three groups
+    payload = json.loads(to_json(report, None))
+    row = payload["convergence"][1]
+    for column in (
+        "verdict",
+        "diff_vs_best",
+        "diff_ci_low",
+        "diff_ci_high",
+        "p_worse_adj",
+        "p_equivalent_adj",
+        "values",
+        "test_acc_mean",
+        "val_acc_mean",
+        "val_acc_ci95",
+    ):
+        assert column in row
+    assert isinstance(row["values"], list) and isinstance(row["n"], int)
+    batch = payload["batch_sensitivity"][0]
+    for column in ("drop", "drop_ci_low", "drop_ci_high", "verdict", "b2_mean", "b32_mean"):
+        assert column in batch
+    assert payload["method"]["alpha"] == 0.05 and payload["method"]["margin"] == 0.01
+    frame = pd.read_csv(StringIO(to_csv(pd.DataFrame(payload["convergence"]))))
+    assert "values" not in frame and {"verdict", "p_equivalent_adj"} <= set(frame)
+
+
+def test_csv_with_several_tables_writes_one_file_each(study, tmp_path):
+    result = runner.invoke(app, ["report", str(study), "--format", "csv"])
+    assert result.exit_code == 2 and "pick one with --table" in result.output
+    out = tmp_path / "out" / "tables.csv"
+    result = runner.invoke(app, ["report", str(study), "--format", "csv", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    written = sorted(p.name for p in out.parent.iterdir())
+    assert written == ["tables-batch_sensitivity.csv", "tables-convergence.csv"]
+    result = runner.invoke(
+        app, ["report", str(study), "--format", "csv", "--table", "batch_sensitivity"]
+    )
+    assert pd.read_csv(StringIO(result.stdout))["verdict"].tolist()
+
+
+def test_csv_cells_cannot_become_formulas():
+    frame = pd.DataFrame({"norm.name": ["=HYPERLINK(1)", "+1", "layernorm"], "x": [1.0, -2.0, 3.0]})
+    text = to_csv(frame)
+    assert "'=HYPERLINK(1)" in text and "'+1" in text and ",-2.0" in text
+
+
+def test_markdown_tables_are_well_formed(study):
+    text = markdown(build(load_runs(study)), None)
+    blocks = [b for b in text.split("### ") if b.startswith(("Convergence", "Batch"))]
+    assert len(blocks) == 2
+    rows = [line for line in blocks[0].splitlines() if line.startswith("| ")]
+    assert len(rows) == 2 + 3
     assert all(line.count("|") == rows[0].count("|") for line in rows)
 
 
-def test_cli_report_outputs_and_plots(study, tmp_path):
-    result = runner.invoke(app, ["report", str(study)])
-    assert result.exit_code == 0, result.output
-    assert "Convergence" in result.output and "Batch-size sensitivity" in result.output
-    out = tmp_path / "tables.json"
+def test_cli_report_rich_output_and_plots(study, tmp_path):
     result = runner.invoke(
-        app,
-        [
-            "report",
-            "--runs-dir",
-            str(study),
-            "--format",
-            "json",
-            "--out",
-            str(out),
-            "--plots",
-            str(tmp_path / "img"),
-        ],
+        app, ["report", str(study), "--plots", str(tmp_path / "img")], env={"COLUMNS": "100"}
     )
     assert result.exit_code == 0, result.output
-    assert json.loads(out.read_text())["convergence"]
+    assert "Games-Howell" in result.output and "Batch sensitivity" in result.output
+    assert max(len(line) for line in result.output.splitlines()) <= 100
     import matplotlib.image
 
     for name in ("learning_curves.png", "batch_sensitivity.png"):
@@ -229,7 +387,7 @@ def test_corrupt_and_half_written_runs_are_skipped_with_a_warning(study):
     assert len(selection.runs) == 9
     assert any("half-written" in w for w in selection.warnings)
     assert any("corrupt-run" in w for w in selection.warnings)
-    result = runner.invoke(app, ["report", str(study), "--format", "csv"])
+    result = runner.invoke(app, ["report", str(study), "--format", "json"])
     assert result.exit_code == 0 and "corrupt-run" in result.output
 
 
@@ -292,4 +450,10 @@ def test_report_after_a_real_smoke_sweep(tmp_path):
     assert {r["norm.name"] for r in payload["convergence"]} == {"batchnorm", "groupnorm"}
     assert all(r["n"] == 2 for r in payload["convergence"])
     assert len(payload["batch_sensitivity"]) == 2  # batch_size 8 and 16 vary
+    assert {r["verdict"] for r in payload["convergence"]} <= {
+        "reference",
+        "worse",
+        "equivalent",
+        "inconclusive",
+    }
     assert (tmp_path / "img" / "learning_curves.png").exists()

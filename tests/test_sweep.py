@@ -369,3 +369,45 @@ def test_slurm_parameters_come_from_the_launcher_config(tmp_path, monkeypatch):
         assert f"#SBATCH {line}" in script, line
     assert "module load cuda" in script
     assert submitit_parameters(launcher_settings("submitit_local", []))["cpus_per_task"] == 1
+
+
+@pytest.mark.slow
+def test_stale_runs_are_counted_kept_and_rerun_on_request(tmp_path):
+    runs = tmp_path / "runs"
+    args = [*QUICK, "norm=batchnorm,groupnorm"]
+    assert sweep_cli(runs, *args, "--jobs", "1").returncode == 0
+    stale = sorted(run_dirs(runs))[0]
+    meta = RunDir(runs, stale).read_meta()
+    RunDir(runs, stale).write_meta({**meta, "code": {**meta["code"], "source_hash": "0" * 16}})
+    dry = sweep_cli(runs, *args, "--dry-run")
+    assert "2 runs: 2 complete (1 stale: made by other code; 1 kept, --rerun-stale" in dry.stdout
+    assert "complete (stale)" in dry.stdout
+    kept = sweep_cli(runs, *args, "--jobs", "1")
+    assert "0 to run" in kept.stdout
+    assert RunDir(runs, stale).read_meta()["code"]["source_hash"] == "0" * 16
+    again = sweep_cli(runs, *args, "--jobs", "1", "--rerun-stale")
+    assert again.returncode == 0 and "1 to run" in again.stdout
+    assert RunDir(runs, stale).read_meta()["code"]["source_hash"] == meta["code"]["source_hash"]
+
+
+@pytest.mark.slow
+def test_until_decided_adds_seeds_only_to_open_groups_and_splits_alpha(tmp_path):
+    runs = tmp_path / "runs"
+    args = [*QUICK, "norm=batchnorm,groupnorm,none", "seed=0,1", "train.max_steps=12"]
+    result = sweep_cli(
+        runs, *args, "--jobs", "2", "--until-decided", "--max-seeds", "3", "--name", "adaptive"
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    (record_path,) = (runs / "sweeps").glob("adaptive-*.json")
+    record = json.loads(record_path.read_text())
+    assert record["looks"] == 2 and record["until_decided"]["fixed_design_runs"] == 9
+    seeds = [dict(o.split("=", 1) for o in r["overrides"])["seed"] for r in record["runs"]]
+    assert seeds.count("0") == seeds.count("1") == 3 and seeds.count("2") <= 3
+    assert "until decided:" in result.stdout and "against 9 for the fixed design" in result.stdout
+    assert f"{len(record['runs'])} runs against 9" in result.stdout
+    report = runner.invoke(
+        app, ["report", "--sweep", "adaptive", "--runs-dir", str(runs), "--format", "json"]
+    )
+    assert json.loads(report.stdout)["method"]["alpha_per_look"] == pytest.approx(0.025)
+    bad = sweep_cli(runs, *args, "--until-decided", "--max-seeds", "1")
+    assert bad.returncode == 2 and "--max-seeds 1: the grid already has 2 seed(s)" in bad.stderr

@@ -17,7 +17,9 @@ import torch
 from conftest import tiny
 
 from normbench.config import compose
-from normbench.store import METRIC_COLUMNS, RunDir, run_id
+from normbench.data import input_shape
+from normbench.models import build_model
+from normbench.store import METRIC_COLUMNS, Rerun, RunDir, run_id
 from normbench.train import Trainer, resolve_device, run_experiment
 
 
@@ -39,6 +41,8 @@ def test_a_run_writes_config_meta_and_metrics(tmp_path):
     assert meta["status"] == "complete" and meta["error"] is None
     assert set(meta["versions"]) >= {"normbench", "torch", "python"}
     assert meta["summary"]["test_acc"] is not None
+    model = build_model(cfg, input_shape(cfg["data"]), 10)
+    assert meta["summary"]["parameters"] == sum(p.numel() for p in model.parameters())
     started, first_step, finished = (
         datetime.fromisoformat(meta[key]) for key in ("started", "first_step", "finished")
     )  # started and finished to the second, the first step to the millisecond
@@ -81,7 +85,7 @@ def test_a_complete_run_is_skipped_and_force_runs_it_again(tmp_path):
     assert again.skipped and again.status == "complete"
     assert again.summary == json.loads((first.path / "meta.json").read_text())["summary"]
     assert (first.path / "metrics.parquet").stat().st_mtime_ns == stamp
-    forced = run_experiment(cfg, tmp_path, force=True, progress=False)
+    forced = run_experiment(cfg, tmp_path, Rerun(force=True), progress=False)
     assert not forced.skipped and (first.path / "metrics.parquet").stat().st_mtime_ns != stamp
 
 
@@ -104,6 +108,29 @@ def test_every_precision_trains_and_only_fp16_scales_gradients(precision, tmp_pa
     if precision == "fp16":
         assert trainer.scaler.get_scale() > 1  # the scaler really ran
     assert all(math.isfinite(row["train_loss"]) for row in trainer.rows)
+
+
+def test_a_step_the_fp16_scaler_skips_leaves_the_schedule_where_it_was(tmp_path):
+    """An inf in the input gives inf/NaN gradients: GradScaler skips the optimizer step and
+    halves its scale, and the learning-rate schedule must not move; a finite step moves it."""
+    cfg = compose(tiny("precision=fp16", "train.warmup_steps=5"))
+    trainer = Trainer(cfg, torch.device("cpu"), RunDir(tmp_path, run_id(cfg)), progress=False)
+    trainer.setup()
+    x, y, mask = next(trainer.batches())
+    trainer.step(x, y, mask, want_grad_norm=False)
+    epoch, scale = trainer.scheduler.last_epoch, trainer.scaler.get_scale()
+    lr = trainer.optimizer.param_groups[0]["lr"]
+    weights = [p.detach().clone() for p in trainer.params]
+    broken = x.clone()
+    broken[0] = float("inf")
+    trainer.step(broken, y, mask, want_grad_norm=False)
+    assert trainer.scaler.get_scale() == scale / 2  # the scaler did skip
+    assert all(torch.equal(a, b) for a, b in zip(weights, trainer.params, strict=True))
+    assert trainer.scheduler.last_epoch == epoch
+    assert trainer.optimizer.param_groups[0]["lr"] == lr
+    trainer.step(x, y, mask, want_grad_norm=False)
+    assert trainer.scheduler.last_epoch == epoch + 1
+    assert trainer.optimizer.param_groups[0]["lr"] > lr  # warm-up goes on
 
 
 def test_a_non_finite_loss_stops_the_run_as_diverged(tmp_path):
@@ -245,3 +272,39 @@ def test_train_loss_auc_is_the_step_weighted_mean_of_the_logged_losses(tmp_path)
     weights = frame["step"].diff().fillna(frame["step"].iloc[0])
     expected = (frame["train_loss"] * weights).sum() / 6
     assert outcome.summary["train_loss_auc"] == pytest.approx(expected)
+
+
+def test_meta_records_the_code_fingerprint(tmp_path):
+    from normbench.provenance import fingerprint
+
+    outcome = run_experiment(compose(tiny()), tmp_path, progress=False)
+    meta = json.loads((outcome.path / "meta.json").read_text())
+    assert meta["code"] == fingerprint() and len(meta["code"]["source_hash"]) == 16
+    assert meta["code"]["version"] == meta["versions"]["normbench"]
+    assert meta["summary"]["num_classes"] == 10
+
+
+def test_a_stale_run_is_kept_and_named_and_rerun_stale_trains_it(tmp_path):
+    cfg = compose(tiny())
+    first = run_experiment(cfg, tmp_path, progress=False)
+    run = RunDir(tmp_path, first.run_id)
+    meta = run.read_meta()
+    meta["code"]["source_hash"] = "0" * 16  # as if an older normbench had trained it
+    run.write_meta(meta)
+    kept = run_experiment(cfg, tmp_path, progress=False)
+    assert kept.skipped and kept.stale
+    again = run_experiment(cfg, tmp_path, Rerun(stale=True), progress=False)
+    assert not again.skipped and not run_experiment(cfg, tmp_path, progress=False).stale
+
+
+def test_diagnostics_leave_the_run_id_alone_and_are_added_by_training_again(tmp_path):
+    plain = compose(tiny())
+    observed = compose(tiny("diagnostics=true"))
+    assert run_id(plain) == run_id(observed)
+    first = run_experiment(plain, tmp_path, progress=False)
+    assert run_experiment(plain, tmp_path, progress=False).skipped
+    second = run_experiment(observed, tmp_path, progress=False)
+    assert not second.skipped and (second.path / "diagnostics.parquet").is_file()
+    assert run_experiment(observed, tmp_path, progress=False).skipped
+    assert run_experiment(plain, tmp_path, progress=False).skipped
+    assert first.run_id == second.run_id
