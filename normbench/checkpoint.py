@@ -16,6 +16,7 @@ stop, whatever checkpoint_every says.
 from __future__ import annotations
 
 import io
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -61,12 +62,15 @@ def save(path: Path, state: dict[str, Any]) -> None:
 
 
 def load(path: Path) -> dict[str, Any] | None:
-    """The checkpoint at ``path`` on the CPU, or None when there is none or it is of another
-    format."""
+    """The checkpoint at ``path`` on the CPU, or None when there is none, it is of another
+    format, or it cannot be read (the run then starts afresh: same result, more time)."""
     if not path.is_file():
         return None
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    return state if state.get("format") == FORMAT else None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, EOFError, RuntimeError, ValueError, pickle.UnpicklingError):
+        return None
+    return state if isinstance(state, dict) and state.get("format") == FORMAT else None
 
 
 def rng_state(device: torch.device) -> dict[str, Any]:

@@ -142,3 +142,12 @@ def test_force_starts_afresh_instead_of_resuming(tmp_path):
     assert run_experiment(cfg, tmp_path, Rerun(force=True), progress=False).status == "complete"
     assert meta(run.path)["resumed_from"] == []
     assert metrics(run.path)["step"].iloc[0] == 3  # a fresh log from the first step
+
+
+def test_an_unreadable_checkpoint_is_ignored_and_the_run_starts_afresh(tmp_path):
+    cfg = compose(tiny(*LONG, "train.max_steps=20"))
+    run = RunDir(tmp_path, run_id(cfg))
+    run.path.mkdir(parents=True)
+    (run.path / checkpoint.FILE_NAME).write_bytes(b"not a checkpoint")
+    assert run_experiment(cfg, tmp_path, progress=False).status == "complete"
+    assert meta(run.path)["resumed_from"] == []
