@@ -38,6 +38,14 @@ QUICK = [
     "train.log_every=5",
     "device=cpu",
 ]
+
+
+def quick(*overrides: str) -> list[str]:
+    """QUICK with ``overrides`` in place of the keys they name."""
+    keys = {override.split("=", 1)[0] for override in overrides}
+    return [o for o in QUICK if o.split("=", 1)[0] not in keys] + list(overrides)
+
+
 SLURM = ["--launcher", "slurm", "launcher.cpus_per_task=1", "launcher.mem_gb=1"]
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -96,9 +104,15 @@ def start_sweep(runs: Path, *args: str, **kwargs) -> subprocess.Popen:
     )
 
 
-def wait_until(condition, what: str, timeout: float = 120.0) -> None:
+def wait_until(condition, what: str, timeout: float = 120.0, sweep=None) -> None:
+    """Poll ``condition``; fail after ``timeout`` s, or as soon as ``sweep`` (a process whose
+    progress is awaited) has ended, showing its output."""
     deadline = time.time() + timeout
     while not condition():
+        if sweep is not None and sweep.poll() is not None:
+            pytest.fail(
+                f"the sweep ended (exit {sweep.returncode}) before {what}:\n" + sweep.stdout.read()
+            )
         assert time.time() < deadline, f"gave up waiting for {what}"
         time.sleep(0.2)
 
@@ -190,8 +204,8 @@ def test_failed_runs_are_recorded_with_their_real_error(tmp_path):
     # BatchNorm over one sample with one token fails in training; LayerNorm trains. At the
     # same time, device=cuda on a node without a GPU fails before training begins.
     failing = ["model.patch_size=40", "batch_size=1", "model.heads=2", "norm=batchnorm,layernorm"]
-    in_training = start_sweep(runs, *QUICK, "model=transformer", *failing, *SLURM)
-    before_training = sweep(runs, *QUICK, "device=cuda", *SLURM)
+    in_training = start_sweep(runs, *quick("model=transformer", *failing), *SLURM)
+    before_training = sweep(runs, *quick("device=cuda"), *SLURM)
     out, _ = in_training.communicate(timeout=300)
     assert in_training.returncode == 1, out
     assert "Expected more than 1 value per channel" in out
@@ -211,8 +225,8 @@ def test_failed_runs_are_recorded_with_their_real_error(tmp_path):
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "SIGTERM"])
 def test_ctrl_c_or_sigterm_of_the_sweep_cancels_the_array(tmp_path, signum):
     runs = tmp_path / "runs"
-    proc = start_sweep(runs, *QUICK, "train.max_steps=100000", "seed=0,1,2", *SLURM)
-    wait_until(lambda: training(runs) == 2, "two runs training")
+    proc = start_sweep(runs, *quick("train.max_steps=100000", "seed=0,1,2"), *SLURM)
+    wait_until(lambda: training(runs) == 2, "two runs training", sweep=proc)
     ids = job_ids(runs)
     proc.send_signal(signum)
     out, _ = proc.communicate(timeout=60)
@@ -226,9 +240,12 @@ def test_ctrl_c_or_sigterm_of_the_sweep_cancels_the_array(tmp_path, signum):
 
 def test_scancel_is_noticed_at_once_and_a_rerun_finishes_only_what_is_missing(tmp_path):
     runs = tmp_path / "runs"
-    args = [*QUICK, "train.max_steps=20,600", "train.eval_every=50", *SLURM]
+    args = [*quick("train.max_steps=20,600", "train.eval_every=50"), *SLURM]
     proc = start_sweep(runs, *args)
-    wait_until(lambda: statuses(runs).count("complete") == 1 and training(runs) == 2, "progress")
+    progress = "one run complete and the other training"
+    wait_until(
+        lambda: statuses(runs).count("complete") == 1 and training(runs) == 2, progress, sweep=proc
+    )
     short = {name: meta for name, meta in metas(runs).items() if meta["status"] == "complete"}
     subprocess.run(["scancel", *job_ids(runs)], check=True)
     cancelled = time.time()
@@ -255,9 +272,9 @@ def test_a_time_limit_warning_checkpoints_requeues_and_the_run_completes(tmp_pat
     so that the test does not wait for a limit): the run saves a checkpoint, submitit requeues
     the job, the job resumes the run, and its metrics equal an uninterrupted run's."""
     runs = tmp_path / "runs"
-    overrides = [*QUICK, "train.max_steps=600", "train.eval_every=20"]
+    overrides = quick("train.max_steps=600", "train.eval_every=20")
     proc = start_sweep(runs, *overrides, *SLURM)
-    wait_until(lambda: training(runs) == 1, "the run to train")
+    wait_until(lambda: training(runs) == 1, "the run to train", sweep=proc)
     (job,) = job_ids(runs)
     subprocess.run(["scancel", "--signal=USR2", job], check=True)
     wait_until(lambda: "PENDING" in squeue_state(job), "the job to be requeued", timeout=30)
@@ -285,7 +302,7 @@ def test_a_real_time_limit_without_requeues_left_ends_interrupted_not_failed(tmp
     checkpoint and ends interrupted, and the same command would resume it."""
     runs = tmp_path / "runs"
     limits = ["launcher.time_min=2", "launcher.signal_delay_s=75", "launcher.timeout_requeues=0"]
-    result = sweep(runs, *QUICK, "train.max_steps=100000", *SLURM, *limits)
+    result = sweep(runs, *quick("train.max_steps=100000"), *SLURM, *limits)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "interrupted cnn-" in result.stdout and "timed-out too many times" in result.stdout
     (name,) = metas(runs)
