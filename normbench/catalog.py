@@ -32,7 +32,7 @@ from normbench.store import (
 )
 
 INDEX = ".index.json"
-INDEX_VERSION = 4
+INDEX_VERSION = 5
 SUMMARY_FIELDS = (
     "final_val_acc",
     "best_val_acc",
@@ -49,11 +49,13 @@ SUMMARY_FIELDS = (
     "wall_s",
     "parameters",
     "num_classes",
+    "unigram_bpb",
 )
 # Where a run's numbers came from: the code's fingerprint, torch, and the device it ran on.
 PROVENANCE_FIELDS = ("code_hash", "torch_version", "device_used")
-# What a person attached or the clock recorded: never part of an experiment's config.
-RECORD_FIELDS = ("started", "finished", "tags", "note")
+# What a person attached, the clock recorded, or the command line was (argv): never part of
+# an experiment's config.
+RECORD_FIELDS = ("started", "finished", "tags", "note", "command")
 NOT_CONFIG = ("run_id", "status", "error", *SUMMARY_FIELDS, *PROVENANCE_FIELDS, *RECORD_FIELDS)
 
 
@@ -182,15 +184,16 @@ def _read_index(path: Path) -> dict:
     return runs
 
 
-def sweep_run_ids(runs_dir: Path, names: str) -> tuple[list[str], int]:
-    """The run ids of the latest record of each named sweep (``a,b`` compares sweeps), and
-    the largest number of looks among them (sweeps run until decided)."""
-    ids, looks = [], 1
+def sweep_run_ids(runs_dir: Path, names: str) -> tuple[list[str], int, list]:
+    """The run ids of the latest record of each named sweep (``a,b`` compares sweeps), the
+    largest number of looks among them (sweeps run until decided), and their commands."""
+    ids, looks, commands = [], 1, []
     for name in names.split(","):
         record = sweep_record(runs_dir, name)
         ids += [run["run_id"] for run in record["runs"] if run["run_id"] not in ids]
         looks = max(looks, int(record.get("looks") or 1))
-    return ids, looks
+        commands.append(record.get("command"))
+    return ids, looks, commands
 
 
 RECORD_STAMP = re.compile(r"\d{8}-\d{6}(-[0-9a-f]+)?")

@@ -160,7 +160,8 @@ def check_tags(tags: list[str]) -> tuple[str, ...]:
 
 
 def summary_line(outcome, config: dict) -> str:
-    """One line: status, final val acc, steps to target, wall time, run dir."""
+    """One line: status, final val acc (bits per byte for next-byte tasks), steps to target,
+    wall time, run dir."""
     s = outcome.summary
     if outcome.status == "failed":
         return f"failed: {outcome.error}  ({outcome.path})"
@@ -171,15 +172,18 @@ def summary_line(outcome, config: dict) -> str:
         if s.get("steps_to_target")
         else "not reached"
     )
-    val = "-" if s.get("final_val_acc") is None else f"{s['final_val_acc']:.4f}"
-    test = f"  test acc {s['test_acc']:.4f}" if s.get("test_acc") is not None else ""
+    metric = "bpb" if s.get("final_val_bpb") is not None else "acc"  # next-byte: bits per byte
+    val = "-" if s.get(f"final_val_{metric}") is None else f"{s[f'final_val_{metric}']:.4f}"
+    test = (
+        f"  test {metric} {s[f'test_{metric}']:.4f}" if s.get(f"test_{metric}") is not None else ""
+    )
     prefix = ""
     if outcome.skipped and outcome.stale:
         prefix = "skipped, finished by other code (stale; --rerun-stale runs it again): "
     elif outcome.skipped:
         prefix = "skipped, already finished (--force runs it again): "
     return (
-        f"{prefix}{outcome.status}  val acc {val}{test}  "
+        f"{prefix}{outcome.status}  val {metric} {val}{test}  "
         f"{target['metric']} {comparison} {target['value']}: {reached}  "
         f"train {s.get('train_s', 0):.1f} s  wall {s.get('wall_s', 0):.1f} s  {outcome.path}"
     )
@@ -398,6 +402,20 @@ def report(
     plots: Annotated[
         Path | None, typer.Option("--plots", help="Write PNG figures into this directory.")
     ] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html", help="Write one self-contained HTML file: tables, figures, commands."
+        ),
+    ] = None,
+    x: Annotated[
+        str | None,
+        typer.Option(
+            "--x",
+            help="Figures' x axis: steps | samples | epochs | time [default: samples when "
+            "batch sizes differ, else steps]",
+        ),
+    ] = None,
     diagnostics: Annotated[
         bool,
         typer.Option("--diagnostics", help="Show runs' diagnostics (trained diagnostics=true)."),
@@ -416,12 +434,18 @@ def report(
         method = report_method(alpha, margin, reference_batch, diverged)
         if fmt not in ("rich", "csv", "markdown", "json"):
             raise UsageError(f"--format {fmt}: valid: rich, csv, markdown, json")
+        if x is not None:
+            from normbench.plots import check_x
+
+            check_x(x)
+            if plots is None and html is None:
+                raise UsageError(f"--x {x}: for figures; add --plots DIR or --html FILE")
         selection = catalog.load_runs(runs_dir)
         if sweep_name:
-            ids, looks = catalog.sweep_run_ids(runs_dir, sweep_name)
+            ids, looks, sweep_commands = catalog.sweep_run_ids(runs_dir, sweep_name)
             method = tables.Method(**{**method.__dict__, "looks": looks})
         else:
-            ids = None
+            ids, sweep_commands = None, []
         selection = catalog.select(selection, arguments, ids, tag)
         result = tables.build(selection, by.split(",") if by else None, best_over, method)
         if diagnostics:
@@ -446,19 +470,25 @@ def report(
             console.print(renderable)
         if diagnostics:
             for section in result.sections:
-                for name, when in (
-                    ("diagnostics_init", "at initialisation (step 0, before any update)"),
-                    ("diagnostics", "at the last evaluation"),
-                ):
+                for name, when in render.DIAGNOSTICS_WHEN.items():
                     if section.tables[name] is not None:
                         console.print(
                             render.diagnostics_rich(section.tables[name], section.keys, when)
                         )
-    if plots is not None:
-        from normbench.plots import write_plots
+    if plots is not None or html is not None:
+        from normbench import plots as figures
 
-        for path in write_plots(result, runs_dir, plots):
-            typer.echo(f"wrote {path}", err=True)
+        drawings = figures.draw(result, runs_dir, x, lambda line: typer.echo(line, err=True))
+        try:
+            for path in figures.write_pngs(result, drawings, plots) if plots else []:
+                typer.echo(f"wrote {path}", err=True)
+            if html is not None:
+                from normbench.html import write_html
+
+                write_html(html, result, drawings, sys.argv, sweep_commands)
+                typer.echo(f"wrote {html}", err=True)
+        except OSError as err:
+            raise fail(f"cannot write {err.filename}: {err.strerror}") from None
 
 
 def report_method(alpha: float, margin: float, reference_batch: int | None, diverged: str):

@@ -52,7 +52,8 @@ def describe_option(group: str, option: str) -> str:
     for line in (conf_dir() / group / f"{option}.yaml").read_text().splitlines():
         if not line.startswith("#"):
             break
-        lines.append(line.lstrip("# ").strip())
+        if not line.startswith("# @"):  # Hydra's header (# @package), not prose
+            lines.append(line.lstrip("# ").strip())
     return " ".join(lines)
 
 
@@ -152,12 +153,17 @@ SCHEMA: dict[str, Key] = {
     "train.eval_every": _positive(),
     "train.log_every": _positive(),
     "train.checkpoint_every": _positive(nullable=True),
-    "target.metric": Key(str, choices=("val_acc", "val_loss")),
+    "target.metric": Key(str, choices=("val_acc", "val_loss", "val_bpb")),
     "target.value": Key(float),
 }
 # norm.* keys that only some norms read (the rest are read by every norm), and which norms
 # read them. normbench.norms.NORMS takes the same options; a test keeps the two in step.
 NORM_SPECIFIC_KEYS = {"momentum", "ghost_batch", "groups"}
+# Norms whose statistics (or condition) run over a sample's tokens, in eval mode too: in a
+# causal model they would leak later bytes into earlier positions. BatchNorm is not here:
+# eval mode uses running statistics, per token (its train mode pools every token of the
+# batch, each token a 1/(N*T) share: see conf/data/pysource.yaml).
+SEQUENCE_STATISTICS_NORMS = ("instancenorm", "switchnorm", "adaln")
 NORM_KEYS: dict[str, set[str]] = {
     "batchnorm": {"momentum", "ghost_batch"},
     "switchnorm": {"momentum", "ghost_batch"},
@@ -198,6 +204,13 @@ OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
             "data.test_fraction": _fraction(),
             "data.val_fraction": _fraction(),
         },
+        "pysource": {
+            "data.context": Key(int, minimum=2),
+            "data.eval_windows": _positive(),
+            "data.test_fraction": _fraction(),
+            "data.val_fraction": _fraction(),
+            "data.corpus": Key(str, nullable=True),
+        },
     },
 }
 
@@ -224,7 +237,7 @@ def _patch_rule(cfg: dict) -> str | None:
     from normbench.data import input_shape
 
     model, data = cfg["model"], cfg["data"]
-    if model["name"] != "transformer" or data["name"] == "tokens":
+    if model["name"] != "transformer" or data["name"] in ("tokens", "pysource"):
         return None
     patch, sides = model["patch_size"], input_shape(data)[1:]
     if all(side % patch == 0 for side in sides):
@@ -246,6 +259,40 @@ RULES: tuple[Rule, ...] = (
             if cfg["model"]["name"] == "cnn" and cfg["data"]["name"] == "tokens"
             else None
         ),
+    ),
+    Rule(
+        "model=cnn with data=pysource: next-byte prediction needs the causal transformer",
+        lambda cfg: (
+            "model=cnn cannot take data=pysource (it needs a causal model); valid model for "
+            "data=pysource: transformer"
+            if cfg["model"]["name"] == "cnn" and cfg["data"]["name"] == "pysource"
+            else None
+        ),
+    ),
+    Rule(
+        f"norm={'|'.join(SEQUENCE_STATISTICS_NORMS)} with data=pysource: statistics over a "
+        "sequence's tokens would show each position the bytes after it",
+        lambda cfg: (
+            f"norm={cfg['norm']['name']} cannot take data=pysource (its statistics over the "
+            "sequence would show each position the bytes it must predict); valid: "
+            + ", ".join(n for n in NORM_KEYS if n not in SEQUENCE_STATISTICS_NORMS)
+            if cfg["norm"]["name"] in SEQUENCE_STATISTICS_NORMS
+            and cfg["data"]["name"] == "pysource"
+            else None
+        ),
+    ),
+    Rule(
+        "target.metric=val_bpb needs a next-byte data set (data=pysource)",
+        lambda cfg: (
+            f"target.metric=val_bpb needs data=pysource (bits per byte of next-byte "
+            f"prediction); valid for data={cfg['data']['name']}: val_acc, val_loss"
+            if cfg["target"]["metric"] == "val_bpb" and cfg["data"]["name"] != "pysource"
+            else None
+        ),
+    ),
+    Rule(
+        "data=pysource needs files in every split: val_fraction, test_fraction > 0",
+        lambda cfg: _pysource_rule(cfg),
     ),
     Rule(
         "model.patch_size must divide the transformer's input (mnist1d: 40 samples, digits: 8x8)",
@@ -295,6 +342,22 @@ RULES: tuple[Rule, ...] = (
         lambda cfg: _tokens_rule(cfg),
     ),
 )
+
+
+def _pysource_rule(cfg: dict) -> str | None:
+    data = cfg["data"]
+    if data["name"] != "pysource":
+        return None
+    for key in ("val_fraction", "test_fraction"):
+        if data[key] == 0:
+            return f"data.{key}=0.0 leaves that split without files; valid: 0.01 .. 0.9"
+    if data["val_fraction"] + data["test_fraction"] > 0.9:
+        return (
+            f"data.val_fraction + data.test_fraction = "
+            f"{data['val_fraction'] + data['test_fraction']:g} leaves too little to train on; "
+            "valid: a sum <= 0.9"
+        )
+    return None
 
 
 def _divisors(n: int) -> str:
@@ -400,7 +463,26 @@ def compose(overrides: Iterable[str] = ()) -> dict:
     values = [override for override in parsed if override.key_or_group not in GROUPS]
     cfg = _set_values(_base_config(tuple(choices.items())), values)
     validate(cfg, keys)
+    _identify_corpus(cfg)
     return canonical(cfg)
+
+
+def _identify_corpus(cfg: dict) -> None:
+    """data=pysource: record the corpus identity (Python version, hash of the files) in the
+    config, so that it is part of the run id and of config.yaml. A value given by the user must
+    be this interpreter's own (runs of another Python's library cannot be repeated here)."""
+    data = cfg["data"]
+    if data["name"] != "pysource":
+        return
+    from normbench.data import corpus
+
+    identity = corpus().identity
+    if data["corpus"] not in (None, identity):
+        raise UsageError(
+            f"data.corpus={data['corpus']} is not this interpreter's standard library; "
+            f"valid: {identity} (or leave it out)"
+        )
+    data["corpus"] = identity
 
 
 def canonical(cfg: dict) -> dict:

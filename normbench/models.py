@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from normbench.data import NEXT_BYTE_DATA
 from normbench.norms import make_norm
 
 # Placements whose residual stream leaves the last unit unnormalized: they need a final norm.
@@ -52,11 +53,13 @@ def masked_mean(h: Tensor, mask: Tensor | None) -> Tensor:
 
 # ------------------------------------------------------------------------------ sublayers
 class Attention(nn.Module):
-    """Multi-head self-attention; padded keys are masked out."""
+    """Multi-head self-attention; padded keys are masked out; causal: each position attends
+    to itself and earlier positions only."""
 
-    def __init__(self, width: int, heads: int, linear: type[nn.Linear]):
+    def __init__(self, width: int, heads: int, linear: type[nn.Linear], causal: bool = False):
         super().__init__()
         self.heads = heads
+        self.causal = causal
         self.qkv = linear(width, 3 * width)
         self.proj = linear(width, width)
 
@@ -64,7 +67,7 @@ class Attention(nn.Module):
         n, t, d = x.shape
         q, k, v = self.qkv(x).view(n, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
         keep = None if mask is None else mask[:, None, None, :]
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=self.causal)
         return self.proj(y.transpose(1, 2).reshape(n, t, d))
 
     @torch.no_grad()
@@ -177,7 +180,11 @@ class ResidualUnit(nn.Module):
 # --------------------------------------------------------------------------------- models
 class Transformer(nn.Module):
     """Encoder classifier: embed patches (signals, images) or tokens, add learned positions,
-    `depth` blocks of attention and MLP units, masked mean pooling, linear head."""
+    `depth` blocks of attention and MLP units, masked mean pooling, linear head.
+
+    ``causal``: a decoder-only language model instead. Bytes in, causal attention, the same
+    units, and the head at every position: logits (N, T, vocab_size) for the next byte.
+    """
 
     def __init__(
         self,
@@ -187,12 +194,17 @@ class Transformer(nn.Module):
         input_shape: tuple[int, ...],
         num_classes: int,
         vocab_size: int = 0,
+        causal: bool = False,
     ):
         super().__init__()
         width, depth, patch = model["width"], model["depth"], model["patch_size"]
         linear = StdLinear if model["weight_std"] else nn.Linear
         self.patch = patch
-        if vocab_size:  # tokens: (N, T) ids, 0 is padding
+        self.causal = causal
+        if causal:  # bytes: every id is a real symbol, nothing is padded
+            self.embed = nn.Embedding(vocab_size, width)
+            positions = input_shape[0]
+        elif vocab_size:  # tokens: (N, T) ids, 0 is padding
             self.embed = nn.Embedding(vocab_size + 1, width, padding_idx=0)
             positions = input_shape[0]
         else:  # signals (C, L) or images (C, H, W), cut into non-overlapping patches
@@ -206,7 +218,7 @@ class Transformer(nn.Module):
 
         self.units = nn.ModuleList()
         for _ in range(depth):
-            self.units.append(unit(Attention(width, model["heads"], linear)))
+            self.units.append(unit(Attention(width, model["heads"], linear, causal)))
             self.units.append(unit(MLP(width, model["mlp_ratio"] * width, linear)))
         final = norm["name"] if placement in NEEDS_FINAL_NORM else "none"
         self.final_norm = make_norm(final, width, "tokens", **norm["options"])
@@ -226,7 +238,7 @@ class Transformer(nn.Module):
         for unit in self.units:
             h = unit(h, mask)
         h = self.final_norm(h, mask=mask)
-        return self.head(masked_mean(h, mask))
+        return self.head(h) if self.causal else self.head(masked_mean(h, mask))
 
 
 class CNN(nn.Module):
@@ -274,12 +286,16 @@ def count_parameters(model: nn.Module) -> int:
 def build_model(
     cfg: dict, input_shape: tuple[int, ...], num_classes: int, vocab_size: int = 0
 ) -> nn.Module:
-    """The model a resolved config names, for data of the given shape."""
+    """The model a resolved config names, for data of the given shape; a next-byte data set
+    makes the Transformer causal (config.py refuses the CNN there)."""
     norm = {  # null options are the ones this norm ignores (config.canonical)
         "name": cfg["norm"]["name"],
         "options": {k: v for k, v in cfg["norm"].items() if k != "name" and v is not None},
     }
     placement = cfg["placement"]["name"]
     if cfg["model"]["name"] == "transformer":
-        return Transformer(cfg["model"], norm, placement, input_shape, num_classes, vocab_size)
+        causal = cfg["data"]["name"] in NEXT_BYTE_DATA
+        return Transformer(
+            cfg["model"], norm, placement, input_shape, num_classes, vocab_size, causal
+        )
     return CNN(cfg["model"], norm, placement, input_shape, num_classes)

@@ -60,6 +60,7 @@ METRIC_COLUMNS = (
     "train_acc",
     "val_loss",
     "val_acc",
+    "val_bpb",  # next-byte tasks: val_loss / ln 2; NaN for the classification tasks
     "grad_norm",
 )
 

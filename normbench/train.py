@@ -26,7 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from normbench import __version__, checkpoint
 from normbench.config import NORM_KEYS, UsageError
-from normbench.data import Split, input_shape, load
+from normbench.data import Split, Stream, input_shape, load, unigram_bits
 from normbench.diagnostics import Diagnostics, frozen_buffers
 from normbench.models import build_model, count_parameters
 from normbench.provenance import fingerprint, is_stale
@@ -240,7 +240,9 @@ class Trainer:
         progress = (step - warmup) / max(1, self.total_steps - warmup)
         return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
 
-    def to_device(self, split: Split) -> dict[str, torch.Tensor | None]:
+    def to_device(self, split: Split | Stream) -> dict[str, torch.Tensor | None]:
+        if isinstance(split, Stream):
+            return {"bytes": torch.from_numpy(split.bytes).to(self.device)}
         mask = None if split.mask is None else torch.from_numpy(split.mask).to(self.device)
         return {
             "x": torch.from_numpy(split.x).to(self.device),
@@ -250,8 +252,18 @@ class Trainer:
 
     # ------------------------------------------------------------------------------ loop
     def batches(self):
-        """Endless shuffled training batches; each epoch is a fresh permutation from the seed."""
-        data = self.tensors["train"]
+        """Endless shuffled training batches; each epoch is a fresh permutation from the seed.
+        A byte stream gives windows at random positions instead, drawn from the seed."""
+        data, size = self.tensors["train"], self.cfg["batch_size"]
+        if isinstance(self.data.train, Stream):
+            stream, context = data["bytes"], self.data.train.context
+            offsets = torch.arange(context, device=self.device)
+            while True:
+                starts = torch.randint(
+                    len(stream) - context, (size, 1), generator=self.data_order.generator
+                )
+                rows = starts.to(self.device) + offsets
+                yield stream[rows].long(), stream[rows + 1].long(), None
         while True:
             idx = self.data_order.next()
             mask = None if data["mask"] is None else data["mask"][idx]
@@ -310,6 +322,8 @@ class Trainer:
                     row = self.train_row(step, train_loss, train_acc, grad_norm)
                     if evaluate:
                         row["val_loss"], row["val_acc"] = self.evaluate("val")
+                        if self.data.next_byte:
+                            row["val_bpb"] = row["val_loss"] / math.log(2)
                         self.check_target(step, row)
                         if diagnose:
                             self.diagnose(step, row["val_acc"])
@@ -334,7 +348,19 @@ class Trainer:
             self.write_logs()
             self.finish_summary()
         self.summary["test_loss"], self.summary["test_acc"] = self.evaluate("test")
+        self.summary["test_bpb"] = self.bits_per_byte(self.summary["test_loss"])
         return "complete"
+
+    def bits_per_byte(self, loss: float | None) -> float | None:
+        """Next-byte tasks: a mean cross-entropy in nats, in bits per byte; else None."""
+        return loss / math.log(2) if self.data.next_byte and loss is not None else None
+
+    def unigram_bpb(self) -> float | None:
+        """Next-byte tasks: the validation windows' bits per byte under the training bytes'
+        frequencies, the chance level a model must beat (about 4.5 bits)."""
+        if not self.data.next_byte:
+            return None
+        return unigram_bits(self.data.train.bytes, self.data.val.y.ravel())
 
     def step(
         self,
@@ -348,7 +374,7 @@ class Trainer:
         unit (before clipping) when diagnosing."""
         with self.autocast():
             logits = self.model(x, mask=mask)
-        loss = F.cross_entropy(logits.float(), y)
+        loss = F.cross_entropy(logits.float().flatten(0, -2), y.flatten())  # (N[, T], classes)
         self.optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(loss).backward()
         clip, grad_norm = self.cfg["train"]["grad_clip"], None
@@ -398,6 +424,7 @@ class Trainer:
             "train_acc": train_acc,
             "val_loss": math.nan,
             "val_acc": math.nan,
+            "val_bpb": math.nan,
             "grad_norm": math.nan if grad_norm is None else float(grad_norm),
         }
 
@@ -427,8 +454,8 @@ class Trainer:
 
     @torch.no_grad()
     def evaluate(self, split: str, train_mode: bool = False) -> tuple[float, float]:
-        """Mean loss and accuracy on a split, in eval mode (running statistics) unless
-        ``train_mode`` (batch statistics)."""
+        """Mean loss and accuracy on a split (per sample, or per byte for next-byte tasks), in
+        eval mode (running statistics) unless ``train_mode`` (batch statistics)."""
         data = self.tensors[split]
         self.model.train(train_mode)
         loss_sum, correct = 0.0, 0
@@ -437,10 +464,11 @@ class Trainer:
             mask = None if data["mask"] is None else data["mask"][rows]
             with self.autocast():
                 logits = self.model(data["x"][rows], mask=mask).float()
-            loss_sum += F.cross_entropy(logits, data["y"][rows], reduction="sum").item()
-            correct += (logits.argmax(-1) == data["y"][rows]).sum().item()
+            y = data["y"][rows]
+            loss_sum += F.cross_entropy(logits.flatten(0, -2), y.flatten(), reduction="sum").item()
+            correct += (logits.argmax(-1) == y).sum().item()
         self.model.train()
-        return loss_sum / len(data["y"]), correct / len(data["y"])
+        return loss_sum / data["y"].numel(), correct / data["y"].numel()
 
     def finish_summary(self) -> None:
         evaluated = [row for row in self.rows if not math.isnan(row["val_acc"])]
@@ -450,6 +478,8 @@ class Trainer:
             epochs=self.rows[-1]["epoch"] if self.rows else 0.0,
             final_val_loss=evaluated[-1]["val_loss"] if evaluated else None,
             final_val_acc=evaluated[-1]["val_acc"] if evaluated else None,
+            final_val_bpb=self.bits_per_byte(evaluated[-1]["val_loss"] if evaluated else None),
+            unigram_bpb=self.unigram_bpb(),
             best_val_acc=max(row["val_acc"] for row in evaluated) if evaluated else None,
             train_loss_auc=self.train_loss_auc(),
             parameters=count_parameters(self.model),
@@ -538,7 +568,8 @@ class Trainer:
 
 class DataOrder:
     """Which training samples each step takes: every epoch a fresh permutation, drawn from a
-    generator seeded with the run's seed. Its state (the generator as it was before this
+    generator seeded with the run's seed (a byte stream draws its windows from the same
+    generator, without epochs). Its state (the generator now and as it was before this
     epoch's draw, and the steps taken in this epoch) goes into a checkpoint."""
 
     def __init__(self, samples: int, batch_size: int, seed: int, device: torch.device):
@@ -563,13 +594,18 @@ class DataOrder:
         self.position = 0
 
     def state_dict(self) -> dict:
-        return {"epoch_start": self.epoch_start, "position": self.position}
+        return {
+            "generator": self.generator.get_state(),
+            "epoch_start": self.epoch_start,
+            "position": self.position,
+        }
 
     def load_state_dict(self, state: dict) -> None:
-        if state["epoch_start"] is None:  # saved before the first step
+        if state["epoch_start"] is None:  # before the first epoch, or a stream
+            self.generator.set_state(state["generator"])
             return
         self.generator.set_state(state["epoch_start"])
-        self.draw()
+        self.draw()  # the same permutation, and the generator where it was
         self.position = state["position"]
 
 
@@ -585,7 +621,7 @@ class Window:
     def add(self, loss: torch.Tensor, logits: torch.Tensor, y: torch.Tensor) -> None:
         self.loss += loss.detach()
         self.correct += (logits.detach().argmax(-1) == y).sum()
-        self.samples += len(y)
+        self.samples += y.numel()  # samples, or bytes of next-byte prediction
         self.steps += 1
 
     def state_dict(self) -> dict:

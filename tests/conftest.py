@@ -19,6 +19,7 @@ TINY_DATA = {
     "mnist1d": ["data=mnist1d", "data.num_samples=600"],
     "digits": ["data=digits"],
     "tokens": ["data=tokens", "data.num_samples=400", "data.max_len=12"],
+    "pysource": ["data=pysource", "data.context=16", "data.eval_windows=8"],
 }
 
 

@@ -21,8 +21,8 @@ from normbench.config import compose
 from normbench.store import Rerun, RunDir, run_id
 from normbench.train import run_experiment
 
-# 11 steps an epoch on 500 MNIST-1D samples: a long enough run crosses several epochs.
-LONG = ["data.num_samples=500", "train.log_every=3", "train.eval_every=20"]
+# 13 steps an epoch on TINY's 600 MNIST-1D samples: a long enough run crosses several epochs.
+LONG = ["train.log_every=3", "train.eval_every=20"]
 
 
 def metrics(path: Path) -> pd.DataFrame:
@@ -52,16 +52,20 @@ def test_checkpoint_every_is_an_execution_setting_not_part_of_the_run_id():
 
 
 @pytest.mark.parametrize(
-    "overrides",
+    ("overrides", "data"),
     [
-        ("norm=batchnorm", "diagnostics=true"),  # running statistics, diagnostics rows
-        ("model=transformer", "data=tokens", "data.num_samples=400", "norm=rmsnorm"),  # masks
-        ("norm=groupnorm", "precision=bf16", "train.optimizer=sgd"),
+        (("norm=batchnorm", "diagnostics=true"), "mnist1d"),  # running statistics, diagnostics
+        (("model=transformer", "norm=rmsnorm"), "tokens"),  # padding masks
+        (("norm=groupnorm", "precision=bf16", "train.optimizer=sgd"), "mnist1d"),
+        (("model=transformer",), "pysource"),  # random windows of a byte stream, no epochs
     ],
-    ids=["batchnorm-diagnostics", "tokens", "bf16-sgd"],
+    ids=["batchnorm-diagnostics", "tokens", "bf16-sgd", "pysource"],
 )
-def test_a_run_interrupted_by_ctrl_c_resumes_to_the_uninterrupted_metrics(tmp_path, overrides):
-    cfg = compose(tiny(*LONG, "train.max_steps=60", "train.checkpoint_every=7", *overrides))
+def test_a_run_interrupted_by_ctrl_c_resumes_to_the_uninterrupted_metrics(
+    tmp_path, overrides, data
+):
+    steps = ["train.max_steps=60", "train.checkpoint_every=7"]
+    cfg = compose(tiny(*LONG, *steps, *overrides, data=data))
     whole = run_experiment(cfg, tmp_path / "whole", progress=False)
     run = RunDir(tmp_path / "resumed", run_id(cfg))
     interrupt_after_first_checkpoint(run.path, signal.SIGINT)
@@ -78,7 +82,7 @@ def test_a_run_interrupted_by_ctrl_c_resumes_to_the_uninterrupted_metrics(tmp_pa
     assert meta(run.path)["started"] == interrupted["started"]
     assert resumed.summary["test_acc"] == whole.summary["test_acc"]
     assert not (run.path / checkpoint.FILE_NAME).exists()  # a complete run keeps none
-    if "diagnostics=true" in overrides:
+    if cfg["diagnostics"]:
         pd.testing.assert_frame_equal(
             pd.read_parquet(whole.path / "diagnostics.parquet"),
             pd.read_parquet(run.path / "diagnostics.parquet"),

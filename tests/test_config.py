@@ -50,7 +50,7 @@ def test_every_group_has_the_options_of_the_design():
     assert group_options("placement") == sorted(["pre", "post", "res_post", "sandwich", "deepnorm"])
     assert group_options("model") == ["cnn", "transformer"]
     assert group_options("precision") == ["bf16", "fp16", "fp32"]
-    assert group_options("data") == ["digits", "mnist1d", "tokens"]
+    assert group_options("data") == ["digits", "mnist1d", "pysource", "tokens"]
 
 
 def test_overrides_are_typed_and_applied():
@@ -129,3 +129,27 @@ def test_keys_a_norm_ignores_are_nulled_so_equal_experiments_share_a_run_id():
     assert compose(["norm=layernorm"])["norm"]["groups"] is None
     assert compose(["norm=groupnorm"])["norm"]["groups"] == 8
     compose(["norm=layernorm", "norm.ghost_batch=64"])  # ignored, so not refused
+
+
+def test_pysource_defaults_to_bits_per_byte_and_keeps_the_transformer_defaults():
+    lm, classifier = compose(["data=pysource"]), compose([])
+    assert lm["target"]["metric"] == "val_bpb" and classifier["target"]["metric"] == "val_acc"
+    assert lm["model"] == classifier["model"]
+
+
+@pytest.mark.parametrize(
+    ("bad", "named"),
+    [
+        (["data=pysource", "model=cnn"], "model=cnn"),
+        (["data=pysource", "norm=instancenorm"], "norm=instancenorm"),
+        (["data=pysource", "norm=switchnorm"], "norm=switchnorm"),
+        (["data=pysource", "norm=adaln"], "norm=adaln"),
+        (["target.metric=val_bpb"], "target.metric=val_bpb"),
+        (["data=pysource", "data.val_fraction=0"], "data.val_fraction=0.0"),
+        (["data=pysource", "data.val_fraction=0.5", "data.test_fraction=0.5"], "0.9"),
+        (["data=pysource", "data.corpus=python2.7-000000000000"], "data.corpus="),
+    ],
+)
+def test_pysource_refuses_what_would_not_be_next_byte_prediction(bad, named):
+    with pytest.raises(UsageError, match=named.replace(".", r"\.")):
+        compose(bad)

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import math
+import platform
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -66,3 +71,86 @@ def test_token_labels_count_the_repeats_of_the_query_among_the_real_tokens():
         np.testing.assert_array_equal(repeats, split.y)
     counts = np.bincount(dataset.train.y)
     assert counts.min() > 0.8 * counts.max()  # balanced classes
+
+
+# --------------------------------------------------------------------------------- pysource
+PYSOURCE = {
+    "name": "pysource",
+    "context": 32,
+    "eval_windows": 16,
+    "val_fraction": 0.05,
+    "test_fraction": 0.05,
+    "corpus": None,
+}
+
+
+def test_the_corpus_is_the_standard_library_source_without_packages_and_tests():
+    corpus = data.corpus()
+    assert {"os.py", "json/__init__.py", "asyncio/tasks.py"} <= set(corpus.files)
+    assert len(corpus.files) > 300 and sum(map(len, corpus.contents)) > 3_000_000
+    for path in corpus.files:
+        assert path.endswith(".py") and not set(path.split("/")[:-1]) & data.NOT_SOURCE, path
+
+
+def test_corpus_identity_is_the_python_version_and_a_hash_of_paths_and_contents():
+    corpus = data.corpus()
+    assert corpus.identity.startswith(f"python{platform.python_version()}-")
+    # another process of the same Python computes the same identity
+    code = "from normbench.data import corpus; print(corpus().identity)"
+    fresh = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert fresh.stdout.strip() == corpus.identity, fresh.stderr
+    edited = (corpus.contents[0] + b"#",) + corpus.contents[1:]
+    renamed = ("renamed.py",) + corpus.files[1:]
+    assert data.Corpus(corpus.files, edited).identity != corpus.identity
+    assert data.Corpus(renamed, corpus.contents).identity != corpus.identity
+
+
+def test_a_file_split_depends_on_its_path_alone():
+    files = data.corpus().files
+    splits = [data.file_split(path, 0.05, 0.05) for path in files]
+    assert splits == [data.file_split(path, 0.05, 0.05) for path in files]
+    counts = {name: splits.count(name) for name in ("train", "val", "test")}
+    assert counts["val"] > 10 and counts["test"] > 10 and counts["train"] > 0.8 * len(files)
+    # a larger validation fraction takes files from train only: test stays as it is
+    wider = [data.file_split(path, 0.2, 0.05) for path in files]
+    for before, after in zip(splits, wider, strict=True):
+        assert (before == "test") == (after == "test")
+        assert before != "val" or after == "val"
+
+
+def test_pysource_streams_hold_every_file_once_between_separators():
+    streams = data.pysource_streams(0.05, 0.05)
+    corpus = data.corpus()
+    assert (
+        sum(len(s) for s in streams.values())
+        == sum(map(len, corpus.contents)) + len(corpus.files) - 3
+    )  # one separator between consecutive files of each split
+    separators = sum(int((s == data.FILE_SEPARATOR).sum()) for s in streams.values())
+    assert separators == len(corpus.files) - 3  # the byte occurs nowhere in the source
+
+
+def test_evaluation_windows_are_fixed_and_shifted_by_one_byte():
+    first, second = data.load(PYSOURCE), data.load({**PYSOURCE, "val_fraction": 0.05})
+    for split in ("val", "test"):
+        windows = getattr(first, split)
+        assert windows.x.shape == windows.y.shape == (16, 32)
+        np.testing.assert_array_equal(windows.x[:, 1:], windows.y[:, :-1])
+        np.testing.assert_array_equal(windows.x, getattr(second, split).x)
+    assert first.next_byte and first.num_classes == first.vocab_size == 256
+    assert len(first.train) == len(first.train.bytes) // 32
+    assert data.split_sizes(PYSOURCE) == {"train": len(first.train), "val": 16, "test": 16}
+
+
+def test_loading_another_interpreters_corpus_is_refused():
+    with pytest.raises(ValueError, match="not this interpreter's standard library"):
+        data.load({**PYSOURCE, "corpus": "python2.7-000000000000"})
+
+
+def test_unigram_bits_per_byte():
+    # add-one smoothing over 256 bytes: p(0) = p(1) = 3 / 260
+    assert data.unigram_bits(np.array([0, 0, 1, 1]), np.array([0, 1])) == pytest.approx(
+        -math.log2(3 / 260)
+    )
+    streams = data.pysource_streams(0.05, 0.05)
+    chance = data.unigram_bits(streams["train"], streams["val"])
+    assert 4.0 < chance < 5.2  # the "about 4.5 bits per byte"

@@ -202,3 +202,40 @@ def test_what_dtype_a_norm_reads_under_autocast(model, placement, dtype):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         net(torch.randn(4, *input_shape(cfg["data"])))
     assert seen == {dtype}
+
+
+# ---------------------------------------------------------------------- causal (pysource)
+CAUSAL_NORMS = ["layernorm", "rmsnorm", "batchnorm", "groupnorm", "dyt", "scalenorm", "none"]
+
+
+def causal_model(norm: str, placement: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    cfg = compose(tiny(f"norm={norm}", f"placement={placement}", data="pysource"))
+    model = build_model(cfg, input_shape(cfg["data"]), 256, vocab_size=256)
+    model.train()
+    model(torch.randint(0, 256, (8, 16)))  # moves BatchNorm's running statistics off init
+    return model.eval()
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+@pytest.mark.parametrize("norm", CAUSAL_NORMS)
+def test_a_change_at_position_t_never_changes_the_logits_before_t(norm, placement):
+    model = causal_model(norm, placement)
+    x = torch.randint(0, 256, (3, 16))
+    logits = model(x)
+    assert logits.shape == (3, 16, 256)
+    for t in (0, 7, 15):
+        changed = x.clone()
+        changed[:, t] = (changed[:, t] + 1) % 256
+        other = model(changed)
+        torch.testing.assert_close(other[:, :t], logits[:, :t], rtol=0, atol=1e-6)
+        assert (other[:, t] - logits[:, t]).abs().amax() > 1e-4  # position t does see it
+
+
+def test_batchnorm_in_train_mode_pools_later_tokens_into_earlier_positions():
+    """Why only eval mode is causal with BatchNorm: batch statistics span every token."""
+    model = causal_model("batchnorm", "pre").train()
+    x = torch.randint(0, 256, (3, 16))
+    changed = x.clone()
+    changed[:, 15] = (changed[:, 15] + 1) % 256
+    assert (model(changed)[:, :15] - model(x)[:, :15]).abs().amax() > 1e-6

@@ -61,11 +61,15 @@ def make_run(
         "code": {"source_hash": code or source_hash()},
         "versions": {"torch": "2.13.0"},
         "device": "cpu",
+        "command": ["/venv/bin/normbench", "run", "model=cnn", *overrides],
     }
     run.write_meta(meta)
     rows = [
         {
             "step": 10 * (i + 1),
+            "samples": 10 * (i + 1) * cfg["batch_size"],
+            "epoch": 10 * (i + 1) * cfg["batch_size"] / 1000,
+            "elapsed_s": (i + 1) * 0.5,
             "train_loss": loss,
             "val_acc": None if acc is None else acc - 0.1 * (2 - i),
         }
@@ -416,7 +420,8 @@ def test_report_never_imports_torch(study):
     code = (
         "import sys\nfrom typer.testing import CliRunner\nfrom normbench.cli import app\n"
         f"r = CliRunner().invoke(app, ['report', {str(study)!r}, '--plots', "
-        f"{str(study / 'img')!r}])\nassert r.exit_code == 0, r.output\n"
+        f"{str(study / 'img')!r}, '--html', {str(study / 'r.html')!r}])\n"
+        "assert r.exit_code == 0, r.output\n"
         "assert 'torch' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -457,3 +462,53 @@ def test_report_after_a_real_smoke_sweep(tmp_path):
         "inconclusive",
     }
     assert (tmp_path / "img" / "learning_curves.png").exists()
+
+
+def test_precision_table_contrasts_each_precision_with_fp32(tmp_path):
+    runs = tmp_path / "runs"
+    for seed in range(3):
+        make_run(runs, ["precision=fp32", f"seed={seed}"], acc=0.900 + seed / 1000)
+        make_run(runs, ["precision=bf16", f"seed={seed}"], acc=0.899 + seed / 1000)
+        make_run(runs, ["precision=fp16", f"seed={seed}"], acc=0.700 + seed / 1000)
+    make_run(runs, ["precision=fp16", "seed=3"], status="diverged", acc=0.5)
+    (section,) = build(load_runs(runs)).sections
+    row = section.tables["precision"].iloc[0]
+    assert row["bf16_delta"] == pytest.approx(-0.001)
+    assert row["bf16_verdict"] == "equivalent"
+    assert row["fp16_mean"] == pytest.approx((0.700 + 0.701 + 0.702 + 0.1) / 4)  # at chance
+    assert row["fp16_diverged"] == 1 and row["fp16_n"] == 4
+    assert row["fp16_verdict"] == "inconclusive"  # the divergence makes fp16's seeds disagree
+    (section,) = build(load_runs(runs), method=Method(diverged="exclude")).sections
+    row = section.tables["precision"].iloc[0]
+    assert row["fp16_verdict"] == "worse"
+    assert row["fp16_delta_ci_low"] < row["fp16_delta"] < row["fp16_delta_ci_high"] < 0
+    result = runner.invoke(app, ["report", str(runs)], env={"COLUMNS": "120"})
+    assert "equivalent" in result.output and "worse" in result.output
+
+
+def test_stability_table_gives_the_largest_learning_rate_that_trains(tmp_path):
+    runs = tmp_path / "runs"
+    # acc per (norm, lr) and seed; chance is 0.1, so "clear of chance" means >= 0.145
+    cells = {
+        ("layernorm", 0.01): [0.90, 0.91],
+        ("layernorm", 0.1): [0.85, 0.86],
+        ("layernorm", 1.0): [0.11, 0.60],  # one seed at chance: not every seed trained
+        ("none", 0.01): [0.88, 0.87],
+        ("none", 0.1): [0.12, 0.13],
+    }
+    for (norm, lr), accs in cells.items():
+        for seed, acc in enumerate(accs):
+            make_run(runs, [f"norm={norm}", f"train.lr={lr}", f"seed={seed}"], acc=acc)
+    make_run(runs, ["norm=none", "train.lr=1.0", "seed=0"], status="diverged", acc=0.5)
+    make_run(runs, ["norm=none", "train.lr=1.0", "seed=1"], status="diverged", acc=0.5)
+    (section,) = build(load_runs(runs)).sections
+    table = section.tables["lr_stability"].set_index("norm.name")
+    assert table.loc["layernorm", "largest_stable"] == pytest.approx(0.1)
+    assert table.loc["layernorm", "metric_there"] == pytest.approx(0.855)
+    assert table.loc["layernorm", "1_trained"] == "1/2"
+    assert table.loc["none", "largest_stable"] == pytest.approx(0.01)
+    assert table.loc["none", "1_trained"] == "0/2"
+    assert table.index[0] == "layernorm"  # the most stable first
+    assert section.tables["depth_stability"] is None
+    result = runner.invoke(app, ["report", str(runs)], env={"COLUMNS": "120"})
+    assert "Stability" in result.output and "largest" in result.output

@@ -411,3 +411,30 @@ def test_until_decided_adds_seeds_only_to_open_groups_and_splits_alpha(tmp_path)
     assert json.loads(report.stdout)["method"]["alpha_per_look"] == pytest.approx(0.025)
     bad = sweep_cli(runs, *args, "--until-decided", "--max-seeds", "1")
     assert bad.returncode == 2 and "--max-seeds 1: the grid already has 2 seed(s)" in bad.stderr
+
+
+def test_lr_stability_crosses_norms_and_placements_with_a_log_spaced_lr_grid():
+    sweep = expand("lr_stability", [])
+    groups = {(job.cfg["norm"]["name"], job.cfg["placement"]["name"]) for job in sweep.jobs}
+    assert groups == {
+        ("layernorm", "pre"),
+        ("layernorm", "post"),
+        ("layernorm", "sandwich"),
+        ("rmsnorm", "pre"),
+        ("rmsnorm", "post"),
+        ("none", "pre"),
+    }
+    lrs = sorted({job.cfg["train"]["lr"] for job in sweep.jobs})
+    ratios = [b / a for a, b in zip(lrs, lrs[1:], strict=False)]
+    assert len(lrs) == 5 and all(ratio == pytest.approx(ratios[0], rel=0.15) for ratio in ratios)
+    assert {job.cfg["data"]["name"] for job in sweep.jobs} == {"pysource"}
+    assert len(sweep.jobs) == len(groups) * len(lrs) * 2
+
+
+def test_depth_preset_holds_the_learning_rate_and_varies_depth_and_placement():
+    sweep = expand("depth", [])
+    assert {job.cfg["train"]["lr"] for job in sweep.jobs} == {0.01}
+    assert {job.cfg["train"]["warmup_steps"] for job in sweep.jobs} == {0}
+    assert {job.cfg["model"]["depth"] for job in sweep.jobs} == {4, 8, 16}
+    assert {job.cfg["placement"]["name"] for job in sweep.jobs} >= {"pre", "post", "sandwich"}
+    assert {job.cfg["data"]["name"] for job in sweep.jobs} == {"pysource"}

@@ -16,8 +16,8 @@ import pytest
 import torch
 from conftest import tiny
 
-from normbench.config import compose
-from normbench.data import input_shape
+from normbench.config import UsageError, compose
+from normbench.data import corpus, input_shape
 from normbench.models import build_model
 from normbench.store import METRIC_COLUMNS, Rerun, RunDir, run_id
 from normbench.train import Trainer, resolve_device, run_experiment
@@ -51,6 +51,7 @@ def test_a_run_writes_config_meta_and_metrics(tmp_path):
     assert list(frame.columns) == list(METRIC_COLUMNS)
     assert frame["step"].tolist() == [2, 3, 4, 6]  # log_every=2, eval_every=3, and the end
     assert frame["val_acc"].notna().tolist() == [False, True, False, True]
+    assert frame["val_bpb"].isna().all() and meta["summary"]["final_val_bpb"] is None
     assert (frame["samples"] == frame["step"] * 32).all()
     assert frame["grad_norm"].notna().all() and (frame["elapsed_s"].diff().dropna() >= 0).all()
 
@@ -308,3 +309,53 @@ def test_diagnostics_leave_the_run_id_alone_and_are_added_by_training_again(tmp_
     assert run_experiment(observed, tmp_path, progress=False).skipped
     assert run_experiment(plain, tmp_path, progress=False).skipped
     assert first.run_id == second.run_id
+
+
+# ---------------------------------------------------------------------- next-byte (pysource)
+def test_next_byte_runs_report_bits_per_byte(tmp_path):
+    outcome = run_experiment(compose(tiny(data="pysource")), tmp_path, progress=False)
+    assert outcome.status == "complete", outcome.error
+    frame = metrics(outcome).dropna(subset=["val_loss"])
+    assert len(frame) == 2
+    assert frame["val_bpb"].tolist() == pytest.approx((frame["val_loss"] / math.log(2)).tolist())
+    assert frame["val_acc"].between(0, 1).all()
+    s = outcome.summary
+    assert s["final_val_bpb"] == pytest.approx(frame["val_bpb"].iloc[-1])
+    assert s["test_bpb"] == pytest.approx(s["test_loss"] / math.log(2))
+    assert 4.0 < s["unigram_bpb"] < 5.2  # chance: the bytes' frequencies alone
+    assert s["final_val_bpb"] < 8.5  # at most a little above uniform over 256 bytes
+
+
+def test_training_windows_follow_the_seed_and_evaluation_windows_do_not(tmp_path):
+    def first_batch(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        cfg = compose(tiny(f"seed={seed}", data="pysource"))
+        trainer = Trainer(cfg, torch.device("cpu"), RunDir(tmp_path, run_id(cfg)), False)
+        trainer.setup()
+        x, y, _ = next(trainer.batches())
+        assert x.shape == y.shape == (32, 16) and torch.equal(x[:, 1:], y[:, :-1])
+        return x, trainer.tensors["val"]["x"], trainer.tensors["test"]["y"]
+
+    (x0, val0, test0), (x0_again, _, _), (x1, val1, test1) = map(first_batch, (0, 0, 1))
+    assert torch.equal(x0, x0_again) and not torch.equal(x0, x1)
+    assert torch.equal(val0, val1) and torch.equal(test0, test1)
+
+
+def test_the_corpus_identity_is_part_of_a_pysource_run_id():
+    cfg = compose(tiny(data="pysource"))
+    assert cfg["data"]["corpus"] == corpus().identity
+    assert compose(tiny(f"data.corpus={corpus().identity}", data="pysource")) == cfg
+    other_python = {**cfg, "data": {**cfg["data"], "corpus": "python3.99.0-0123456789ab"}}
+    assert run_id(other_python) != run_id(cfg)
+    with pytest.raises(UsageError, match="not this interpreter's standard library"):
+        compose(tiny("data.corpus=python3.99.0-0123456789ab", data="pysource"))
+
+
+@pytest.mark.slow
+def test_normbench_run_trains_a_language_model_from_the_command_line(tmp_path):
+    command = [sys.executable, "-m", "normbench", "run", "-q", *tiny(data="pysource")]
+    result = subprocess.run(
+        [*command, "--runs-dir", str(tmp_path / "runs")], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    line = result.stdout.strip().splitlines()[-1]
+    assert line.startswith("complete  val bpb ") and "test bpb" in line and "val_bpb <= 2.5" in line
