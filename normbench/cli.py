@@ -301,6 +301,12 @@ def sweep(
             if todo:
                 with view:
                     runner.launch(todo, view)
+        except UsageError as err:  # the cluster refused the submission
+            if look == 1 and not view.finished:  # nothing ran: leave nothing behind
+                sweeps.discard_record(record, folder)
+            else:
+                sweeps.finish_record(record, sweeps.add_counts(counts, view.counts), jobs_so_far)
+            raise fail(str(err)) from None
         except KeyboardInterrupt:
             sweeps.finish_record(record, sweeps.add_counts(counts, view.counts), jobs_so_far)
             console.print(
