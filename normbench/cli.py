@@ -91,12 +91,15 @@ def fail(message: str) -> typer.Exit:
 
 
 def _interrupt_on_sigterm() -> None:
-    """SIGTERM (a scheduler's kill, a preemption) ends a run like Ctrl-C: recorded, not lost."""
+    """SIGTERM (a scheduler's kill, a preemption) ends a run like Ctrl-C: recorded, not lost.
+    SIGINT is Ctrl-C again whatever the shell did with it (a script's background job starts
+    with SIGINT ignored, and Python then leaves it ignored)."""
 
     def handler(signum, frame):
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @app.command()

@@ -228,9 +228,14 @@ class Worker:
 
 
 def worker_loop(index: int, inbox, events, runs_dir: str, rerun: Rerun, threads: int) -> None:
-    """A worker process: import torch once, then train run after run until told to stop."""
+    """A worker process: import torch once, then train run after run until told to stop.
+
+    The parent stops workers with SIGTERM (the run is recorded interrupted); SIGINT is
+    ignored here, so a Ctrl-C that the terminal sends to the whole process group reaches the
+    run through the parent, which knows what each worker holds."""
     parent = os.getppid()
     signal.signal(signal.SIGTERM, raise_interrupt)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         import torch
 
@@ -260,6 +265,9 @@ def worker_loop(index: int, inbox, events, runs_dir: str, rerun: Rerun, threads:
             events.put(("done", index, result))
     except KeyboardInterrupt:
         return
+
+
+STOP_GRACE = 4.0  # seconds a stopped worker has to record its run before it is killed
 
 
 class LocalLauncher:
@@ -333,11 +341,13 @@ class LocalLauncher:
                 start_worker()
 
     def stop(self, workers: dict[int, Worker], view: View) -> None:
-        """Ctrl-C: every worker gets SIGINT, marks its run interrupted and exits."""
+        """Ctrl-C or SIGTERM to the sweep: every worker gets SIGTERM, marks its run
+        interrupted and exits; one still alive after STOP_GRACE seconds is killed and its run
+        recorded interrupted by the parent (the sweep ends within 5 s)."""
         for worker in workers.values():
             if worker.process.is_alive():
-                os.kill(worker.process.pid, signal.SIGINT)
-        deadline = time.monotonic() + 30
+                os.kill(worker.process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE
         for worker in workers.values():
             worker.process.join(timeout=max(0.1, deadline - time.monotonic()))
             if worker.process.is_alive():

@@ -355,3 +355,50 @@ def test_escape_sequences_and_markup_from_a_runs_directory_are_shown_inert(tmp_p
     result = runner.invoke(app, ["report", str(runs)], env={"COLUMNS": "200"})
     assert "\x1b[2J" not in result.output
     assert "[link=https://example.com]click[/link]" in result.output.replace("\n", "")
+
+
+# --------------------------------------------------------------------------- signals
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("signum", "ignored_at_start"),
+    [("SIGTERM", False), ("SIGINT", True)],  # SIGINT ignored: a script's `&` background job
+)
+def test_the_sweep_parent_stops_within_5_seconds_and_records_interrupted(
+    tmp_path, signum, ignored_at_start
+):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from test_sweep import QUICK, metas
+
+    runs = tmp_path / "runs"
+    args = [*QUICK, "train.max_steps=3000", "train.eval_every=50", "seed=range(4)", "--jobs", "2"]
+
+    def start_ignoring_sigint():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "normbench", "sweep", *args, "--runs-dir", str(runs)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=start_ignoring_sigint if ignored_at_start else None,
+        start_new_session=True,
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        states = [m and m.get("status") for m in metas(runs).values()] if runs.exists() else []
+        if states.count("running") == 2:
+            break
+        time.sleep(0.1)
+    time.sleep(1.0)  # both workers well inside their runs
+    sent = time.perf_counter()
+    proc.send_signal(getattr(signal, signum))  # the parent only, not its workers
+    out, err = proc.communicate(timeout=60)
+    took = time.perf_counter() - sent
+    assert proc.returncode == 130, out + err
+    assert took <= 5.0, took
+    statuses = [m["status"] for m in metas(runs).values()]
+    assert "running" not in statuses and statuses.count("interrupted") == 2, statuses
