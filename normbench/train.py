@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import platform
+import secrets
+import shutil
 import socket
 import sys
 import time
@@ -30,7 +33,7 @@ from normbench.data import Split, Stream, input_shape, load, unigram_bits
 from normbench.diagnostics import Diagnostics, frozen_buffers
 from normbench.models import build_model, count_parameters
 from normbench.provenance import fingerprint, is_stale
-from normbench.store import FINISHED, Labels, Rerun, RunDir, run_id
+from normbench.store import FINISHED, Labels, Rerun, RunDir, real_directory, run_id
 
 AUTOCAST_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 EVAL_BATCH = 1024
@@ -94,13 +97,32 @@ def run_experiment(
                 skipped=True,
                 stale=is_stale(previous),
             )
-        if rerun and rerun.force:
-            (run.path / checkpoint.FILE_NAME).unlink(missing_ok=True)
         kept = Labels(tuple((previous or {}).get("tags") or ()), (previous or {}).get("note"))
         labels = labels or Labels()
-        return train_and_record(
-            cfg, run, device, progress, Labels(kept.tags + labels.tags, labels.note or kept.note)
-        )
+        labels = Labels(kept.tags + labels.tags, labels.note or kept.note)
+        if rerun and rerun.force and previous and previous.get("status") in FINISHED:
+            return train_replacing(cfg, run, device, progress, labels)
+        if rerun and rerun.force:
+            (run.path / checkpoint.FILE_NAME).unlink(missing_ok=True)
+        return train_and_record(cfg, run, device, progress, labels)
+
+
+def train_replacing(
+    cfg: dict, run: RunDir, device: torch.device, progress: bool, labels: Labels
+) -> Outcome:
+    """``--force`` on a finished run: train into a fresh directory beside it and swap it in
+    only once the new run has finished, so that a forced rerun that is interrupted or fails
+    never destroys the result it was asked to replace. (The caller holds the run's lock.)"""
+    staging = real_directory(run.path.parent / ".staging") / secrets.token_hex(4)
+    fresh = RunDir(staging, run.run_id)
+    try:
+        outcome = train_and_record(cfg, fresh, device, progress, labels)
+        if outcome.status in FINISHED:
+            os.replace(run.path, staging / "replaced")
+            os.replace(fresh.path, run.path)
+        return Outcome(run.run_id, run.path, outcome.status, outcome.summary, outcome.error)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def train_and_record(

@@ -402,3 +402,61 @@ def test_the_sweep_parent_stops_within_5_seconds_and_records_interrupted(
     assert took <= 5.0, took
     statuses = [m["status"] for m in metas(runs).values()]
     assert "running" not in statuses and statuses.count("interrupted") == 2, statuses
+
+
+@pytest.mark.slow
+def test_an_interrupted_forced_rerun_keeps_the_previous_result(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from normbench.config import compose
+    from normbench.store import RunDir
+    from normbench.train import run_experiment
+
+    runs = tmp_path / "runs"
+    overrides = tiny_cnn("train.max_steps=3000", "train.eval_every=500")
+    first = run_experiment(compose(overrides), runs, progress=False)
+    run = RunDir(runs, first.run_id)
+    before = (run.read_meta(), run.metrics_path.read_bytes())
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "normbench",
+            "run",
+            *overrides,
+            "--force",
+            "-q",
+            "--runs-dir",
+            str(runs),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 180
+    while time.time() < deadline and not any((runs / ".staging").glob("*/*/metrics.parquet")):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)  # training under way in the staging directory
+    proc.communicate(timeout=180)
+    assert proc.returncode == 130
+    assert (run.read_meta(), run.metrics_path.read_bytes()) == before
+    assert not any((runs / ".staging").iterdir())
+    again = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "normbench",
+            "run",
+            *tiny_cnn(),
+            "--force",
+            "-q",
+            "--runs-dir",
+            str(runs),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert again.returncode == 0  # another config: a plain run
