@@ -249,7 +249,7 @@ def sweep(
     from normbench import adaptive
     from normbench import sweep as sweeps
     from normbench.config import UsageError
-    from normbench.launchers import launcher_settings, make_launcher
+    from normbench.launchers import check_private, launcher_settings, make_launcher
     from normbench.store import Rerun
 
     arguments = list(arguments or [])
@@ -284,6 +284,8 @@ def sweep(
     rerun = Rerun(force, rerun_stale)
     try:
         planned = sweeps.plan(grid, runs_dir, rerun)
+        if launcher != "local":
+            check_private(runs_dir)
         record = sweeps.write_record(grid, runs_dir, launcher, datetime.now(), plan)
     except UsageError as err:
         raise fail(str(err)) from None

@@ -19,6 +19,7 @@ import multiprocessing as mp
 import os
 import queue
 import signal
+import stat
 import socket
 import subprocess
 import time
@@ -425,6 +426,8 @@ class SubmititLauncher:
     def executor(self):
         import submitit
 
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.folder.chmod(0o700)  # submitit's pickles: readable and writable by us alone
         options = {}
         if self.cluster == "slurm":
             options = {
@@ -534,6 +537,24 @@ class SubmititLauncher:
                 handle.cancel(check=False)
         for job, _ in active.values():
             view.done(job.run_id, *record_lost_run(self.runs_dir, job, "interrupted", None))
+
+
+def check_private(runs_dir: Path) -> None:
+    """The submitit launchers unpickle what they find under runs/sweeps/*.submitit: refuse a
+    runs directory (or its sweeps folder) that other users can write to, where one of them
+    could replace a pickle and run code as you (docs/security.md)."""
+    for path in (runs_dir, runs_dir / "sweeps"):
+        try:
+            mode = path.stat().st_mode
+        except FileNotFoundError:
+            continue
+        if mode & (stat.S_IWGRP | stat.S_IWOTH):
+            who = "others" if mode & stat.S_IWOTH else "its group"
+            raise UsageError(
+                f"{path} is writable by {who}: the slurm and submitit_local launchers unpickle "
+                "files there, which anyone who can write to it could replace (docs/security.md); "
+                f"chmod go-w {path}, or use --launcher local"
+            )
 
 
 def make_launcher(

@@ -460,3 +460,16 @@ def test_an_interrupted_forced_rerun_keeps_the_previous_result(tmp_path):
         text=True,
     )
     assert again.returncode == 0  # another config: a plain run
+
+
+def test_submitit_launchers_refuse_a_runs_directory_others_can_write(tmp_path):
+    runs = tmp_path / "runs"
+    (runs / "sweeps").mkdir(parents=True)
+    runs.chmod(0o755)
+    (runs / "sweeps").chmod(0o777)
+    result = runner.invoke(
+        app,
+        ["sweep", *tiny_cnn(), "seed=0,1", "--launcher", "submitit_local", "--runs-dir", str(runs)],
+    )
+    one_line_error(result, "sweeps is writable by others", "chmod go-w")
+    assert list((runs / "sweeps").iterdir()) == []
