@@ -19,8 +19,8 @@ import multiprocessing as mp
 import os
 import queue
 import signal
-import stat
 import socket
+import stat
 import subprocess
 import time
 import traceback
