@@ -259,14 +259,36 @@ def _plain(value):
 def results(part: pd.DataFrame, column: str, metric: Metric, method: Method) -> np.ndarray:
     """A group's results in seed order: complete runs' values, diverged runs at chance (or
     dropped with ``--diverged exclude``); failed and unfinished runs are never results."""
+    return np.array(list(seeded_results(part, column, metric, method).values()), dtype=float)
+
+
+def seeded_results(
+    part: pd.DataFrame, column: str, metric: Metric, method: Method
+) -> dict[int, float]:
+    """``results`` by seed, in seed order."""
     part = part.sort_values("seed") if "seed" in part else part
-    values = []
-    for _, run in part.iterrows():
+    values = {}
+    for index, run in part.iterrows():
+        seed = run.get("seed", index)
         if run["status"] == "diverged" and method.diverged == "chance":
-            values.append(metric.chance(float(run["num_classes"])))
+            values[seed] = metric.chance(float(run["num_classes"]))
         elif run["status"] == "complete" and _finite(run.get(column)):
-            values.append(float(run[column]))
-    return np.array(values, dtype=float)
+            values[seed] = float(run[column])
+    return values
+
+
+def matched_pair(
+    reference: pd.DataFrame, other: pd.DataFrame, metric: Metric, method: Method
+) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Two cells' results for a contrast, paired by seed when both have results for the
+    same seeds (same initialisation and data order: only the contrasted setting differs),
+    else each cell's own results, unpaired."""
+    a = seeded_results(reference, metric.column, metric, method)
+    b = seeded_results(other, metric.column, metric, method)
+    if a.keys() == b.keys() and len(a) >= 2:
+        seeds = sorted(a)
+        return np.array([a[s] for s in seeds]), np.array([b[s] for s in seeds]), True
+    return np.array(list(a.values())), np.array(list(b.values())), False
 
 
 def _finite(value) -> bool:
@@ -406,7 +428,7 @@ def batch_table(
         )
     ghost_study = runs["batch_size"].nunique() == 1
     row_keys = [k for k in keys if k not in BATCH_KEYS]
-    rows, pairs = [], []
+    rows, pairs, matched = [], [], []
     for values, part in groups(runs, row_keys):
         same_runs = ghost_study and not any(
             "ghost_batch" in NORM_KEYS.get(n, set()) for n in part["norm.name"]
@@ -423,8 +445,15 @@ def batch_table(
             reference_batch=int(reference), smallest_batch=int(smallest), same_runs=same_runs
         )
         rows.append(row)
-        pairs.append((metric.score(cells[reference]), metric.score(cells[smallest])))
-    verdicts = stats.contrast(pairs, method.alpha_per_look, method.margin)
+        ref, small, paired = matched_pair(
+            part[part["device_batch"] == reference],
+            part[part["device_batch"] == smallest],
+            metric,
+            method,
+        )
+        pairs.append((metric.score(ref), metric.score(small)))
+        matched.append(paired and not same_runs)
+    verdicts = stats.contrast(pairs, method.alpha_per_look, method.margin, matched)
     for row, verdict in zip(rows, verdicts, strict=True):
         if row["same_runs"]:
             verdict = stats.Verdict("insensitive", 0.0, 0.0, 0.0, reason="same runs")
@@ -456,7 +485,7 @@ def precision_table(
         return None
     row_keys = [k for k in keys if k != "precision.name"]
     precisions = [p for p in ("fp32", "bf16", "fp16") if p in set(runs["precision.name"])]
-    rows, pairs, cells = [], [], []
+    rows, pairs, cells, matched = [], [], [], []
     for values, part in groups(runs, row_keys):
         row = {**values}
         samples = {}
@@ -474,12 +503,18 @@ def precision_table(
             )
         for precision in precisions[1:]:
             if "fp32" in samples:
-                pairs.append((metric.score(samples["fp32"]), metric.score(samples[precision])))
+                fp32, low, paired = matched_pair(
+                    part[part["precision.name"] == "fp32"],
+                    part[part["precision.name"] == precision],
+                    metric,
+                    method,
+                )
+                pairs.append((metric.score(fp32), metric.score(low)))
+                matched.append(paired)
                 cells.append((len(rows), precision))
         rows.append(row)
-    for (index, precision), verdict in zip(
-        cells, stats.contrast(pairs, method.alpha_per_look, method.margin), strict=True
-    ):
+    verdicts = stats.contrast(pairs, method.alpha_per_look, method.margin, matched)
+    for (index, precision), verdict in zip(cells, verdicts, strict=True):
         word = {"sensitive": "worse", "insensitive": "equivalent"}.get(
             verdict.verdict, verdict.verdict
         )

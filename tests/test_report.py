@@ -239,15 +239,32 @@ def test_batch_contrast_largest_against_smallest(study):
     bn = table.loc["batchnorm"]
     assert bn["b2_mean"] == pytest.approx(0.82) and bn["b32_mean"] == pytest.approx(0.92)
     assert bn["b2_ci95"] == pytest.approx(T_975[2] * 0.02 / math.sqrt(3))
-    a, b = np.array([0.9, 0.92, 0.94]), np.array([0.8, 0.82, 0.84])
     assert bn["drop"] == pytest.approx(0.10)
-    assert (bn["drop_ci_low"], bn["drop_ci_high"]) == pytest.approx(
-        stats.diff_ci(stats.welch(a, b))
-    )
+    # seed s at batch 32 against seed s at batch 2: every pair drops by exactly 0.10
+    assert (bn["drop_ci_low"], bn["drop_ci_high"]) == pytest.approx((0.10, 0.10))
+    assert bn["reason"] == "paired by seed"
     assert bn["reference_batch"] == 32 and bn["smallest_batch"] == 2
     assert bn["verdict"] == "sensitive"
     gn = table.loc["groupnorm"]
     assert gn["same_runs"] and gn["verdict"] == "insensitive" and gn["reason"] == "same runs"
+
+
+def test_batch_contrast_pairs_by_seed_and_falls_back_to_welch(tmp_path):
+    runs = tmp_path / "runs"
+    large, small = [0.90, 0.95, 0.85, 0.92], [0.89, 0.93, 0.85, 0.90]  # seeds far apart
+    for seed, (a, b) in enumerate(zip(large, small, strict=True)):
+        make_run(runs, ["norm=batchnorm", "norm.ghost_batch=32", f"seed={seed}"], acc=a)
+        make_run(runs, ["norm=batchnorm", "norm.ghost_batch=2", f"seed={seed}"], acc=b)
+    row = build(load_runs(runs)).sections[0].tables["batch_sensitivity"].iloc[0]
+    a, b = np.array(large), np.array(small)
+    assert (row["drop_ci_low"], row["drop_ci_high"]) == pytest.approx(
+        stats.diff_ci(stats.paired(a, b))
+    )
+    welch_width = np.subtract(*stats.diff_ci(stats.welch(a, b))[::-1])
+    assert row["drop_ci_high"] - row["drop_ci_low"] < welch_width / 4  # pairing removes the seed
+    make_run(runs, ["norm=batchnorm", "norm.ghost_batch=32", "seed=9"], acc=0.9)  # unmatched
+    row = build(load_runs(runs)).sections[0].tables["batch_sensitivity"].iloc[0]
+    assert row["reason"] == ""  # seeds differ: Welch, unpaired
 
 
 def test_reference_batch_is_checked_against_the_grid(study):
@@ -481,7 +498,7 @@ def test_precision_table_contrasts_each_precision_with_fp32(tmp_path):
     (section,) = build(load_runs(runs), method=Method(diverged="exclude")).sections
     row = section.tables["precision"].iloc[0]
     assert row["fp16_verdict"] == "worse"
-    assert row["fp16_delta_ci_low"] < row["fp16_delta"] < row["fp16_delta_ci_high"] < 0
+    assert row["fp16_delta_ci_low"] <= row["fp16_delta"] <= row["fp16_delta_ci_high"] < 0
     result = runner.invoke(app, ["report", str(runs)], env={"COLUMNS": "120"})
     assert "equivalent" in result.output and "worse" in result.output
 
