@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from normbench import catalog, tables
-from normbench.config import EXECUTION_KEYS, OBSERVATION_KEYS, UsageError, compose, flatten
+from normbench.config import UsageError, compose, experiment, flatten
 from normbench.store import run_id
 from normbench.sweep import Job, Sweep
 
@@ -43,8 +43,7 @@ class Design:
 def group_key(cfg: dict) -> str:
     """What makes runs seeds of one group: the config without seed, execution and
     observation keys."""
-    skip = {"seed", *EXECUTION_KEYS, *OBSERVATION_KEYS}
-    return json.dumps({k: v for k, v in cfg.items() if k not in skip}, sort_keys=True)
+    return json.dumps({k: v for k, v in experiment(cfg).items() if k != "seed"}, sort_keys=True)
 
 
 def design(sweep: Sweep, max_seeds: int, alpha: float, margin: float) -> Design:

@@ -49,6 +49,7 @@ SUMMARY_FIELDS = (
     "wall_s",
     "parameters",
     "num_classes",
+    "unigram_bpb",
 )
 # Where a run's numbers came from: the code's fingerprint, torch, and the device it ran on.
 PROVENANCE_FIELDS = ("code_hash", "torch_version", "device_used")

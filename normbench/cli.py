@@ -100,12 +100,15 @@ def fail(message: str) -> typer.Exit:
 
 
 def _interrupt_on_sigterm() -> None:
-    """SIGTERM (a scheduler's kill, a preemption) ends a run like Ctrl-C: recorded, not lost."""
+    """SIGTERM (a scheduler's kill, a preemption) ends a run like Ctrl-C: recorded, not lost.
+    SIGINT is Ctrl-C again whatever the shell did with it (a script's background job starts
+    with SIGINT ignored, and Python then leaves it ignored)."""
 
     def handler(signum, frame):
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @app.command()
@@ -259,7 +262,7 @@ def sweep(
     from normbench import adaptive
     from normbench import sweep as sweeps
     from normbench.config import UsageError, use_config_dirs
-    from normbench.launchers import launcher_settings, make_launcher
+    from normbench.launchers import check_private, launcher_settings, make_launcher
     from normbench.store import Rerun
 
     arguments = list(arguments or [])
@@ -295,6 +298,8 @@ def sweep(
     rerun = Rerun(force, rerun_stale)
     try:
         planned = sweeps.plan(grid, runs_dir, rerun)
+        if launcher != "local":
+            check_private(runs_dir)
         record = sweeps.write_record(grid, runs_dir, launcher, datetime.now(), plan)
     except UsageError as err:
         raise fail(str(err)) from None
@@ -315,6 +320,12 @@ def sweep(
             if todo:
                 with view:
                     runner.launch(todo, view)
+        except UsageError as err:  # the cluster refused the submission
+            if look == 1 and not view.finished:  # nothing ran: leave nothing behind
+                sweeps.discard_record(record, folder)
+            else:
+                sweeps.finish_record(record, sweeps.add_counts(counts, view.counts), jobs_so_far)
+            raise fail(str(err)) from None
         except KeyboardInterrupt:
             sweeps.finish_record(record, sweeps.add_counts(counts, view.counts), jobs_so_far)
             console.print(

@@ -27,8 +27,8 @@ from typing import Any
 GROUPS = ("model", "norm", "placement", "data", "precision")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 # Execution settings: they change where and how fast a run goes, not what it computes, so
-# they are left out of the run id.
-EXECUTION_KEYS = ("device", "threads")
+# they are left out of the run id (dotted: nested keys).
+EXECUTION_KEYS = ("device", "threads", "train.checkpoint_every")
 # Observations: what a run records about itself beyond its metrics. Asking for them does not
 # make another experiment (a finished run without them is trained again to record them).
 OBSERVATION_KEYS = ("diagnostics",)
@@ -196,7 +196,10 @@ class Key:
         elif self.kind is float:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError
-            value = float(value)
+            try:
+                value = float(value)
+            except OverflowError:  # an integer of hundreds of digits
+                raise ValueError from None
             if not math.isfinite(value):  # NaN passes every bound check: refuse it here
                 raise ValueError
         elif not isinstance(value, str) or (self.choices and value not in self.choices):
@@ -241,6 +244,7 @@ SCHEMA: dict[str, Key] = {
     "train.grad_clip": Key(float, minimum=0.0, nullable=True),
     "train.eval_every": _positive(),
     "train.log_every": _positive(),
+    "train.checkpoint_every": _positive(nullable=True),
     "target.metric": Key(str, choices=("val_acc", "val_loss", "val_bpb")),
     "target.value": Key(float),
 }
@@ -860,6 +864,19 @@ def flatten(cfg: dict, prefix: str = "") -> dict[str, Any]:
         else:
             flat[dotted] = value
     return flat
+
+
+def experiment(cfg: dict) -> dict:
+    """The config without its execution settings and observations: what a run computes,
+    hashed into its id."""
+    trimmed = json.loads(json.dumps(cfg))
+    for key in (*EXECUTION_KEYS, *OBSERVATION_KEYS):
+        *sections, leaf = key.split(".")
+        parent = trimmed
+        for section in sections:
+            parent = parent.get(section, {})
+        parent.pop(leaf, None)
+    return trimmed
 
 
 def validate(cfg: dict, keys: dict[str, Key] | None = None) -> dict:

@@ -135,14 +135,9 @@ def section_html(section: Section, method: Method, drawn: list[Drawing], titled:
 
 def tables_of(section: Section, method: Method) -> list[tuple[str, object]]:
     """The section's tables as render.py builds them for the terminal (rich Tables)."""
-    builders = {
-        "convergence": render.convergence_rich,
-        "batch_sensitivity": render.batch_rich,
-        "precision": render.precision_rich,
-    }
     found = [
         (name, build(section, method))
-        for name, build in builders.items()
+        for name, build in render.RICH_TABLES.items()
         if section.tables.get(name) is not None
     ]
     for name, when in render.DIAGNOSTICS_WHEN.items():

@@ -74,9 +74,10 @@ def draw(
     runs_dir: Path,
     x: str | None = None,
     progress: Callable[[str], None] | None = None,
+    only: tuple[str, ...] = (),
 ) -> list[list[Drawing]]:
-    """Every figure that applies, per section, as PNG; ``progress`` hears a line before each
-    figure (they take a second or more each)."""
+    """Every figure that applies (or those named in ``only``), per section, as PNG;
+    ``progress`` hears a line before each figure (they take a second or more each)."""
     from matplotlib import rc_context
 
     planned = []
@@ -85,8 +86,17 @@ def draw(
         planned.append(("seed_results", section, lambda s: seed_results(s, report.method)))
         if section.tables.get("batch_sensitivity") is not None:
             planned.append(("batch_sensitivity", section, batch_curve))
+        if section.tables.get("diagnostics_init") is not None:
+            planned.append(
+                (
+                    "gradient_depth_init",
+                    section,
+                    lambda s: gradient_depth(s, "at initialisation (step 0)", "diagnostics_init"),
+                )
+            )
         if section.tables.get("diagnostics") is not None:
             planned.append(("gradient_depth", section, gradient_depth))
+    planned = [plan for plan in planned if not only or plan[0] in only]
     drawings: dict[int, list[Drawing]] = {id(s): [] for s in report.sections}
     with rc_context({"text.parse_math": False}):
         for number, (name, section, build) in enumerate(planned, 1):
@@ -390,17 +400,27 @@ def batch_curve(section: Section) -> Figure:
 
 
 # --------------------------------------------------------------------------- diagnostics
-def gradient_depth(section: Section, when: str = "at the last evaluation") -> Figure:
-    """Gradient norm of each unit's sublayer against its depth, one line per group: the
-    picture of Xiong et al. (2020), where Post-LN's gradients grow toward the last layers."""
-    table = section.tables["diagnostics"]
-    about = f"Gradient norm of each residual unit's sublayer against depth {when} (mean over seeds)"
+def gradient_depth(
+    section: Section, when: str = "at the last evaluation", table_name: str = "diagnostics"
+) -> Figure:
+    """Gradient norm of each unit's sublayer against its place among the units of the same
+    type (attention, MLP, conv), one line per group and type: Xiong et al.'s (2020) picture,
+    where Post-LN's gradients grow toward the last layers; like is compared with like."""
+    table = section.tables[table_name]
+    about = (
+        f"Gradient norm of each residual unit's sublayer against its depth {when} "
+        "(mean over seeds; one line per group and sublayer type)"
+    )
     fig = new_figure(10, 5.2, about)
     ax = fig.subplots()
-    for values, part in groups(table, section.keys):
-        ax.plot(part["unit"], part["grad_norm"], marker="o", label=group_name(section.keys, values))
+    styles = {"attention": "-", "mlp": "--", "convblock": ":"}
+    for values, part in groups(table, [*section.keys, "sublayer"]):
+        keys = {k: v for k, v in values.items() if k != "sublayer"}
+        name = f"{group_name(section.keys, keys)} ({values['sublayer']})"
+        style = styles.get(str(values["sublayer"]), "-")
+        ax.plot(part["layer"], part["grad_norm"], style, marker="o", label=name)
     ax.set(
-        xlabel="residual unit (0 = nearest the input)",
+        xlabel="layer: the unit's place among units of its sublayer type (0 = nearest the input)",
         ylabel="gradient norm of the unit's sublayer weights",
         title=textwrap.fill(about, 80),
         yscale="log",

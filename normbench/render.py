@@ -16,7 +16,15 @@ from normbench.config import UsageError
 from normbench.store import plain
 from normbench.tables import Method, Report, Section, label
 
-TABLES = ("convergence", "batch_sensitivity", "precision", "diagnostics_init", "diagnostics")
+TABLES = (
+    "convergence",
+    "batch_sensitivity",
+    "precision",
+    "lr_stability",
+    "depth_stability",
+    "diagnostics_init",
+    "diagnostics",
+)
 JSON_ONLY = ("values",)  # lists: JSON keeps them, CSV and markdown do not
 DIAGNOSTICS_WHEN = {  # the diagnostics tables, and the step each one shows
     "diagnostics_init": "at initialisation (step 0, before any update)",
@@ -125,13 +133,17 @@ def caption_of(name: str, table: pd.DataFrame, section: Section, method: Method)
         return convergence_caption(section, method)
     if name == "batch_sensitivity":
         return batch_caption(table, section, method)
-    return precision_caption(section)
+    if name in ("lr_stability", "depth_stability"):
+        return stability_caption(section, table["axis"].iloc[0])
+    return precision_caption(section, method)
 
 
-def precision_caption(section: Section) -> str:
+def precision_caption(section: Section, method: Method) -> str:
     return (
-        f"Precision: mean {section.metric.label} per precision (change against fp32); "
-        "div = diverged runs of all runs."
+        f"Precision: mean {section.metric.label} per precision ± 95% CI (div = diverged runs "
+        f"of all runs); vs fp32: the change ± its 95% CI, worse = one-sided Welch p < alpha, "
+        f"equivalent = within ±{method.margin} by TOST, both Holm-adjusted over every cell; "
+        f"alpha {method.alpha_per_look:.4g}."
     )
 
 
@@ -146,12 +158,7 @@ def rich_renderables(report: Report, only: str | None = None) -> list:
             out.append(Text(f"\n== {settings_text(section.setting)} ==", style="bold"))
         if section.fixed:
             out.append(Text(f"fixed: {settings_text(section.fixed)}", style="dim"))
-        tables = {
-            "convergence": convergence_rich,
-            "batch_sensitivity": batch_rich,
-            "precision": precision_rich,
-        }
-        for name, render in tables.items():
+        for name, render in RICH_TABLES.items():
             if (only is None or only == name) and section.tables.get(name) is not None:
                 out.append(render(section, report.method))
         out.extend(Text(f"note: {note}", style="dim") for note in section.notes)
@@ -242,28 +249,84 @@ def batch_rich(section: Section, method: Method):
 
 
 def precision_rich(section: Section, method: Method):
+    from rich.text import Text
+
     data = section.tables["precision"]
     precisions = [p for p in ("fp32", "bf16", "fp16") if f"{p}_mean" in data]
     row_keys = [k for k in data.columns if k in section.keys]
-    table = _table(precision_caption(section))
+    table = _table(precision_caption(section, method))
     key_columns(table, row_keys, data)
     for precision in precisions:
         table.add_column(precision, justify="right", no_wrap=True)
+        if precision != "fp32":
+            table.add_column(f"{precision} vs fp32", no_wrap=True)
     for _, row in data.iterrows():
         cells = []
         for p in precisions:
-            change = "" if p == "fp32" else f" ({row[f'{p}_delta']:+.3f})"
             diverged = row[f"{p}_diverged"]
             cells.append(
-                f"{fmt(row[f'{p}_mean'])}{change}"
+                with_ci(row[f"{p}_mean"], row[f"{p}_ci95"])
                 + (f" div {diverged}/{row[f'{p}_n']}" if diverged else "")
             )
+            if p != "fp32":
+                delta = row.get(f"{p}_delta", math.nan)
+                half = (
+                    row.get(f"{p}_delta_ci_high", math.nan) - row.get(f"{p}_delta_ci_low", math.nan)
+                ) / 2
+                word = row.get(f"{p}_verdict", "-")
+                shown = "-" if math.isnan(delta) else f"{delta:+.3f}±{half:.3f} "
+                cells.append(Text(shown + str(word), style=VERDICT_STYLE.get(word, "")))
         table.add_row(*(cell(row[k]) for k in row_keys), *cells)
     return table
 
 
+def stability_caption(section: Section, axis: str) -> str:
+    what = "learning rate" if axis == "train.lr" else "depth"
+    return (
+        f"Stability: mean final {section.metric.label} of finished runs per {what}, and how "
+        f"many seeds trained (finished, no divergence, clear of chance by 5%: chance is "
+        f"{'the unigram solution' if not section.metric.higher_is_better else '1 / classes'}); "
+        f"largest = the largest {what} at which every seed trained, with the metric there."
+    )
+
+
+def stability_rich(name: str):
+    """The rich renderer of a stability table (lr_stability or depth_stability)."""
+
+    def rich(section: Section, method: Method):
+        data = section.tables[name]
+        axis = data["axis"].iloc[0]
+        values = [c.removesuffix("_mean") for c in data.columns if c.endswith("_mean")]
+        row_keys = [k for k in data.columns if k in section.keys]
+        table = _table(stability_caption(section, axis))
+        key_columns(table, row_keys, data)
+        for value in values:
+            table.add_column(f"{short(axis)}={value}", justify="right", no_wrap=True)
+        table.add_column("largest", justify="right", no_wrap=True)
+        table.add_column(section.metric.label, justify="right", no_wrap=True)
+        for _, row in data.iterrows():
+            table.add_row(
+                *(cell(row[k]) for k in row_keys),
+                *(f"{fmt(row[f'{v}_mean'])} {row[f'{v}_trained']}" for v in values),
+                "none" if row["largest_stable"] is None else label(row["largest_stable"]),
+                fmt(row["metric_there"]),
+            )
+        return table
+
+    return rich
+
+
 def batch_sizes(table: pd.DataFrame) -> list[int]:
     return sorted(int(c[1:-5]) for c in table.columns if c.startswith("b") and c.endswith("_mean"))
+
+
+RICH_TABLES = {  # the report's tables in the order they are shown, and their renderers
+    "convergence": convergence_rich,
+    "batch_sensitivity": batch_rich,
+    "precision": precision_rich,
+    "lr_stability": stability_rich("lr_stability"),
+    "depth_stability": stability_rich("depth_stability"),
+}
 
 
 # ---------------------------------------------------------------------------- tidy formats

@@ -54,6 +54,20 @@ def welch(a: np.ndarray, b: np.ndarray) -> Welch:
     return Welch(float(a.mean() - b.mean()), math.sqrt(se2), float(df))
 
 
+def paired(a: np.ndarray, b: np.ndarray) -> Welch:
+    """mean(a - b) for results that pair up (a[i] and b[i] share a seed: the same
+    initialisation and data order, one setting changed), with the standard error of the
+    per-pair differences, sd(d) / sqrt(n), and n - 1 degrees of freedom (Student's paired t,
+    as scipy.stats.ttest_rel). Pairing removes the seed's own effect, which in normbench's
+    runs is most of the spread: two precisions or two ghost batches of one seed land close
+    together even when seeds land far apart."""
+    d = a - b
+    sd = d.std(ddof=1)
+    if sd <= 1e-12:
+        return Welch(float(d.mean()), 0.0, math.inf)
+    return Welch(float(d.mean()), float(sd / math.sqrt(len(d))), float(len(d) - 1))
+
+
 def mean_ci(values: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:
     """Mean and the half-width of its Student-t confidence interval,
     t_{(1+c)/2, n-1} * s / sqrt(n); the half-width is NaN for fewer than two values."""
@@ -78,26 +92,34 @@ def diff_ci(w: Welch, confidence: float = CONFIDENCE) -> tuple[float, float]:
 
 
 def p_lower(a: np.ndarray, b: np.ndarray) -> float:
-    """One-sided Welch test that mean(a) < mean(b): P(T_df <= t) with t = diff / se, the
-    p-value scipy.stats.ttest_ind(a, b, equal_var=False, alternative="less") gives
-    (computed here from ``welch`` with scipy.special.stdtr, the Student-t CDF, which is a
-    hundred times faster than the wrapper). Constant samples: 0 when a's value is lower."""
+    """One-sided Welch test that mean(a) < mean(b): the p-value scipy.stats.ttest_ind(a, b,
+    equal_var=False, alternative="less") gives (computed from ``welch``: see p_below)."""
+    return p_below(welch(a, b))
+
+
+def p_equivalent(a: np.ndarray, b: np.ndarray, margin: float) -> float:
+    """Two one-sided Welch tests (TOST; Schuirmann 1987) that -margin < mean(a) - mean(b) <
+    margin (see p_within)."""
+    return p_within(welch(a, b), margin)
+
+
+def p_below(w: Welch) -> float:
+    """p-value of the one-sided t test that the difference is below 0: P(T_df <= diff / se),
+    with scipy.special.stdtr, the Student-t CDF (a hundred times faster than scipy.stats'
+    test wrappers). A known difference (se 0): 0 when it is negative, else 1."""
     from scipy import special
 
-    w = welch(a, b)
     if w.se == 0:
         return 0.0 if w.diff < 0 else 1.0
     return float(special.stdtr(w.df, w.t))
 
 
-def p_equivalent(a: np.ndarray, b: np.ndarray, margin: float) -> float:
-    """Two one-sided tests (TOST; Schuirmann 1987) that -margin < mean(a) - mean(b) < margin:
-    Welch tests of diff > -margin, P(T_df >= (diff + margin) / se), and of diff < margin,
-    P(T_df <= (diff - margin) / se); the p-value is the larger of the two. Constant samples:
-    0 when the difference lies inside the margin, else 1."""
+def p_within(w: Welch, margin: float) -> float:
+    """TOST: the larger p of the tests of diff > -margin, P(T_df >= (diff + margin) / se), and
+    of diff < margin, P(T_df <= (diff - margin) / se). A known difference: 0 inside the margin,
+    else 1."""
     from scipy import special
 
-    w = welch(a, b)
     if w.se == 0:
         return 0.0 if abs(w.diff) < margin else 1.0
     above = special.stdtr(w.df, -(w.diff + margin) / w.se)
@@ -238,19 +260,25 @@ def compare_with_best(
 
 
 def contrast(
-    pairs: list[tuple[np.ndarray, np.ndarray]], alpha: float, margin: float
+    pairs: list[tuple[np.ndarray, np.ndarray]],
+    alpha: float,
+    margin: float,
+    matched: list[bool] | None = None,
 ) -> list[Verdict]:
     """Pre-specified contrasts, one per row: ``(reference, other)`` where the question is
-    whether ``other`` is lower (batch sensitivity: largest batch against smallest). The
-    difference reported is mean(reference) - mean(other) (the drop) with its Welch CI.
-    ``sensitive``: one-sided Welch p, Holm-adjusted over the rows, below alpha;
-    ``insensitive``: TOST within the margin, Holm-adjusted, below alpha (it wins when both
-    hold, as in ``compare_with_best``); ``inconclusive`` otherwise and for rows with fewer
-    than two results on either side. Holm is valid here because nothing was chosen after
-    looking."""
+    whether ``other`` is lower (batch sensitivity: largest batch against smallest; precision:
+    fp32 against bf16/fp16). The difference reported is mean(reference) - mean(other) (the
+    drop) with its 95% CI: paired by seed (``paired``) where ``matched[i]`` says the two
+    arrays are the same seeds in the same order, else Welch's. ``sensitive``: the one-sided
+    test that other is lower, Holm-adjusted over the rows, below alpha; ``insensitive``: TOST
+    within the margin, Holm-adjusted, below alpha (it wins when both hold, as in
+    ``compare_with_best``); ``inconclusive`` otherwise and for rows with fewer than two
+    results on either side. Holm is valid here because nothing was chosen after looking."""
+    matched = matched or [False] * len(pairs)
     testable = [i for i, (r, o) in enumerate(pairs) if len(r) >= 2 and len(o) >= 2]
-    p_drop = holm([p_lower(pairs[i][1], pairs[i][0]) for i in testable])
-    p_same = holm([p_equivalent(pairs[i][1], pairs[i][0], margin) for i in testable])
+    differences = {i: paired(*pairs[i]) if matched[i] else welch(*pairs[i]) for i in testable}
+    p_drop = holm([p_below(flip(differences[i])) for i in testable])
+    p_same = holm([p_within(differences[i], margin) for i in testable])
     adjusted = {i: (p_drop[j], p_same[j]) for j, i in enumerate(testable)}
     verdicts = []
     for i, (reference, other) in enumerate(pairs):
@@ -258,9 +286,14 @@ def contrast(
             counts = f"{len(reference)} and {len(other)} results"
             verdicts.append(Verdict("inconclusive", reason=f"{counts}; needs 2 each"))
             continue
-        w = welch(reference, other)
-        low, high = diff_ci(w)
+        low, high = diff_ci(differences[i])
         drop, same = adjusted[i]
         word = "insensitive" if same < alpha else "sensitive" if drop < alpha else "inconclusive"
-        verdicts.append(Verdict(word, w.diff, low, high, drop, same))
+        reason = "paired by seed" if matched[i] else ""
+        verdicts.append(Verdict(word, differences[i].diff, low, high, drop, same, reason))
     return verdicts
+
+
+def flip(w: Welch) -> Welch:
+    """The same difference the other way round (b - a)."""
+    return Welch(-w.diff, w.se, w.df)

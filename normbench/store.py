@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from normbench.config import EXECUTION_KEYS, GROUPS, OBSERVATION_KEYS, UsageError
+from normbench.config import GROUPS, UsageError, experiment
 from normbench.provenance import is_stale
 
 STATUSES = ("running", "complete", "diverged", "failed", "interrupted")
@@ -92,11 +92,9 @@ class Labels:
 
 def run_id(cfg: dict) -> str:
     """``transformer-layernorm-pre-fp32-b32-s0-1a2b3c4d``: the headline choices, then a hash of
-    the whole resolved config except execution settings (device, threads) and observations
-    (diagnostics)."""
-    outside = (*EXECUTION_KEYS, *OBSERVATION_KEYS)
-    experiment = {k: v for k, v in cfg.items() if k not in outside}
-    digest = hashlib.sha256(json.dumps(experiment, sort_keys=True).encode()).hexdigest()[:8]
+    the whole resolved config except execution settings (device, threads, checkpoints) and
+    observations (diagnostics)."""
+    digest = hashlib.sha256(json.dumps(experiment(cfg), sort_keys=True).encode()).hexdigest()[:8]
     model, norm, placement, precision = (
         headline(cfg[group]["name"]) for group in ("model", "norm", "placement", "precision")
     )

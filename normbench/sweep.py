@@ -13,6 +13,7 @@ ids make the sweep resumable: what is complete is skipped.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -339,6 +340,16 @@ def write_record(sweep: Sweep, runs_dir: Path, launcher: str, started: datetime,
     return path
 
 
+def discard_record(path: Path, submitit_folder: Path) -> None:
+    """Remove a sweep's record and its submission files: the sweep never started."""
+    import shutil
+
+    path.unlink(missing_ok=True)
+    shutil.rmtree(submitit_folder, ignore_errors=True)
+    with contextlib.suppress(OSError):  # the sweeps directory, when this was its only record
+        path.parent.rmdir()
+
+
 def finish_record(
     path: Path, counts: dict[str, int], jobs: list[Job], finished: bool = True
 ) -> dict[str, int]:
@@ -361,39 +372,54 @@ def add_counts(total: dict[str, int], more: Counter) -> dict[str, int]:
 
 # ---------------------------------------------------------------------------- live view
 class LiveView:
-    """One display for the whole sweep: counts, ETA, and each failure the moment it happens."""
+    """One display for the whole sweep: counts, ETA, and each failure the moment it happens.
+
+    Runs waiting in a cluster's queue count as pending, not running; the display redraws
+    itself (elapsed time moves) even while nothing finishes.
+    """
 
     def __init__(self, console: Console, sweep: Sweep, todo: list[Job], title: str | None = None):
         self.console = console
         self.title = title  # "round 2" when seeds are added until decided
         self.total = len(todo)
         self.skipped = len(sweep.jobs) - len(todo)
+        self.pending: set[str] = set()
         self.running: set[str] = set()
         self.counts: Counter[str] = Counter()
         self.results: dict[str, dict] = {}
         self.start = time.perf_counter()
-        self.live = Live(self.render(), console=console, refresh_per_second=4, transient=False)
+        self.live = Live(
+            console=console, get_renderable=self.render, refresh_per_second=4, transient=False
+        )
 
     def __enter__(self) -> LiveView:
         self.live.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
-        self.live.update(self.render())
+        self.live.refresh()
         self.live.__exit__(*exc)
 
     @property
     def finished(self) -> int:
         return sum(self.counts.values())
 
+    def queued(self, rid: str) -> None:
+        """Submitted and waiting for the scheduler (again, after a requeue)."""
+        self.running.discard(rid)
+        self.pending.add(rid)
+        self.live.refresh()
+
     def started(self, rid: str) -> None:
+        self.pending.discard(rid)
         self.running.add(rid)
-        self.live.update(self.render())
+        self.live.refresh()
 
     def done(
         self, rid: str, status: str, error: str | None = None, summary=None, skipped=False
     ) -> None:
         """A run ended; ``skipped``: another process had finished it while this one waited."""
+        self.pending.discard(rid)
         self.running.discard(rid)
         self.counts["skipped" if skipped else status] += 1
         self.results[rid] = {"status": status, "error": error, "summary": summary or {}}
@@ -401,7 +427,7 @@ class LiveView:
             style = "red" if status == "failed" else "yellow"
             reason = f": {error}" if error else ""
             self.console.print(Text(f"{status} {rid}{reason}", style=style), soft_wrap=True)
-        self.live.update(self.render())
+        self.live.refresh()
 
     def render(self) -> Group:
         elapsed = time.perf_counter() - self.start
@@ -410,6 +436,7 @@ class LiveView:
         counts = Text.assemble(
             ("done ", "bold"),
             f"{self.counts['complete']}  ",
+            *((("pending ", "bold"), f"{len(self.pending)}  ") if self.pending else ()),
             ("running ", "bold"),
             f"{len(self.running)}  ",
             ("failed ", "bold red"),

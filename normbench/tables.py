@@ -33,6 +33,10 @@ UNFINISHED_STATUSES = ("interrupted", "running", "abandoned")
 # Never grouping keys: the seed is what is aggregated over; the rest change no result.
 NOT_GROUPING = {"seed", *EXECUTION_KEYS, *OBSERVATION_KEYS}
 BATCH_KEYS = ("batch_size", "norm.ghost_batch")
+# Stress axes: the stability table gives, per group, the largest value at which every seed
+# still trains (Peri-LN's and nGPT's measure for the learning rate; the depth study's for depth).
+STRESS_AXES = {"train.lr": "lr_stability", "model.depth": "depth_stability"}
+LEARNED_MARGIN = 0.05  # a final metric within 5% of chance counts as chance (Metric.learned)
 # Keys that shown constant say what a table is about: `model=cnn data=mnist1d ...`.
 HEADLINE_KEYS = (
     "model.name",
@@ -79,6 +83,13 @@ class Metric:
         """The metric of a model that learned nothing: accuracy 1/classes; bits per symbol
         of the uniform prediction, log2(classes)."""
         return 1 / num_classes if self.higher_is_better else math.log2(num_classes)
+
+    def learned(self, value: float, chance: float) -> bool:
+        """Whether a final metric is clear of chance: by 5% of the way from chance to perfect
+        for accuracy (1.0), by 5% of chance for bits per byte (perfect is 0)."""
+        if self.higher_is_better:
+            return value >= chance + LEARNED_MARGIN * (1 - chance)
+        return value <= (1 - LEARNED_MARGIN) * chance
 
     def score(self, values: np.ndarray) -> np.ndarray:
         """Values oriented so that higher is better (what normbench.stats expects)."""
@@ -174,6 +185,7 @@ def build_section(
         "convergence": convergence_table(runs, keys, metric, method),
         "batch_sensitivity": batch_table(runs, keys, metric, method),
         "precision": precision_table(runs, keys, metric, method),
+        **{name: stability_table(runs, keys, axis, metric) for axis, name in STRESS_AXES.items()},
     }
     return Section(setting, fixed, keys, metric, tables, section_notes(runs, metric, method), runs)
 
@@ -247,14 +259,36 @@ def _plain(value):
 def results(part: pd.DataFrame, column: str, metric: Metric, method: Method) -> np.ndarray:
     """A group's results in seed order: complete runs' values, diverged runs at chance (or
     dropped with ``--diverged exclude``); failed and unfinished runs are never results."""
+    return np.array(list(seeded_results(part, column, metric, method).values()), dtype=float)
+
+
+def seeded_results(
+    part: pd.DataFrame, column: str, metric: Metric, method: Method
+) -> dict[int, float]:
+    """``results`` by seed, in seed order."""
     part = part.sort_values("seed") if "seed" in part else part
-    values = []
-    for _, run in part.iterrows():
+    values = {}
+    for index, run in part.iterrows():
+        seed = run.get("seed", index)
         if run["status"] == "diverged" and method.diverged == "chance":
-            values.append(metric.chance(float(run["num_classes"])))
+            values[seed] = metric.chance(float(run["num_classes"]))
         elif run["status"] == "complete" and _finite(run.get(column)):
-            values.append(float(run[column]))
-    return np.array(values, dtype=float)
+            values[seed] = float(run[column])
+    return values
+
+
+def matched_pair(
+    reference: pd.DataFrame, other: pd.DataFrame, metric: Metric, method: Method
+) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Two cells' results for a contrast, paired by seed when both have results for the
+    same seeds (same initialisation and data order: only the contrasted setting differs),
+    else each cell's own results, unpaired."""
+    a = seeded_results(reference, metric.column, metric, method)
+    b = seeded_results(other, metric.column, metric, method)
+    if a.keys() == b.keys() and len(a) >= 2:
+        seeds = sorted(a)
+        return np.array([a[s] for s in seeds]), np.array([b[s] for s in seeds]), True
+    return np.array(list(a.values())), np.array(list(b.values())), False
 
 
 def _finite(value) -> bool:
@@ -394,7 +428,7 @@ def batch_table(
         )
     ghost_study = runs["batch_size"].nunique() == 1
     row_keys = [k for k in keys if k not in BATCH_KEYS]
-    rows, pairs = [], []
+    rows, pairs, matched = [], [], []
     for values, part in groups(runs, row_keys):
         same_runs = ghost_study and not any(
             "ghost_batch" in NORM_KEYS.get(n, set()) for n in part["norm.name"]
@@ -411,8 +445,15 @@ def batch_table(
             reference_batch=int(reference), smallest_batch=int(smallest), same_runs=same_runs
         )
         rows.append(row)
-        pairs.append((metric.score(cells[reference]), metric.score(cells[smallest])))
-    verdicts = stats.contrast(pairs, method.alpha_per_look, method.margin)
+        ref, small, paired = matched_pair(
+            part[part["device_batch"] == reference],
+            part[part["device_batch"] == smallest],
+            metric,
+            method,
+        )
+        pairs.append((metric.score(ref), metric.score(small)))
+        matched.append(paired and not same_runs)
+    verdicts = stats.contrast(pairs, method.alpha_per_look, method.margin, matched)
     for row, verdict in zip(rows, verdicts, strict=True):
         if row["same_runs"]:
             verdict = stats.Verdict("insensitive", 0.0, 0.0, 0.0, reason="same runs")
@@ -436,31 +477,104 @@ def batch_table(
 def precision_table(
     runs: pd.DataFrame, keys: list[str], metric: Metric, method: Method
 ) -> pd.DataFrame | None:
-    """Rows: groups without precision; per precision the mean metric, its change against
-    fp32, and the diverged and total counts. None when precision does not vary."""
+    """Rows: groups without precision; per precision the mean metric and 95% CI, the diverged
+    and total counts, and for each lower precision a pre-specified contrast against fp32 (the
+    change, its CI and a verdict: worse or equivalent, as normbench.stats.contrast decides,
+    Holm over every row and precision). None when precision does not vary."""
     if "precision.name" not in runs or runs["precision.name"].nunique() < 2:
         return None
     row_keys = [k for k in keys if k != "precision.name"]
     precisions = [p for p in ("fp32", "bf16", "fp16") if p in set(runs["precision.name"])]
-    rows = []
+    rows, pairs, cells, matched = [], [], [], []
     for values, part in groups(runs, row_keys):
         row = {**values}
-        reference = math.nan
+        samples = {}
         for precision in precisions:
             cell = part[part["precision.name"] == precision]
-            mean, ci = stats.mean_ci(results(cell, metric.column, metric, method))
-            reference = mean if precision == "fp32" else reference
+            samples[precision] = results(cell, metric.column, metric, method)
+            mean, ci = stats.mean_ci(samples[precision])
             row.update(
                 {
                     f"{precision}_mean": mean,
                     f"{precision}_ci95": ci,
-                    f"{precision}_delta": mean - reference,
                     f"{precision}_diverged": int((cell["status"] == "diverged").sum()),
                     f"{precision}_n": len(cell),
                 }
             )
+        for precision in precisions[1:]:
+            if "fp32" in samples:
+                fp32, low, paired = matched_pair(
+                    part[part["precision.name"] == "fp32"],
+                    part[part["precision.name"] == precision],
+                    metric,
+                    method,
+                )
+                pairs.append((metric.score(fp32), metric.score(low)))
+                matched.append(paired)
+                cells.append((len(rows), precision))
         rows.append(row)
+    verdicts = stats.contrast(pairs, method.alpha_per_look, method.margin, matched)
+    for (index, precision), verdict in zip(cells, verdicts, strict=True):
+        word = {"sensitive": "worse", "insensitive": "equivalent"}.get(
+            verdict.verdict, verdict.verdict
+        )
+        sign = 1 if metric.higher_is_better else -1  # the change in the metric's own units
+        rows[index].update(
+            {
+                f"{precision}_delta": -sign * verdict.diff,
+                f"{precision}_delta_ci_low": -sign
+                * (verdict.ci_high if sign > 0 else verdict.ci_low),
+                f"{precision}_delta_ci_high": -sign
+                * (verdict.ci_low if sign > 0 else verdict.ci_high),
+                f"{precision}_verdict": word,
+            }
+        )
     return frame(rows, row_keys)
+
+
+# ------------------------------------------------------------------------------- stability
+def stability_table(
+    runs: pd.DataFrame, keys: list[str], axis: str, metric: Metric
+) -> pd.DataFrame | None:
+    """Rows: groups without ``axis`` (train.lr or model.depth); per value of the axis, the mean
+    metric and how many seeds trained (finished, not diverged, clear of chance: see
+    Metric.learned; chance is the unigram solution for bits per byte when the run recorded
+    it); then the largest value at which every seed trained, and the metric there. None when
+    the axis does not vary."""
+    if axis not in runs or runs[axis].map(label).nunique() < 2:
+        return None
+    row_keys = [k for k in keys if k != axis]
+    axis_values = sorted({v for v in runs[axis] if v is not None})
+    rows = []
+    for values, part in groups(runs, row_keys):
+        row, stable = {**values}, None
+        for value in axis_values:
+            cell = part[part[axis].map(label) == label(value)]
+            trained = [_trained(run, metric) for _, run in cell.iterrows()]
+            finished = cell[cell["status"] == "complete"][metric.column].astype(float)
+            row[f"{label(value)}_mean"] = float(finished.mean()) if len(finished) else math.nan
+            row[f"{label(value)}_trained"] = f"{sum(trained)}/{len(trained)}"
+            if trained and all(trained):
+                stable = value
+        row["axis"] = axis
+        row["largest_stable"] = stable
+        row["metric_there"] = math.nan if stable is None else row[f"{label(stable)}_mean"]
+        rows.append(row)
+    table = frame(rows, row_keys)
+    order = np.argsort(
+        [-(v if v is not None else -math.inf) for v in table["largest_stable"]], kind="stable"
+    )
+    return table.iloc[order].reset_index(drop=True)
+
+
+def _trained(run: pd.Series, metric: Metric) -> bool:
+    """A run that finished, did not diverge and ended clear of chance."""
+    if run["status"] != "complete" or not _finite(run.get(metric.column)):
+        return False
+    chance = run.get("unigram_bpb") if not metric.higher_is_better else None
+    if chance is None or not _finite(chance):
+        chance = metric.chance(float(run["num_classes"]))
+    return metric.learned(float(run[metric.column]), float(chance))
 
 
 # ----------------------------------------------------------------------------------- notes

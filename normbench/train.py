@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import platform
+import secrets
+import shutil
 import socket
 import sys
 import time
@@ -24,13 +27,13 @@ import torch.nn.functional as F
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from normbench import __version__
+from normbench import __version__, checkpoint
 from normbench.config import UsageError, norm_reads
 from normbench.data import Split, Stream, input_shape, load, unigram_bits
 from normbench.diagnostics import Diagnostics, frozen_buffers
 from normbench.models import build_model, count_parameters
 from normbench.provenance import fingerprint, is_stale
-from normbench.store import Labels, Rerun, RunDir, run_id
+from normbench.store import FINISHED, Labels, Rerun, RunDir, real_directory, run_id
 
 AUTOCAST_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 EVAL_BATCH = 1024
@@ -76,7 +79,8 @@ def run_experiment(
     run's meta.json, also when it was finished before.
 
     A failure is recorded as status ``failed`` (with its error text) and returned, not raised.
-    KeyboardInterrupt marks the run ``interrupted``, keeps its metrics, and propagates.
+    KeyboardInterrupt marks the run ``interrupted``, keeps its metrics, and propagates. A run
+    with a checkpoint resumes from it (``rerun.force``: starts afresh).
     """
     device = resolve_device(cfg["device"])
     run = RunDir(runs_dir, run_id(cfg))
@@ -95,21 +99,44 @@ def run_experiment(
             )
         kept = Labels(tuple((previous or {}).get("tags") or ()), (previous or {}).get("note"))
         labels = labels or Labels()
-        return train_and_record(
-            cfg, run, device, progress, Labels(kept.tags + labels.tags, labels.note or kept.note)
-        )
+        labels = Labels(kept.tags + labels.tags, labels.note or kept.note)
+        if rerun and rerun.force and previous and previous.get("status") in FINISHED:
+            return train_replacing(cfg, run, device, progress, labels)
+        if rerun and rerun.force:
+            (run.path / checkpoint.FILE_NAME).unlink(missing_ok=True)
+        return train_and_record(cfg, run, device, progress, labels)
+
+
+def train_replacing(
+    cfg: dict, run: RunDir, device: torch.device, progress: bool, labels: Labels
+) -> Outcome:
+    """``--force`` on a finished run: train into a fresh directory beside it and swap it in
+    only once the new run has finished, so that a forced rerun that is interrupted or fails
+    never destroys the result it was asked to replace. (The caller holds the run's lock.)"""
+    staging = real_directory(run.path.parent / ".staging") / secrets.token_hex(4)
+    fresh = RunDir(staging, run.run_id)
+    try:
+        outcome = train_and_record(cfg, fresh, device, progress, labels)
+        if outcome.status in FINISHED:
+            os.replace(run.path, staging / "replaced")
+            os.replace(fresh.path, run.path)
+        return Outcome(run.run_id, run.path, outcome.status, outcome.summary, outcome.error)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def train_and_record(
     cfg: dict, run: RunDir, device: torch.device, progress: bool, labels: Labels
 ) -> Outcome:
     """Train one run and keep its status, timings and errors in meta.json."""
+    previous = run.read_meta() or {}
+    resuming = (run.path / checkpoint.FILE_NAME).is_file()
     if cfg["threads"]:
         torch.set_num_threads(cfg["threads"])
     meta = {
         "run_id": run.run_id,
         "status": "running",
-        "started": now(),
+        "started": previous.get("started", now()) if resuming else now(),
         "first_step": None,  # when training began: the end of set-up (data, model, optimiser)
         "finished": None,
         "error": None,
@@ -125,18 +152,25 @@ def train_and_record(
             "numpy": np.__version__,
         },
         "summary": {},
+        # the step each resumption started from, one per resumption from a checkpoint
+        "resumed_from": previous.get("resumed_from", []) if resuming else [],
     }
     meta = labels.apply(meta)
     try:  # even a Ctrl-C between the two writes leaves no run directory without meta.json
         run.write_config(cfg)
     finally:
         run.write_meta(meta)
-    run.metrics_path.unlink(missing_ok=True)  # a forced re-run starts a fresh log
+    if not resuming:
+        run.metrics_path.unlink(missing_ok=True)  # a forced re-run starts a fresh log
     start = time.perf_counter()
     trainer = Trainer(cfg, device, run, progress)
 
     def finish(status: str, error: str | None = None) -> None:
-        trainer.summary["wall_s"] = round(time.perf_counter() - start, 3)
+        trainer.summary["wall_s"] = round(trainer.wall_s + time.perf_counter() - start, 3)
+        if trainer.resumed_from is not None:
+            meta["resumed_from"].append(trainer.resumed_from)
+        if status in FINISHED:  # a finished run keeps its results, not its training state
+            (run.path / checkpoint.FILE_NAME).unlink(missing_ok=True)
         meta.update(
             status=status,
             first_step=trainer.first_step,
@@ -167,6 +201,9 @@ class Trainer:
         self.summary: dict = {}
         self.train_s = 0.0  # training time, evaluation excluded
         self.first_step: str | None = None  # wall-clock end of the first step, to the ms
+        self.wall_s = 0.0  # wall time of earlier attempts, up to the checkpoint resumed from
+        self.attempt_start = time.perf_counter()  # this attempt's share of wall_s starts here
+        self.resumed_from: int | None = None  # the checkpoint's step, when this run resumed
 
     # ---------------------------------------------------------------------------- set-up
     def setup(self) -> None:
@@ -195,6 +232,9 @@ class Trainer:
                 groups, lr=self.lr, momentum=train["momentum"], fused=fused
             )
         self.steps_per_epoch = len(self.data.train) // cfg["batch_size"]
+        self.data_order = DataOrder(
+            len(self.data.train), cfg["batch_size"], cfg["seed"], self.device
+        )
         budgets = [train["max_steps"]]
         if train["epochs"]:
             budgets.append(train["epochs"] * self.steps_per_epoch)
@@ -237,20 +277,19 @@ class Trainer:
         """Endless shuffled training batches; each epoch is a fresh permutation from the seed.
         A byte stream gives windows at random positions instead, drawn from the seed."""
         data, size = self.tensors["train"], self.cfg["batch_size"]
-        generator = torch.Generator().manual_seed(self.cfg["seed"])
         if isinstance(self.data.train, Stream):
             stream, context = data["bytes"], self.data.train.context
             offsets = torch.arange(context, device=self.device)
             while True:
-                starts = torch.randint(len(stream) - context, (size, 1), generator=generator)
+                starts = torch.randint(
+                    len(stream) - context, (size, 1), generator=self.data_order.generator
+                )
                 rows = starts.to(self.device) + offsets
                 yield stream[rows].long(), stream[rows + 1].long(), None
         while True:
-            order = torch.randperm(len(self.data.train), generator=generator).to(self.device)
-            for i in range(self.steps_per_epoch):
-                idx = order[i * size : (i + 1) * size]
-                mask = None if data["mask"] is None else data["mask"][idx]
-                yield data["x"][idx], data["y"][idx], mask
+            idx = self.data_order.next()
+            mask = None if data["mask"] is None else data["mask"][idx]
+            yield data["x"][idx], data["y"][idx], mask
 
     def fit(self) -> str:
         """Train to the budget. Returns the status: ``complete`` or ``diverged``."""
@@ -264,14 +303,25 @@ class Trainer:
             "num_classes": self.data.num_classes,  # a diverged run counts at 1 / num_classes
         }
         batches = self.batches()
+        first = self.resume(window)
         self.model.train()
         try:
             with self.progress_bar() as progress:
                 task = progress.add_task(
-                    self.run.run_id, total=self.total_steps, loss="-", val="-", speed="-"
+                    self.run.run_id,
+                    total=self.total_steps,
+                    completed=first,
+                    loss="-",
+                    val="-",
+                    speed="-",
                 )
                 tick = time.perf_counter()
-                for step in range(1, self.total_steps + 1):
+                for step in range(first + 1, self.total_steps + 1):
+                    if checkpoint.stop_requested():  # the job is about to end: save, stop
+                        self.save_checkpoint(step - 1, window, tick)
+                        raise checkpoint.StopRequested
+                    if self.checkpoint_due(step - 1) and step - 1 > first:
+                        tick = self.save_checkpoint(step - 1, window, tick)
                     x, y, mask = next(batches)
                     evaluate = step % train["eval_every"] == 0 or step == self.total_steps
                     log = evaluate or step % train["log_every"] == 0
@@ -468,6 +518,62 @@ class Trainer:
         total = sum(w * row["train_loss"] for w, row in zip(steps, self.rows, strict=True))
         return total / self.rows[-1]["step"]
 
+    # ----------------------------------------------------------------------- checkpoints
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.run.path / checkpoint.FILE_NAME
+
+    def checkpoint_due(self, step: int) -> bool:
+        every = self.cfg["train"]["checkpoint_every"]
+        return bool(every) and step % every == 0
+
+    def save_checkpoint(self, step: int, window: Window, tick: float) -> float:
+        """Save everything the steps after ``step`` depend on. Returns ``tick`` moved on by
+        the time the save took, so that saving is not counted as training time."""
+        started = time.perf_counter()
+        checkpoint.save(
+            self.checkpoint_path,
+            {
+                "step": step,
+                "model": self.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+                "scaler": self.scaler.state_dict(),
+                "rng": checkpoint.rng_state(self.device),
+                "data_order": self.data_order.state_dict(),
+                "window": window.state_dict(),
+                "rows": self.rows,
+                "diagnostics": self.diagnostics.rows if self.diagnostics else [],
+                "summary": self.summary,
+                "train_s": self.train_s + (started - tick),
+                "wall_s": self.wall_s + (started - self.attempt_start),
+                "first_step": self.first_step,
+            },
+        )
+        return tick + time.perf_counter() - started
+
+    def resume(self, window: Window) -> int:
+        """Load the run's checkpoint if it has one; returns the step to continue after."""
+        state = checkpoint.load(self.checkpoint_path)
+        if state is None:
+            return 0
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.scaler.load_state_dict(state["scaler"])
+        self.loss_scale = self.scaler.get_scale()
+        checkpoint.set_rng_state(state["rng"], self.device)
+        self.data_order.load_state_dict(state["data_order"])
+        window.load_state_dict(state["window"])
+        self.rows = state["rows"]
+        if self.diagnostics is not None:
+            self.diagnostics.rows = state["diagnostics"]
+        self.summary = state["summary"]
+        self.train_s, self.wall_s = state["train_s"], state["wall_s"]
+        self.first_step = state["first_step"]
+        self.resumed_from = state["step"]
+        return state["step"]
+
     def progress_bar(self) -> Progress:
         return Progress(
             TextColumn("[bold]{task.description}"),
@@ -480,6 +586,49 @@ class Trainer:
             console=Console(stderr=True),
             disable=not self.show_progress,
         )
+
+
+class DataOrder:
+    """Which training samples each step takes: every epoch a fresh permutation, drawn from a
+    generator seeded with the run's seed (a byte stream draws its windows from the same
+    generator, without epochs). Its state (the generator now and as it was before this
+    epoch's draw, and the steps taken in this epoch) goes into a checkpoint."""
+
+    def __init__(self, samples: int, batch_size: int, seed: int, device: torch.device):
+        self.samples, self.batch_size, self.device = samples, batch_size, device
+        self.steps_per_epoch = samples // batch_size
+        self.generator = torch.Generator().manual_seed(seed)
+        self.epoch_start: torch.Tensor | None = None  # generator state before this epoch
+        self.order: torch.Tensor | None = None
+        self.position = 0  # steps taken in this epoch
+
+    def next(self) -> torch.Tensor:
+        """The indices of the next batch."""
+        if self.order is None or self.position == self.steps_per_epoch:
+            self.draw()
+        start = self.position * self.batch_size
+        self.position += 1
+        return self.order[start : start + self.batch_size]
+
+    def draw(self) -> None:
+        self.epoch_start = self.generator.get_state()
+        self.order = torch.randperm(self.samples, generator=self.generator).to(self.device)
+        self.position = 0
+
+    def state_dict(self) -> dict:
+        return {
+            "generator": self.generator.get_state(),
+            "epoch_start": self.epoch_start,
+            "position": self.position,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        if state["epoch_start"] is None:  # before the first epoch, or a stream
+            self.generator.set_state(state["generator"])
+            return
+        self.generator.set_state(state["epoch_start"])
+        self.draw()  # the same permutation, and the generator where it was
+        self.position = state["position"]
 
 
 class Window:
@@ -496,6 +645,19 @@ class Window:
         self.correct += (logits.detach().argmax(-1) == y).sum()
         self.samples += y.numel()  # samples, or bytes of next-byte prediction
         self.steps += 1
+
+    def state_dict(self) -> dict:
+        return {
+            "loss": self.loss,
+            "correct": self.correct,
+            "samples": self.samples,
+            "steps": self.steps,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.loss.copy_(state["loss"])
+        self.correct.copy_(state["correct"])
+        self.samples, self.steps = state["samples"], state["steps"]
 
     def read(self) -> tuple[float, float]:
         """(mean loss, accuracy) since the last read, then start a new window."""

@@ -28,6 +28,7 @@ def one_line_error(result, *words: str) -> None:
         ("norm.momentum=nan", ("norm.momentum=nan", "a finite number")),
         ("data.val_fraction=nan", ("data.val_fraction=nan", "a finite number")),
         ("seed=4294967296", ("seed=4294967296", "from 0 to 4294967295")),
+        ("norm.eps=" + "9" * 400, ("norm.eps=999", "a finite number")),
         ("seed=" + "9" * 300, ("seed=999", "...", "from 0 to 4294967295")),
         ("model.name=cnn", ("model.name names the chosen model", "model=VALUE")),
         ("data.name=tokens", ("data.name names the chosen data", "data=VALUE")),
@@ -354,3 +355,121 @@ def test_escape_sequences_and_markup_from_a_runs_directory_are_shown_inert(tmp_p
     result = runner.invoke(app, ["report", str(runs)], env={"COLUMNS": "200"})
     assert "\x1b[2J" not in result.output
     assert "[link=https://example.com]click[/link]" in result.output.replace("\n", "")
+
+
+# --------------------------------------------------------------------------- signals
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("signum", "ignored_at_start"),
+    [("SIGTERM", False), ("SIGINT", True)],  # SIGINT ignored: a script's `&` background job
+)
+def test_the_sweep_parent_stops_within_5_seconds_and_records_interrupted(
+    tmp_path, signum, ignored_at_start
+):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from test_sweep import QUICK, metas
+
+    runs = tmp_path / "runs"
+    args = [*QUICK, "train.max_steps=3000", "train.eval_every=50", "seed=range(4)", "--jobs", "2"]
+
+    def start_ignoring_sigint():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "normbench", "sweep", *args, "--runs-dir", str(runs)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=start_ignoring_sigint if ignored_at_start else None,
+        start_new_session=True,
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        states = [m and m.get("status") for m in metas(runs).values()] if runs.exists() else []
+        if states.count("running") == 2:
+            break
+        time.sleep(0.1)
+    time.sleep(1.0)  # both workers well inside their runs
+    sent = time.perf_counter()
+    proc.send_signal(getattr(signal, signum))  # the parent only, not its workers
+    out, err = proc.communicate(timeout=60)
+    took = time.perf_counter() - sent
+    assert proc.returncode == 130, out + err
+    assert took <= 5.0, took
+    statuses = [m["status"] for m in metas(runs).values()]
+    assert "running" not in statuses and statuses.count("interrupted") == 2, statuses
+
+
+@pytest.mark.slow
+def test_an_interrupted_forced_rerun_keeps_the_previous_result(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from normbench.config import compose
+    from normbench.store import RunDir
+    from normbench.train import run_experiment
+
+    runs = tmp_path / "runs"
+    overrides = tiny_cnn("train.max_steps=3000", "train.eval_every=500")
+    first = run_experiment(compose(overrides), runs, progress=False)
+    run = RunDir(runs, first.run_id)
+    before = (run.read_meta(), run.metrics_path.read_bytes())
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "normbench",
+            "run",
+            *overrides,
+            "--force",
+            "-q",
+            "--runs-dir",
+            str(runs),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 180
+    while time.time() < deadline and not any((runs / ".staging").glob("*/*/metrics.parquet")):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)  # training under way in the staging directory
+    proc.communicate(timeout=180)
+    assert proc.returncode == 130
+    assert (run.read_meta(), run.metrics_path.read_bytes()) == before
+    assert not any((runs / ".staging").iterdir())
+    again = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "normbench",
+            "run",
+            *tiny_cnn(),
+            "--force",
+            "-q",
+            "--runs-dir",
+            str(runs),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert again.returncode == 0  # another config: a plain run
+
+
+def test_submitit_launchers_refuse_a_runs_directory_others_can_write(tmp_path):
+    runs = tmp_path / "runs"
+    (runs / "sweeps").mkdir(parents=True)
+    runs.chmod(0o755)
+    (runs / "sweeps").chmod(0o777)
+    result = runner.invoke(
+        app,
+        ["sweep", *tiny_cnn(), "seed=0,1", "--launcher", "submitit_local", "--runs-dir", str(runs)],
+    )
+    one_line_error(result, "sweeps is writable by others", "chmod go-w")
+    assert list((runs / "sweeps").iterdir()) == []

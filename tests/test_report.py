@@ -239,15 +239,32 @@ def test_batch_contrast_largest_against_smallest(study):
     bn = table.loc["batchnorm"]
     assert bn["b2_mean"] == pytest.approx(0.82) and bn["b32_mean"] == pytest.approx(0.92)
     assert bn["b2_ci95"] == pytest.approx(T_975[2] * 0.02 / math.sqrt(3))
-    a, b = np.array([0.9, 0.92, 0.94]), np.array([0.8, 0.82, 0.84])
     assert bn["drop"] == pytest.approx(0.10)
-    assert (bn["drop_ci_low"], bn["drop_ci_high"]) == pytest.approx(
-        stats.diff_ci(stats.welch(a, b))
-    )
+    # seed s at batch 32 against seed s at batch 2: every pair drops by exactly 0.10
+    assert (bn["drop_ci_low"], bn["drop_ci_high"]) == pytest.approx((0.10, 0.10))
+    assert bn["reason"] == "paired by seed"
     assert bn["reference_batch"] == 32 and bn["smallest_batch"] == 2
     assert bn["verdict"] == "sensitive"
     gn = table.loc["groupnorm"]
     assert gn["same_runs"] and gn["verdict"] == "insensitive" and gn["reason"] == "same runs"
+
+
+def test_batch_contrast_pairs_by_seed_and_falls_back_to_welch(tmp_path):
+    runs = tmp_path / "runs"
+    large, small = [0.90, 0.95, 0.85, 0.92], [0.89, 0.93, 0.85, 0.90]  # seeds far apart
+    for seed, (a, b) in enumerate(zip(large, small, strict=True)):
+        make_run(runs, ["norm=batchnorm", "norm.ghost_batch=32", f"seed={seed}"], acc=a)
+        make_run(runs, ["norm=batchnorm", "norm.ghost_batch=2", f"seed={seed}"], acc=b)
+    row = build(load_runs(runs)).sections[0].tables["batch_sensitivity"].iloc[0]
+    a, b = np.array(large), np.array(small)
+    assert (row["drop_ci_low"], row["drop_ci_high"]) == pytest.approx(
+        stats.diff_ci(stats.paired(a, b))
+    )
+    welch_width = np.subtract(*stats.diff_ci(stats.welch(a, b))[::-1])
+    assert row["drop_ci_high"] - row["drop_ci_low"] < welch_width / 4  # pairing removes the seed
+    make_run(runs, ["norm=batchnorm", "norm.ghost_batch=32", "seed=9"], acc=0.9)  # unmatched
+    row = build(load_runs(runs)).sections[0].tables["batch_sensitivity"].iloc[0]
+    assert row["reason"] == ""  # seeds differ: Welch, unpaired
 
 
 def test_reference_batch_is_checked_against_the_grid(study):
@@ -462,3 +479,53 @@ def test_report_after_a_real_smoke_sweep(tmp_path):
         "inconclusive",
     }
     assert (tmp_path / "img" / "learning_curves.png").exists()
+
+
+def test_precision_table_contrasts_each_precision_with_fp32(tmp_path):
+    runs = tmp_path / "runs"
+    for seed in range(3):
+        make_run(runs, ["precision=fp32", f"seed={seed}"], acc=0.900 + seed / 1000)
+        make_run(runs, ["precision=bf16", f"seed={seed}"], acc=0.899 + seed / 1000)
+        make_run(runs, ["precision=fp16", f"seed={seed}"], acc=0.700 + seed / 1000)
+    make_run(runs, ["precision=fp16", "seed=3"], status="diverged", acc=0.5)
+    (section,) = build(load_runs(runs)).sections
+    row = section.tables["precision"].iloc[0]
+    assert row["bf16_delta"] == pytest.approx(-0.001)
+    assert row["bf16_verdict"] == "equivalent"
+    assert row["fp16_mean"] == pytest.approx((0.700 + 0.701 + 0.702 + 0.1) / 4)  # at chance
+    assert row["fp16_diverged"] == 1 and row["fp16_n"] == 4
+    assert row["fp16_verdict"] == "inconclusive"  # the divergence makes fp16's seeds disagree
+    (section,) = build(load_runs(runs), method=Method(diverged="exclude")).sections
+    row = section.tables["precision"].iloc[0]
+    assert row["fp16_verdict"] == "worse"
+    assert row["fp16_delta_ci_low"] <= row["fp16_delta"] <= row["fp16_delta_ci_high"] < 0
+    result = runner.invoke(app, ["report", str(runs)], env={"COLUMNS": "120"})
+    assert "equivalent" in result.output and "worse" in result.output
+
+
+def test_stability_table_gives_the_largest_learning_rate_that_trains(tmp_path):
+    runs = tmp_path / "runs"
+    # acc per (norm, lr) and seed; chance is 0.1, so "clear of chance" means >= 0.145
+    cells = {
+        ("layernorm", 0.01): [0.90, 0.91],
+        ("layernorm", 0.1): [0.85, 0.86],
+        ("layernorm", 1.0): [0.11, 0.60],  # one seed at chance: not every seed trained
+        ("none", 0.01): [0.88, 0.87],
+        ("none", 0.1): [0.12, 0.13],
+    }
+    for (norm, lr), accs in cells.items():
+        for seed, acc in enumerate(accs):
+            make_run(runs, [f"norm={norm}", f"train.lr={lr}", f"seed={seed}"], acc=acc)
+    make_run(runs, ["norm=none", "train.lr=1.0", "seed=0"], status="diverged", acc=0.5)
+    make_run(runs, ["norm=none", "train.lr=1.0", "seed=1"], status="diverged", acc=0.5)
+    (section,) = build(load_runs(runs)).sections
+    table = section.tables["lr_stability"].set_index("norm.name")
+    assert table.loc["layernorm", "largest_stable"] == pytest.approx(0.1)
+    assert table.loc["layernorm", "metric_there"] == pytest.approx(0.855)
+    assert table.loc["layernorm", "1_trained"] == "1/2"
+    assert table.loc["none", "largest_stable"] == pytest.approx(0.01)
+    assert table.loc["none", "1_trained"] == "0/2"
+    assert table.index[0] == "layernorm"  # the most stable first
+    assert section.tables["depth_stability"] is None
+    result = runner.invoke(app, ["report", str(runs)], env={"COLUMNS": "120"})
+    assert "Stability" in result.output and "largest" in result.output

@@ -80,8 +80,11 @@ def test_interval_and_bad_jobs_refuse_the_whole_sweep_up_front():
         expand(None, ["norm=groupnorm", "norm.groups=4,5"])
 
 
+STUDY_PRESETS = ("batch_sensitivity", "placement", "precision", "lr_stability", "depth")
+
+
 def test_presets_ship_with_a_question_and_a_version():
-    assert set(presets()) >= {"batch_sensitivity", "placement", "precision", "smoke"}
+    assert set(presets()) >= {*STUDY_PRESETS, "smoke"}
     for name in presets():
         text = (Path(__file__).parents[1] / "conf" / "sweep" / f"{name}.yaml").read_text()
         assert text.startswith("# ") and "?" in text.split("version")[0], name
@@ -89,12 +92,29 @@ def test_presets_ship_with_a_question_and_a_version():
         assert isinstance(version, int) and version >= 1, name
 
 
-def test_precision_preset_v2_asks_both_models():
-    """Version 2: a Transformer's norms read float32 under autocast, a CNN's read fp16."""
-    assert load_preset("precision")["version"] == 2
+@pytest.mark.parametrize("name", STUDY_PRESETS)
+def test_every_study_preset_says_what_it_decides_and_how_long_it_takes(name):
+    header = (Path(__file__).parents[1] / "conf" / "sweep" / f"{name}.yaml").read_text()
+    header = header.split("version:")[0]
+    assert "Decides" in header or "decides" in header, name
+    assert "minutes on 2 cores" in header, name
+
+
+def test_precision_preset_v3_pairs_three_norms_over_three_precisions_in_the_cnn():
+    assert load_preset("precision")["version"] == 3
     sweep = expand("precision", [])
-    assert {job.cfg["model"]["name"] for job in sweep.jobs} == {"transformer", "cnn"}
-    assert len(sweep.jobs) == 2 * 6 * 3 * 2
+    assert {job.cfg["model"]["name"] for job in sweep.jobs} == {"cnn"}
+    assert len(sweep.jobs) == 3 * 3 * 4
+
+
+def test_placement_preset_v2_warms_up_pre_and_post_only():
+    sweep = expand("placement", [])
+    cells = {(j.cfg["placement"]["name"], j.cfg["train"]["warmup_steps"]) for j in sweep.jobs}
+    assert cells == {(p, 0) for p in ("pre", "post", "sandwich", "res_post", "deepnorm")} | {
+        ("pre", 300),
+        ("post", 300),
+    }
+    assert len(sweep.jobs) == 21 and {j.cfg["train"]["lr"] for j in sweep.jobs} == {0.01}
 
 
 def test_batch_sensitivity_crosses_five_norms_and_gn_ws_with_ghost_batches_and_seeds():
