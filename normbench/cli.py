@@ -219,7 +219,7 @@ def sweep(
         str, typer.Option("--launcher", help="local | slurm | submitit_local")
     ] = "local",
     jobs: Annotated[
-        int | None, typer.Option("--jobs", "-j", help="Local worker processes [default: cores]")
+        int | None, typer.Option("--jobs", "-j", help="Local worker processes \\[default: cores]")
     ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", "--cfg", help="Print the grid and what would run; exit.")
@@ -230,7 +230,7 @@ def sweep(
     ] = False,
     runs_dir: RunsDir = Path("runs"),
     name: Annotated[
-        str | None, typer.Option("--name", help="Sweep name [default: the preset's]")
+        str | None, typer.Option("--name", help="Sweep name \\[default: the preset's]")
     ] = None,
     until_decided: Annotated[
         bool,
@@ -405,7 +405,7 @@ def report(
     reference_batch: Annotated[
         int | None,
         typer.Option(
-            "--reference-batch", help="Batch compared with the smallest [default: the largest]."
+            "--reference-batch", help="Batch compared with the smallest \\[default: the largest]."
         ),
     ] = None,
     diverged: Annotated[
@@ -415,7 +415,11 @@ def report(
     fmt: Annotated[str, typer.Option("--format", help="rich | csv | markdown | json")] = "rich",
     table: Annotated[
         str | None,
-        typer.Option("--table", help="convergence | batch_sensitivity | precision"),
+        typer.Option(
+            "--table",
+            help="convergence | batch_sensitivity | precision | lr_stability | depth_stability"
+            " | diagnostics_init | diagnostics",
+        ),
     ] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write the tables here.")] = None,
     plots: Annotated[
@@ -431,7 +435,7 @@ def report(
         str | None,
         typer.Option(
             "--x",
-            help="Figures' x axis: steps | samples | epochs | time [default: samples when "
+            help="Figures' x axis: steps | samples | epochs | time \\[default: samples when "
             "batch sizes differ, else steps]",
         ),
     ] = None,
@@ -742,7 +746,9 @@ def runs_clean(
     typer.echo(f"deleted {len(doomed)} run(s)")
 
 
-@app.command("list")
+@app.command(
+    "list", short_help="What can be chosen, where each choice comes from, what is refused."
+)
 def list_choices(config_dir: ConfigDirs = None) -> None:
     """What can be chosen (models, norms, placements, data, precisions, sweep presets), where
     each comes from, and what is refused."""
@@ -789,7 +795,9 @@ def list_choices(config_dir: ConfigDirs = None) -> None:
     console.print(refused)
 
 
-@app.command("check-norm")
+@app.command(
+    "check-norm", short_help="Does a norm keep the contract every model relies on? (exit 0: yes)"
+)
 def check_norm(
     target: Annotated[
         str,

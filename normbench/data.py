@@ -166,10 +166,7 @@ def load(data: dict) -> Dataset:
         return _load_pysource(data)
     if user_data(data):
         return _load_user(data)
-    arrays = _cached(
-        data,
-        {"mnist1d": _make_mnist1d, "digits": _load_digits, "tokens": _make_tokens}[data["name"]],
-    )
+    arrays = _cached(data, GENERATED[data["name"]])
     sizes = split_sizes(data)
     n_test, n_val = sizes["test"], sizes["val"]
     # The test split is the last n_test samples (mnist1d's own test split); val is drawn
@@ -194,11 +191,22 @@ def load(data: dict) -> Dataset:
     return Dataset(data["name"], num_classes, vocab_size=data.get("vocab_size", 0), **splits)
 
 
-def _cached(data: dict, make) -> dict[str, np.ndarray]:
-    """Arrays from make(data), stored under the cache dir by a hash of the data config."""
+def will_generate(data: dict) -> bool:
+    """Whether load(data) makes the data set rather than reading the cache: seconds of work
+    on a first run, which the caller shows on screen."""
+    return data["name"] in GENERATED and not _cache_path(data).exists()
+
+
+def _cache_path(data: dict) -> Path:
+    """Where a generated data set is cached: by a hash of its config (splits excluded)."""
     params = {k: v for k, v in sorted(data.items()) if not k.endswith("_fraction")}
     digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:12]
-    path = cache_dir() / f"{data['name']}-{digest}.npz"
+    return cache_dir() / f"{data['name']}-{digest}.npz"
+
+
+def _cached(data: dict, make) -> dict[str, np.ndarray]:
+    """Arrays from make(data), stored under the cache dir by a hash of the data config."""
+    path = _cache_path(data)
     if path.exists():
         with np.load(path) as stored:
             return dict(stored)
@@ -251,6 +259,10 @@ def _make_tokens(data: dict) -> dict[str, np.ndarray]:
         others[rng.choice(length - 1, size=label, replace=False)] = query
         x[i, 0], x[i, 1:length] = query, others
     return {"x": x, "y": labels.astype(np.int64), "mask": x != PAD}
+
+
+# The data sets made by code and cached: the makers by data name.
+GENERATED = {"mnist1d": _make_mnist1d, "digits": _load_digits, "tokens": _make_tokens}
 
 
 # --------------------------------------------------------------------------------- pysource

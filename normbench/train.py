@@ -29,7 +29,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from normbench import __version__, checkpoint
 from normbench.config import UsageError, norm_reads
-from normbench.data import Split, Stream, input_shape, load, unigram_bits
+from normbench.data import (
+    Split,
+    Stream,
+    cache_dir,
+    input_shape,
+    load,
+    unigram_bits,
+    will_generate,
+)
 from normbench.diagnostics import Diagnostics, frozen_buffers
 from normbench.models import build_model, count_parameters
 from normbench.provenance import fingerprint, is_stale
@@ -210,7 +218,8 @@ class Trainer:
         cfg, train = self.cfg, self.cfg["train"]
         torch.manual_seed(cfg["seed"])
         np.random.seed(cfg["seed"])
-        self.data = load(cfg["data"])
+        with self.generating_note(cfg["data"]):
+            self.data = load(cfg["data"])
         self.tensors = {
             name: self.to_device(getattr(self.data, name)) for name in ("train", "val", "test")
         }
@@ -573,6 +582,14 @@ class Trainer:
         self.first_step = state["first_step"]
         self.resumed_from = state["step"]
         return state["step"]
+
+    def generating_note(self, data: dict) -> contextlib.AbstractContextManager:
+        """A spinner while a first run on this machine generates its data set (seconds, once;
+        otherwise the screen stays blank)."""
+        if not (self.show_progress and will_generate(data)):
+            return contextlib.nullcontext()
+        message = f"generating {data['name']} once, cached in {cache_dir()}"
+        return Console(stderr=True).status(message)
 
     def progress_bar(self) -> Progress:
         return Progress(

@@ -54,6 +54,14 @@ def test_generated_data_is_cached_on_disk(data_cache):
     assert set(data_cache.iterdir()) - before == {new}
 
 
+def test_a_first_load_is_announced_as_generating_and_a_cached_one_is_not(data_cache):
+    cfg = {**MNIST1D, "num_samples": 800}
+    assert data.will_generate(cfg)
+    data.load(cfg)
+    assert not data.will_generate(cfg) and not data.will_generate({**cfg, "val_fraction": 0.3})
+    assert not data.will_generate({"name": "pysource"})  # read from disk, never generated
+
+
 def test_signals_and_images_are_standardised_with_training_statistics():
     for cfg in (MNIST1D, DIGITS):
         train = data.load(cfg).train.x
