@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from normbench.config import UsageError, flatten, parse_overrides
+from normbench.config import LATER_KEYS, UsageError, flatten, parse_overrides
 from normbench.store import (
     FINISHED,
     MAX_BYTES,
@@ -84,6 +84,9 @@ def read_run(path: Path) -> dict:
         raise StoreError(f"{run.metrics_path}: a finished run with no metrics")
     row = {"run_id": path.name, "status": meta["status"], "error": meta.get("error")}
     row.update(flatten(cfg))
+    for key, old in LATER_KEYS.items():  # a built-in group's run made before the key existed
+        if f"{key.partition('.')[0]}._target_" not in row:
+            row.setdefault(key, old)
     summary = meta.get("summary") or {}
     row.update({name: summary.get(name) for name in SUMMARY_FIELDS})
     if row["num_classes"] is None:  # runs made before the summary recorded it

@@ -32,6 +32,9 @@ EXECUTION_KEYS = ("device", "threads", "train.checkpoint_every")
 # Observations: what a run records about itself beyond its metrics. Asking for them does not
 # make another experiment (a finished run without them is trained again to record them).
 OBSERVATION_KEYS = ("diagnostics",)
+# Keys added after runs were made, with the value that reproduces those runs: at that value
+# a key leaves the run id as it was, so the runs made before it existed are still found.
+LATER_KEYS = {"model.init": "default"}
 
 
 # A key without a default (a plugin parameter that has none): OmegaConf's mandatory value.
@@ -279,12 +282,14 @@ OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
             "model.mlp_ratio": _positive(),
             "model.patch_size": _positive(),
             "model.weight_std": Key(bool),
+            "model.init": Key(str, choices=("default", "xavier")),
         },
         "cnn": {
             "model.width": _positive(),
             "model.depth": _positive(),
             "model.kernel_size": _positive(),
             "model.weight_std": Key(bool),
+            "model.init": Key(str, choices=("default", "xavier")),
         },
     },
     "data": {
@@ -867,10 +872,11 @@ def flatten(cfg: dict, prefix: str = "") -> dict[str, Any]:
 
 
 def experiment(cfg: dict) -> dict:
-    """The config without its execution settings and observations: what a run computes,
-    hashed into its id."""
+    """The config without its execution settings, observations and later keys at their old
+    behaviour: what a run computes, hashed into its id."""
     trimmed = json.loads(json.dumps(cfg))
-    for key in (*EXECUTION_KEYS, *OBSERVATION_KEYS):
+    later = [key for key, old in LATER_KEYS.items() if flatten(cfg).get(key) == old]
+    for key in (*EXECUTION_KEYS, *OBSERVATION_KEYS, *later):
         *sections, leaf = key.split(".")
         parent = trimmed
         for section in sections:

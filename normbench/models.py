@@ -144,11 +144,13 @@ def deepnorm_init(sublayer: nn.Module, beta: float) -> None:
 
 
 class ResidualUnit(nn.Module):
-    """x -> x' around sublayer F with norm N, placed as `placement` says (DESIGN.md).
+    """x -> x' around sublayer F with norm N, placed as `placement` says (docs/design.md).
 
     ``sublayer`` takes ``(x, mask=None)``; ``make_norm(width, layout)`` builds N (the run's
     norm: normbench.norms.norm_factory). ``sublayers`` is the number of residual units in the
-    whole model (DeepNorm's constants depend on it)."""
+    whole model (DeepNorm's constants depend on it). ``init="xavier"`` re-initialises the
+    sublayer's weights Xavier-normal, the initialisation Xiong et al. (2020) analyse; DeepNorm
+    always uses its own (Xavier-normal scaled by beta)."""
 
     def __init__(
         self,
@@ -158,6 +160,7 @@ class ResidualUnit(nn.Module):
         placement: str,
         sublayers: int,
         make_norm: NormFactory,
+        init: str = "default",
     ):
         super().__init__()
         if placement not in PLACEMENTS:
@@ -170,6 +173,8 @@ class ResidualUnit(nn.Module):
         if placement == "deepnorm":  # DeepNet (Wang et al. 2022), encoder-only constants
             self.alpha, beta = deepnorm_constants(sublayers)
             getattr(sublayer, "deepnorm_init", partial(deepnorm_init, sublayer))(beta)
+        elif init == "xavier":  # DeepNet's initialisation at beta = 1 is plain Xavier-normal
+            getattr(sublayer, "deepnorm_init", partial(deepnorm_init, sublayer))(1.0)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         n = partial(self.norm, mask=mask)  # N
@@ -233,7 +238,9 @@ class Transformer(nn.Module):
         self.pos = nn.Parameter(torch.randn(1, positions, width) * 0.02)
 
         def unit(sublayer: nn.Module) -> ResidualUnit:  # 2 * depth units: attention, MLP
-            return ResidualUnit(sublayer, width, "tokens", placement, 2 * depth, make_norm)
+            return ResidualUnit(
+                sublayer, width, "tokens", placement, 2 * depth, make_norm, model["init"]
+            )
 
         self.units = nn.ModuleList()
         for _ in range(depth):
@@ -279,7 +286,13 @@ class CNN(nn.Module):
         self.stem = conv(channels, width, kernel, padding=kernel // 2)
         self.units = nn.ModuleList(  # each unit is one residual branch: depth of them
             ResidualUnit(
-                ConvBlock(width, kernel, conv), width, "channels", placement, depth, make_norm
+                ConvBlock(width, kernel, conv),
+                width,
+                "channels",
+                placement,
+                depth,
+                make_norm,
+                model["init"],
             )
             for _ in range(depth)
         )

@@ -378,14 +378,11 @@ def to_markdown(frame: pd.DataFrame) -> str:
     frame = frame.drop(columns=[c for c in JSON_ONLY if c in frame])
     header = "| " + " | ".join(frame.columns) + " |"
     rule = "| " + " | ".join("---" for _ in frame.columns) + " |"
-    body = [
-        "| "
-        + " | ".join(fmt(v, 4) if isinstance(v, float) else label(v) for v in row).replace(
-            "|", "\\|"
-        )
-        + " |"
+    cells = (
+        [(fmt(v, 4) if isinstance(v, float) else label(v)).replace("|", "\\|") for v in row]
         for row in frame.itertuples(index=False)
-    ]
+    )
+    body = ["| " + " | ".join(row) + " |" for row in cells]
     return "\n".join([header, rule, *body])
 
 

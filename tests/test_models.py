@@ -99,6 +99,26 @@ def test_deepnorm_constants_and_initialisation_follow_deepnet(model, paper_layer
     assert all(unit.alpha == 1.0 for unit in post.units)
 
 
+@pytest.mark.parametrize("model", ["transformer", "cnn"])
+def test_xavier_init_is_xavier_normal_in_every_unit_and_default_is_pytorchs(model):
+    """model.init=xavier: every unit weight Xavier-normal with gain 1 (Xiong et al.'s setting;
+    q, k and v each as its own matrix); the default keeps PyTorch's Kaiming-uniform, whose std
+    is sqrt(1/(3 fan_in))."""
+    torch.manual_seed(0)
+    for init in ("xavier", "default"):
+        overrides = (f"model={model}", "placement=post", "model.depth=2", "model.width=64")
+        cfg = compose(tiny(*overrides, f"model.init={init}"))
+        net = build_model(cfg, input_shape(cfg["data"]), 10)
+        for unit in net.units:
+            weights = [p for p in unit.sublayer.parameters() if p.dim() >= 2]
+            if isinstance(unit.sublayer, Attention):  # q, k and v are three matrices
+                weights = [*unit.sublayer.qkv.weight.chunk(3), unit.sublayer.proj.weight]
+            for weight in weights:
+                fan_in = weight[0].numel()
+                expected = xavier_std(weight, 1.0) if init == "xavier" else (3 * fan_in) ** -0.5
+                assert weight.std().item() == pytest.approx(expected, rel=0.05), init
+
+
 def test_adaln_adds_two_d_squared_parameters_per_norm_over_layernorm():
     """AdaLN's projection (d -> 2d, with bias) replaces LayerNorm's affine (2d): 2d^2 more per
     norm; pre placement has 2 * depth unit norms and a final one."""
