@@ -495,9 +495,9 @@ def report(
             for section in result.sections:
                 for name, when in render.DIAGNOSTICS_WHEN.items():
                     if section.tables[name] is not None:
-                        console.print(
-                            render.diagnostics_rich(section.tables[name], section.keys, when)
-                        )
+                        table = render.diagnostics_rich(section.tables[name], section.keys, when)
+                        for renderable in render.caption_below(table):
+                            console.print(renderable)
     if plots is not None or html is not None:
         from normbench import plots as figures
 

@@ -160,16 +160,32 @@ def rich_renderables(report: Report, only: str | None = None) -> list:
             out.append(Text(f"fixed: {settings_text(section.fixed)}", style="dim"))
         for name, render in RICH_TABLES.items():
             if (only is None or only == name) and section.tables.get(name) is not None:
-                out.append(render(section, report.method))
+                out.extend(caption_below(render(section, report.method)))
         out.extend(Text(f"note: {note}", style="dim") for note in section.notes)
     return out
+
+
+def caption_below(table) -> list:
+    """The table, then its caption as text of its own: wrapped at the terminal's width rather
+    than the table's (rich crops a caption wider than its table)."""
+    from rich.text import Text
+
+    caption, table.caption = table.caption, None
+    return [table, Text(caption, style="dim")] if caption else [table]
 
 
 def _table(caption: str):
     from rich import box
     from rich.table import Table
 
-    return Table(caption=caption, caption_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    # One space between columns (collapsed padding): a table of ten columns fits 100.
+    return Table(
+        caption=caption,
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
 
 
 def key_columns(table, keys: list[str], data: pd.DataFrame) -> None:
@@ -196,9 +212,9 @@ def convergence_rich(section: Section, method: Method):
     shows_params = len(counts) > 1  # one count for every group goes in the caption
     if shows_params:
         table.add_column("params", justify="right", no_wrap=True)
-    table.add_column("verdict", no_wrap=True)
-    table.add_column("target", justify="right", no_wrap=True)
-    table.add_column("d/f", justify="right", no_wrap=True)
+    table.add_column("verdict", overflow="fold")  # these give way on a narrow terminal
+    table.add_column("target", justify="right")
+    table.add_column("d/f", justify="right")
     for _, row in data.iterrows():
         verdict = row["verdict"] + (f" ({row['mixed']} mixed)" if row["mixed"] else "")
         diff = (
@@ -231,7 +247,7 @@ def batch_rich(section: Section, method: Method):
     for size in sizes:
         table.add_column(f"b{size}", justify="right", no_wrap=True)
     table.add_column("drop", justify="right", no_wrap=True)
-    table.add_column("verdict", no_wrap=True)
+    table.add_column("verdict")  # its reason wraps: "sensitive (paired by seed)"
     for _, row in data.iterrows():
         drop = (
             "-"

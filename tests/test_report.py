@@ -38,6 +38,7 @@ def make_run(
     code=None,
     error=None,
     losses=(2.0, 1.0, 0.5),
+    parameters=1234,
 ):
     """A run directory as normbench writes it, with chosen numbers."""
     cfg = compose(["model=cnn", *overrides])
@@ -52,7 +53,7 @@ def make_run(
         "time_to_target_s": None if steps_to_target is None else steps_to_target / 100,
         "train_loss_auc": auc,
         "num_classes": 10,
-        "parameters": 1234,
+        "parameters": parameters,
     }
     meta = {
         "run_id": run.run_id,
@@ -399,6 +400,31 @@ def test_cli_report_rich_output_and_plots(study, tmp_path):
         path = tmp_path / "img" / name
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
         assert matplotlib.image.imread(path).std() > 0  # not a blank image
+
+
+def test_a_wide_report_fits_100_columns_and_loses_no_word(tmp_path):
+    """Three grouping keys, long names and a params column: the table still fits 100 columns
+    and every caption wraps at the terminal's width instead of being cropped."""
+    runs = tmp_path / "runs"
+    for norm, ws, params in (("instancenorm", "false", 1234), ("switchnorm", "true", 1290)):
+        for ghost in (2, 32):
+            for seed in range(3):
+                overrides = [f"norm={norm}", f"model.weight_std={ws}", f"norm.ghost_batch={ghost}"]
+                make_run(
+                    runs, [*overrides, f"seed={seed}"], acc=0.9 + 0.01 * seed, parameters=params
+                )
+    result = runner.invoke(app, ["report", str(runs)], env={"COLUMNS": "100"})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    assert "params" in result.output and "d/f" in result.output
+    text = " ".join(" ".join(lines).split())
+    for words in (
+        "params: trainable parameters (a difference may come from capacity)",
+        "d/f: diverged/failed runs.",
+        "both Holm-adjusted over the rows; alpha 0.05.",
+    ):
+        assert words in text, words
 
 
 def test_corrupt_and_half_written_runs_are_skipped_with_a_warning(study):
