@@ -212,8 +212,8 @@ def convergence_rich(section: Section, method: Method):
     shows_params = len(counts) > 1  # one count for every group goes in the caption
     if shows_params:
         table.add_column("params", justify="right", no_wrap=True)
-    table.add_column("verdict", overflow="fold")  # these give way on a narrow terminal
-    table.add_column("target", justify="right")
+    table.add_column("verdict", no_wrap=True)
+    table.add_column("target", justify="right")  # gives way on a narrow terminal
     table.add_column("d/f", justify="right")
     for _, row in data.iterrows():
         verdict = row["verdict"] + (f" ({row['mixed']} mixed)" if row["mixed"] else "")

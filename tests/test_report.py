@@ -418,6 +418,9 @@ def test_a_wide_report_fits_100_columns_and_loses_no_word(tmp_path):
     lines = result.output.splitlines()
     assert max(len(line) for line in lines) <= 100
     assert "params" in result.output and "d/f" in result.output
+    verdicts = r"\b(reference|equivalent|worse|inconclusive|sensitive|insensitive)\b"
+    rows = [line for line in lines if line.startswith((" instancenorm", " switchnorm"))]
+    assert len(rows) == 3 + 2 and all(re.search(verdicts, row) for row in rows), rows
     text = " ".join(" ".join(lines).split())
     for words in (
         "params: trainable parameters (a difference may come from capacity)",
