@@ -265,15 +265,19 @@ def results(part: pd.DataFrame, column: str, metric: Metric, method: Method) -> 
 def seeded_results(
     part: pd.DataFrame, column: str, metric: Metric, method: Method
 ) -> dict[int, float]:
-    """``results`` by seed, in seed order."""
+    """``results`` by seed, in seed order. Bits per byte have no worst value: a run that
+    exploded without a NaN (a finite 1e10 bits per byte) counts at chance, as a diverged run
+    does, never beyond it; its excess measures nothing but would swamp every mean and CI."""
     part = part.sort_values("seed") if "seed" in part else part
     values = {}
     for index, run in part.iterrows():
         seed = run.get("seed", index)
+        chance = metric.chance(float(run["num_classes"]))
         if run["status"] == "diverged" and method.diverged == "chance":
-            values[seed] = metric.chance(float(run["num_classes"]))
+            values[seed] = chance
         elif run["status"] == "complete" and _finite(run.get(column)):
-            values[seed] = float(run[column])
+            value = float(run[column])
+            values[seed] = value if metric.higher_is_better else min(value, chance)
     return values
 
 

@@ -560,3 +560,20 @@ def test_stability_table_gives_the_largest_learning_rate_that_trains(tmp_path):
     assert section.tables["depth_stability"] is None
     result = runner.invoke(app, ["report", str(runs)], env={"COLUMNS": "120"})
     assert "Stability" in result.output and "largest" in result.output
+
+
+def test_an_exploded_bits_per_byte_run_counts_at_chance_never_beyond():
+    """A run that ended complete at 1e10 bits per byte is as useless as a diverged one: it
+    counts at chance (log2 256 = 8), like a diverged run, instead of swamping the mean."""
+    from normbench.tables import BITS_PER_BYTE, results
+
+    part = pd.DataFrame(
+        {
+            "seed": [0, 1, 2],
+            "status": ["complete", "complete", "diverged"],
+            "final_val_bpb": [3.0, 4.5e10, float("nan")],
+            "num_classes": [256, 256, 256],
+        }
+    )
+    values = results(part, BITS_PER_BYTE.column, BITS_PER_BYTE, Method())
+    assert values.tolist() == [3.0, 8.0, 8.0]
