@@ -555,7 +555,7 @@ def stability_table(
         for value in axis_values:
             cell = part[part[axis].map(label) == label(value)]
             trained = [_trained(run, metric) for _, run in cell.iterrows()]
-            finished = cell[cell["status"] == "complete"][metric.column].astype(float)
+            finished = results(cell, metric.column, metric, Method(diverged="exclude"))
             row[f"{label(value)}_mean"] = float(finished.mean()) if len(finished) else math.nan
             row[f"{label(value)}_trained"] = f"{sum(trained)}/{len(trained)}"
             if trained and all(trained):
