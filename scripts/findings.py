@@ -587,6 +587,12 @@ def fp16(runs: Path, scale: str) -> str:
     )
     fused_table.columns = [str(c) for c in fused_table.columns]
     needs = largest[largest["low-precision statistics"] > 10 * largest["fp32 statistics"]]
+    ratios = fused[fused["weights"] == "float32"].dropna(subset=["ratio"])
+    off = ratios[(ratios["ratio"] - 1).abs() > 0.05]  # where the half call is not just rounding
+    exceptions = "; ".join(
+        f"{r['op']} in {r['dtype']} at offset {r['offset']:g}: {r['ratio']:.1f}"
+        for _, r in off.iterrows()
+    )
     largest_scale = max(scales)
     return "\n".join(
         [
@@ -599,7 +605,14 @@ def fp16(runs: Path, scale: str) -> str:
             "(layer_norm, group_norm, rms_norm; batch_norm and instance_norm with a float32 "
             "affine, which is how normbench calls them) accumulate in float32 whatever their "
             "input: their half output is the float32 result rounded (ratio 1.00 below, error of "
-            "the half call over that of float32 rounded, by input offset mean/std). So "
+            "the half call over that of float32 rounded, by input offset mean/std; '-' where the "
+            "rounded input keeps no spread)"
+            + (
+                f", except where the input's offset dwarfs its spread ({exceptions}). "
+                if exceptions
+                else ". "
+            )
+            + "So "
             "`norm.fp32_stats` can only matter for the statistics normbench computes itself "
             "(SwitchNorm, ScaleNorm, masked InstanceNorm, AdaLN's condition). In the "
             "Transformer, Pre- and Post-LN norms read the float32 residual stream; only "
@@ -727,12 +740,10 @@ def claims(runs: Path, scale: str) -> str:
         "",
     ]
     ln_steps = steps.set_index("norm")["median_steps"]
-    faster = None
-    if not (
-        math.isnan(ln_steps.get("layernorm", math.nan))
-        or math.isnan(ln_steps.get("none", math.nan))
-    ):
-        faster = bool(ln_steps["layernorm"] < ln_steps["none"])
+    ln, none_ = ln_steps.get("layernorm", math.nan), ln_steps.get("none", math.nan)
+    faster = None  # also for a tie: at the evaluation grid's resolution it decides nothing
+    if not (math.isnan(ln) or math.isnan(none_)) and ln != none_:
+        faster = bool(ln < none_)
     lines += [
         f"{verdict(faster)} Median steps to 3.5 bits per byte: LayerNorm "
         f"{tables.label(ln_steps.get('layernorm'))}, no norm {tables.label(ln_steps.get('none'))}, "
