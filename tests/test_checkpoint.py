@@ -33,14 +33,34 @@ def meta(path: Path) -> dict:
     return json.loads((path / "meta.json").read_text())
 
 
-def interrupt_after_first_checkpoint(path: Path, signum: int, pid: int | None = None) -> None:
-    """Send ``signum`` (to this process, or ``pid``) once the run has saved a checkpoint."""
+@pytest.fixture
+def ctrl_c_after_first_checkpoint(monkeypatch: pytest.MonkeyPatch):
+    """Arms a Ctrl-C for once the run's next checkpoint is on disk: SIGINT sent to this process
+    from inside checkpoint.save, so that it lands at that point and nowhere else (a watcher
+    thread can be scheduled too late on a loaded machine and hit a later test). SIGINT gets
+    Python's handler meanwhile: a shell's `cmd &` starts pytest with it ignored."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    save = checkpoint.save
+
+    def save_then_ctrl_c(path: Path, state: dict) -> None:
+        save(path, state)
+        monkeypatch.setattr(checkpoint, "save", save)  # only the first one
+        os.kill(os.getpid(), signal.SIGINT)
+
+    yield lambda: monkeypatch.setattr(checkpoint, "save", save_then_ctrl_c)
+    signal.signal(signal.SIGINT, previous)
+
+
+def terminate_after_first_checkpoint(path: Path, proc: subprocess.Popen) -> None:
+    """SIGTERM to ``proc`` once its run has saved a checkpoint; never to anything else."""
 
     def watch() -> None:
         deadline = time.time() + 120
-        while not (path / checkpoint.FILE_NAME).exists() and time.time() < deadline:
+        while proc.poll() is None and time.time() < deadline:
+            if (path / checkpoint.FILE_NAME).exists():
+                proc.send_signal(signal.SIGTERM)
+                return
             time.sleep(0.005)
-        os.kill(pid or os.getpid(), signum)
 
     threading.Thread(target=watch, daemon=True).start()
 
@@ -62,13 +82,13 @@ def test_checkpoint_every_is_an_execution_setting_not_part_of_the_run_id():
     ids=["batchnorm-diagnostics", "tokens", "bf16-sgd", "pysource"],
 )
 def test_a_run_interrupted_by_ctrl_c_resumes_to_the_uninterrupted_metrics(
-    tmp_path, overrides, data
+    tmp_path, ctrl_c_after_first_checkpoint, overrides, data
 ):
     steps = ["train.max_steps=60", "train.checkpoint_every=7"]
     cfg = compose(tiny(*LONG, *steps, *overrides, data=data))
     whole = run_experiment(cfg, tmp_path / "whole", progress=False)
     run = RunDir(tmp_path / "resumed", run_id(cfg))
-    interrupt_after_first_checkpoint(run.path, signal.SIGINT)
+    ctrl_c_after_first_checkpoint()
     with pytest.raises(KeyboardInterrupt):
         run_experiment(cfg, tmp_path / "resumed", progress=False)
     interrupted = meta(run.path)
@@ -123,7 +143,7 @@ def test_normbench_run_killed_by_sigterm_mid_way_resumes_when_run_again(tmp_path
     runs = tmp_path / "runs"
     run = RunDir(runs, run_id(cfg))
     proc = normbench_run(runs, overrides)
-    interrupt_after_first_checkpoint(run.path, signal.SIGTERM, proc.pid)
+    terminate_after_first_checkpoint(run.path, proc)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, out + err
     assert meta(run.path)["status"] == "interrupted"
@@ -136,10 +156,10 @@ def test_normbench_run_killed_by_sigterm_mid_way_resumes_when_run_again(tmp_path
     assert not (run.path / checkpoint.FILE_NAME).exists()
 
 
-def test_force_starts_afresh_instead_of_resuming(tmp_path):
+def test_force_starts_afresh_instead_of_resuming(tmp_path, ctrl_c_after_first_checkpoint):
     cfg = compose(tiny(*LONG, "train.max_steps=60", "train.checkpoint_every=7"))
     run = RunDir(tmp_path, run_id(cfg))
-    interrupt_after_first_checkpoint(run.path, signal.SIGINT)
+    ctrl_c_after_first_checkpoint()
     with pytest.raises(KeyboardInterrupt):
         run_experiment(cfg, tmp_path, progress=False)
     assert (run.path / checkpoint.FILE_NAME).exists()
