@@ -100,6 +100,7 @@ STUDIES = [
             "train.eval_every=100",
         ],
         ["seed=0,1", "train.max_steps=200", "train.eval_every=50"],
+        smoke=("norm=batchnorm,switchnorm",),
     ),
     Study(
         "lr",

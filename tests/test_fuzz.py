@@ -58,7 +58,7 @@ OVERRIDE = st.one_of(
     st.sampled_from(["+x=1", "~seed", "seed", "=", "a.b.c=1", "hydra.run.dir=/tmp"]),
 )
 FUZZ = settings(
-    max_examples=200,
+    max_examples=150,
     deadline=5000,  # milliseconds per case: a hang fails the test
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     derandomize=True,

@@ -416,7 +416,7 @@ def test_an_interrupted_forced_rerun_keeps_the_previous_result(tmp_path):
     from normbench.train import run_experiment
 
     runs = tmp_path / "runs"
-    overrides = tiny_cnn("train.max_steps=3000", "train.eval_every=500")
+    overrides = tiny_cnn("train.max_steps=1500", "train.eval_every=500")
     first = run_experiment(compose(overrides), runs, progress=False)
     run = RunDir(runs, first.run_id)
     before = (run.read_meta(), run.metrics_path.read_bytes())

@@ -254,7 +254,7 @@ def test_a_failing_run_is_recorded_and_the_sweep_goes_on(tmp_path):
 @pytest.mark.slow
 def test_kill_9_of_the_sweep_and_its_workers_then_resume(tmp_path):
     runs = tmp_path / "runs"
-    args = [*QUICK, "train.max_steps=1500", "train.eval_every=50", "seed=range(4)", "--jobs", "2"]
+    args = [*QUICK, "train.max_steps=1000", "train.eval_every=50", "seed=range(4)", "--jobs", "2"]
     proc = start_and_wait_for_progress(runs, args, subprocess.DEVNULL)
     os.killpg(proc.pid, signal.SIGKILL)  # the sweep and every worker at once
     proc.wait()
@@ -276,7 +276,7 @@ def test_ctrl_c_interrupts_running_runs_and_the_same_command_finishes_the_rest(
     tmp_path, whole_group
 ):
     runs = tmp_path / "runs"
-    args = [*QUICK, "train.max_steps=1500", "train.eval_every=50", "seed=range(4)", "--jobs", "2"]
+    args = [*QUICK, "train.max_steps=1000", "train.eval_every=50", "seed=range(4)", "--jobs", "2"]
     proc = start_and_wait_for_progress(runs, args, subprocess.PIPE)
     if whole_group:  # a terminal's Ctrl-C reaches the sweep and its workers
         os.killpg(proc.pid, signal.SIGINT)
