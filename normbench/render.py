@@ -275,7 +275,7 @@ def precision_rich(section: Section, method: Method):
     for precision in precisions:
         table.add_column(precision, justify="right", no_wrap=True)
         if precision != "fp32":
-            table.add_column(f"{precision} vs fp32", no_wrap=True)
+            table.add_column(f"{precision} vs fp32")  # "+0.001±0.002 inconclusive" wraps
     for _, row in data.iterrows():
         cells = []
         for p in precisions:
