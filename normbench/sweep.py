@@ -399,6 +399,8 @@ class LiveView:
     def __exit__(self, *exc) -> None:
         self.live.refresh()
         self.live.__exit__(*exc)
+        if not self.live.console.is_terminal:  # piped, the last frame ends without a newline
+            self.live.console.line()
 
     @property
     def finished(self) -> int:
