@@ -594,7 +594,7 @@ class Trainer:
     def progress_bar(self) -> Progress:
         return Progress(
             TextColumn("[bold]{task.description}"),
-            BarColumn(),
+            BarColumn(bar_width=12),  # the whole line fits 100 columns
             MofNCompleteColumn(),
             TextColumn("loss {task.fields[loss]}"),
             TextColumn("val acc {task.fields[val]}"),
