@@ -169,12 +169,13 @@ class ResidualUnit(nn.Module):
         self.placement = placement
         self.norm = make_norm(width, layout)
         self.norm2 = make_norm(width, layout) if placement == "sandwich" else None
-        self.alpha = 1.0
+        self.alpha, gain = 1.0, None
         if placement == "deepnorm":  # DeepNet (Wang et al. 2022), encoder-only constants
-            self.alpha, beta = deepnorm_constants(sublayers)
-            getattr(sublayer, "deepnorm_init", partial(deepnorm_init, sublayer))(beta)
+            self.alpha, gain = deepnorm_constants(sublayers)
         elif init == "xavier":  # DeepNet's initialisation at beta = 1 is plain Xavier-normal
-            getattr(sublayer, "deepnorm_init", partial(deepnorm_init, sublayer))(1.0)
+            gain = 1.0
+        if gain is not None:
+            getattr(sublayer, "deepnorm_init", partial(deepnorm_init, sublayer))(gain)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         n = partial(self.norm, mask=mask)  # N

@@ -420,18 +420,13 @@ def test_an_interrupted_forced_rerun_keeps_the_previous_result(tmp_path):
     first = run_experiment(compose(overrides), runs, progress=False)
     run = RunDir(runs, first.run_id)
     before = (run.read_meta(), run.metrics_path.read_bytes())
+
+    def forced_run(overrides: list[str]) -> list[str]:
+        command = [sys.executable, "-m", "normbench", "run", *overrides, "--force", "-q"]
+        return [*command, "--runs-dir", str(runs)]
+
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "normbench",
-            "run",
-            *overrides,
-            "--force",
-            "-q",
-            "--runs-dir",
-            str(runs),
-        ],
+        forced_run(overrides),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -444,21 +439,7 @@ def test_an_interrupted_forced_rerun_keeps_the_previous_result(tmp_path):
     assert proc.returncode == 130
     assert (run.read_meta(), run.metrics_path.read_bytes()) == before
     assert not any((runs / ".staging").iterdir())
-    again = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "normbench",
-            "run",
-            *tiny_cnn(),
-            "--force",
-            "-q",
-            "--runs-dir",
-            str(runs),
-        ],
-        capture_output=True,
-        text=True,
-    )
+    again = subprocess.run(forced_run(tiny_cnn()), capture_output=True, text=True)
     assert again.returncode == 0  # another config: a plain run
 
 
