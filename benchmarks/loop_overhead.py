@@ -22,11 +22,11 @@ import torch
 import torch.nn.functional as F
 from timing import add_device_argument, synchronize
 
-from normbench.config import compose
-from normbench.data import input_shape, load
-from normbench.models import build_model
-from normbench.store import RunDir, run_id
-from normbench.train import Trainer
+from normbench.data.datasets import input_shape, load
+from normbench.experiment.compose import compose
+from normbench.layers.models import build_model
+from normbench.store.rundir import RunDir, run_id
+from normbench.training.trainer import Trainer
 
 MODELS = {"transformer": ["model=transformer"], "cnn": ["model=cnn", "norm=batchnorm"]}
 

@@ -16,8 +16,8 @@ import torch
 from timing import add_device_argument, fwd_bwd_seconds
 from torch import nn
 
-from normbench.config import compose
-from normbench.models import build_model
+from normbench.experiment.compose import compose
+from normbench.layers.models import build_model
 
 SHAPES = [  # (batch, tokens, width, depth, heads)
     (32, 10, 64, 4, 4),  # the default run

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from timing import add_device_argument, fwd_bwd_seconds
 
-from normbench.norms import NORMS, make_norm
+from normbench.layers.norms import NORMS, make_norm
 
 SHAPES = {"channels": (64, 64, 128), "tokens": (64, 128, 64), "masked": (64, 128, 64)}
 FEATURES = 64

@@ -21,10 +21,11 @@ from pathlib import Path
 import numpy as np
 from omegaconf import OmegaConf
 
-from normbench.catalog import INDEX, load_runs
-from normbench.config import compose, group_options
-from normbench.store import run_id
-from normbench.tables import build
+from normbench.experiment.compose import compose
+from normbench.experiment.options import group_options
+from normbench.report.tables import build
+from normbench.store.catalog import INDEX, load_runs
+from normbench.store.rundir import run_id
 
 
 def generate(runs: Path, count: int) -> None:

@@ -19,8 +19,15 @@ sublayer as the run's placement (``cfg["placement"]["name"]``, one of ``PLACEMEN
 
 from __future__ import annotations
 
-from normbench.models import NEEDS_FINAL_NORM, PLACEMENTS, ResidualUnit, final_norm
-from normbench.norms import LAYOUTS, Norm, NormFactory, feature_view, make_norm, masked_moments
+from normbench.layers.models import NEEDS_FINAL_NORM, PLACEMENTS, ResidualUnit, final_norm
+from normbench.layers.norms import (
+    LAYOUTS,
+    Norm,
+    NormFactory,
+    feature_view,
+    make_norm,
+    masked_moments,
+)
 
 __all__ = [
     "LAYOUTS",

@@ -25,8 +25,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from normbench import catalog, plots, render, tables
-from normbench.catalog import Selection
+from normbench.report import plots, render, tables
+from normbench.store import catalog, records
+from normbench.store.catalog import Selection
 
 ROOT = Path(__file__).resolve().parents[1]
 IMG = ROOT / "docs" / "img"  # figures go beside the findings file (main sets it)
@@ -167,9 +168,9 @@ def training_walls(runs: Path) -> dict[str, float]:
     walls = {}
     for study in STUDIES:
         paths = (runs / "sweeps").glob(f"findings-{study.name}-*.json")
-        records = [r for r in map(catalog.read_record, paths) if r and r.get("finished")]
-        if records:
-            first = min(records, key=lambda record: str(record["started"]))
+        found = [r for r in map(records.read_record, paths) if r and r.get("finished")]
+        if found:
+            first = min(found, key=lambda record: str(record["started"]))
             took = datetime.fromisoformat(first["finished"]) - datetime.fromisoformat(
                 first["started"]
             )
@@ -179,7 +180,7 @@ def training_walls(runs: Path) -> dict[str, float]:
 
 # ----------------------------------------------------------------------------------- helpers
 def load(runs: Path, study: str, filters: list[str] = ()) -> Selection:
-    ids, _, _ = catalog.sweep_run_ids(runs, f"findings-{study}")
+    ids, _, _ = records.sweep_run_ids(runs, f"findings-{study}")
     return catalog.select(catalog.load_runs(runs), list(filters), ids)
 
 
@@ -558,7 +559,7 @@ def zhu(runs: Path, scale: str) -> str:
 
 
 def fp16(runs: Path, scale: str) -> str:
-    from normbench.numerics import fused_kernel_errors, norm_errors
+    from normbench.layers.numerics import fused_kernel_errors, norm_errors
 
     selection = load(runs, "fp16")
     result = report(selection, by=["norm.name", "norm.fp32_stats", "precision.name"])

@@ -17,7 +17,7 @@ import warnings
 import pandas as pd
 import torch
 
-from normbench.numerics import available_devices, fused_kernel_errors, norm_errors
+from normbench.layers.numerics import available_devices, fused_kernel_errors, norm_errors
 
 
 def scientific(value: float) -> str:

@@ -1,0 +1,137 @@
+"""The command line's shared parts: the Typer apps, the one-line error convention, the
+argument types every command takes, and the terminal console.
+
+Nothing heavy is imported at module level, so `normbench --help` and `normbench list` start
+without torch; each command imports what it needs once its input is valid.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from typer.core import TyperGroup
+from typer.exceptions import TyperException
+
+
+class OneLineErrors(TyperGroup):
+    """Usage errors that the command-line parser finds (an unknown option, a missing argument,
+    a value of the wrong type) in the same one line as normbench's own, exit 2."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except TyperException as err:
+            raise usage_exit(err) from None
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except TyperException as err:
+            raise usage_exit(err) from None
+
+
+def usage_exit(err: TyperException) -> typer.Exit:
+    """``normbench: error: No such option: -0 (see normbench run --help)``."""
+    context = getattr(err, "ctx", None)
+    command = context.command_path if context else "normbench"
+    message = " ".join(err.format_message().split())
+    typer.echo(f"normbench: error: {message} (see {command} --help)", err=True)
+    return typer.Exit(getattr(err, "exit_code", 2))
+
+
+app = typer.Typer(
+    cls=OneLineErrors,
+    help="Benchmark normalization layers: which norm, placed where, holds up at which batch "
+    "size and precision?",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+runs_app = typer.Typer(
+    help="List, inspect, compare and clean the runs in a runs directory.",
+    no_args_is_help=True,
+)
+app.add_typer(runs_app, name="runs")
+
+Overrides = Annotated[
+    list[str] | None,
+    typer.Argument(
+        help="Hydra overrides, e.g. model=cnn norm=groupnorm batch_size=8 train.lr=1e-3",
+        show_default=False,
+    ),
+]
+RunsDir = Annotated[Path, typer.Option("--runs-dir", help="Where runs are stored.")]
+ConfigDirs = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--config-dir",
+        help="A directory of your own options (norm/, model/, data/, placement/, sweep/ YAML "
+        "files), searched before NORMBENCH_CONFIG_PATH (repeatable).",
+        show_default=False,
+    ),
+]
+
+
+def show_version(value: bool) -> None:
+    if value:
+        from normbench import __version__
+
+        typer.echo(f"normbench {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=show_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """Benchmark normalization layers: which norm, placed where, holds up at which batch size
+    and precision?"""
+
+
+def fail(message: str) -> typer.Exit:
+    """Report bad input in one line on stderr; the caller raises the returned Exit(2)."""
+    typer.echo(f"normbench: error: {message}", err=True)
+    return typer.Exit(2)
+
+
+def interrupt_on_sigterm() -> None:
+    """SIGTERM (a scheduler's kill, a preemption) ends a run like Ctrl-C: recorded, not lost.
+    SIGINT is Ctrl-C again whatever the shell did with it (a script's background job starts
+    with SIGINT ignored, and Python then leaves it ignored)."""
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def terminal():
+    """A rich console; piped output honours COLUMNS (default 100) rather than 80."""
+
+    from rich.console import Console
+
+    if sys.stdout.isatty():
+        return Console()
+    columns = os.environ.get("COLUMNS", "")
+    return Console(width=int(columns) if columns.isdigit() and int(columns) > 20 else 100)
+
+
+RunsFilters = Annotated[
+    list[str] | None,
+    typer.Argument(
+        help="[RUNS_DIR] [FILTER ...]: filters in override syntax, e.g. norm=batchnorm",
+        show_default=False,
+    ),
+]
+StatusOption = Annotated[
+    str | None,
+    typer.Option("--status", help="Only these statuses, e.g. failed,interrupted."),
+]

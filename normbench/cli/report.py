@@ -1,0 +1,156 @@
+"""`normbench report`: runs into verdicts, as tables, exports, figures and HTML."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from normbench.cli.app import RunsDir, app, fail, terminal
+
+
+@app.command()
+def report(
+    arguments: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="[RUNS_DIR] [FILTER ...]: filters in override syntax, e.g. model=cnn "
+            "norm=batchnorm,groupnorm",
+            show_default=False,
+        ),
+    ] = None,
+    sweep_name: Annotated[
+        str | None,
+        typer.Option("--sweep", help="Only this sweep's runs (its latest record); a,b: several."),
+    ] = None,
+    by: Annotated[
+        str | None, typer.Option("--by", help="Group by these keys (comma-separated).")
+    ] = None,
+    best_over: Annotated[
+        str | None,
+        typer.Option(
+            "--best-over",
+            help="Per group, keep the value of this key that is best on validation; verdicts "
+            "then use test.",
+        ),
+    ] = None,
+    alpha: Annotated[
+        float, typer.Option("--alpha", help="Error rate of every verdict, in (0, 1).")
+    ] = 0.05,
+    margin: Annotated[
+        float,
+        typer.Option("--margin", help="Largest difference that counts as equivalent (> 0)."),
+    ] = 0.01,
+    reference_batch: Annotated[
+        int | None,
+        typer.Option(
+            "--reference-batch", help="Batch compared with the smallest \\[default: the largest]."
+        ),
+    ] = None,
+    diverged: Annotated[
+        str,
+        typer.Option("--diverged", help="chance: diverged runs count at chance | exclude"),
+    ] = "chance",
+    fmt: Annotated[str, typer.Option("--format", help="rich | csv | markdown | json")] = "rich",
+    table: Annotated[
+        str | None,
+        typer.Option(
+            "--table",
+            help="convergence | batch_sensitivity | precision | lr_stability | depth_stability"
+            " | diagnostics_init | diagnostics",
+        ),
+    ] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Write the tables here.")] = None,
+    plots: Annotated[
+        Path | None, typer.Option("--plots", help="Write PNG figures into this directory.")
+    ] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html", help="Write one self-contained HTML file: tables, figures, commands."
+        ),
+    ] = None,
+    x: Annotated[
+        str | None,
+        typer.Option(
+            "--x",
+            help="Figures' x axis: steps | samples | epochs | time \\[default: samples when "
+            "batch sizes differ, else steps]",
+        ),
+    ] = None,
+    diagnostics: Annotated[
+        bool,
+        typer.Option("--diagnostics", help="Show runs' diagnostics (trained diagnostics=true)."),
+    ] = False,
+    tag: Annotated[str | None, typer.Option("--tag", help="Only runs with this tag.")] = None,
+    runs_dir: RunsDir = Path("runs"),
+) -> None:
+    """Compare runs: verdicts against the best, batch-size sensitivity and precision."""
+    from normbench.core.errors import UsageError
+    from normbench.report import render, tables
+    from normbench.store import catalog, records
+
+    arguments = list(arguments or [])
+    if arguments and "=" not in arguments[0]:
+        runs_dir = Path(arguments.pop(0))
+    try:
+        method = tables.Method.from_options(alpha, margin, reference_batch, diverged)
+        if fmt not in ("rich", "csv", "markdown", "json"):
+            raise UsageError(f"--format {fmt}: valid: rich, csv, markdown, json")
+        if x is not None:
+            from normbench.report.plots import check_x
+
+            check_x(x)
+            if plots is None and html is None:
+                raise UsageError(f"--x {x}: for figures; add --plots DIR or --html FILE")
+        selection = catalog.load_runs(runs_dir)
+        if sweep_name:
+            ids, looks, sweep_commands = records.sweep_run_ids(runs_dir, sweep_name)
+            method = tables.Method(**{**method.__dict__, "looks": looks})
+        else:
+            ids, sweep_commands = None, []
+        selection = catalog.select(selection, arguments, ids, tag)
+        result = tables.build(selection, by.split(",") if by else None, best_over, method)
+        if diagnostics:
+            tables.attach_diagnostics(result, runs_dir)
+        text = None if fmt == "rich" else render.as_text(result, fmt, table, out)
+    except UsageError as err:
+        raise fail(str(err)) from None
+    for warning in result.warnings:
+        typer.secho(f"warning: {render.plain(warning)}", fg="yellow", err=True)
+    if text is not None and out is None:
+        typer.echo(text, nl=False)
+    elif text is not None:
+        for path, content in text.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content)
+            typer.echo(f"wrote {path}", err=True)
+    else:
+        console = terminal()
+        statuses = ", ".join(f"{n} {status}" for status, n in sorted(result.counts.items()))
+        console.print(f"{sum(result.counts.values())} runs ({statuses})", soft_wrap=True)
+        for renderable in render.rich_renderables(result, table):
+            console.print(renderable)
+        if diagnostics:
+            for section in result.sections:
+                for name, when in render.DIAGNOSTICS_WHEN.items():
+                    if section.tables[name] is not None:
+                        table = render.diagnostics_rich(section.tables[name], section.keys, when)
+                        for renderable in render.caption_below(table):
+                            console.print(renderable)
+    if plots is not None or html is not None:
+        from normbench.report import plots as figures
+
+        drawings = figures.draw(result, runs_dir, x, lambda line: typer.echo(line, err=True))
+        try:
+            for path in figures.write_pngs(result, drawings, plots) if plots else []:
+                typer.echo(f"wrote {path}", err=True)
+            if html is not None:
+                from normbench.report.html import write_html
+
+                write_html(html, result, drawings, sys.argv, sweep_commands)
+                typer.echo(f"wrote {html}", err=True)
+        except OSError as err:
+            raise fail(f"cannot write {err.filename}: {err.strerror}") from None

@@ -1,0 +1,104 @@
+"""`normbench run`: train one model, or print its resolved config (--cfg)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from normbench.cli.app import ConfigDirs, Overrides, RunsDir, app, fail, interrupt_on_sigterm
+
+
+@app.command()
+def run(
+    overrides: Overrides = None,
+    cfg: Annotated[bool, typer.Option("--cfg", help="Print the resolved config and exit.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Run again even if complete.")] = False,
+    rerun_stale: Annotated[
+        bool, typer.Option("--rerun-stale", help="Run again if finished by other code.")
+    ] = False,
+    runs_dir: RunsDir = Path("runs"),
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    tag: Annotated[
+        list[str] | None, typer.Option("--tag", help="A label for the run (repeatable).")
+    ] = None,
+    note: Annotated[str | None, typer.Option("--note", help="A note kept with the run.")] = None,
+    config_dir: ConfigDirs = None,
+) -> None:
+    """Train one model with one norm, placement, batch size and precision."""
+    from normbench.core.errors import UsageError
+    from normbench.experiment.options import use_config_dirs
+    from normbench.experiment.probe import compose_checked
+
+    try:
+        use_config_dirs(config_dir or [])
+        config = compose_checked(overrides or [])
+        tags = check_tags(tag or [])
+    except UsageError as err:
+        raise fail(str(err)) from None
+    from normbench.store.rundir import run_id
+
+    if cfg:
+        from omegaconf import OmegaConf
+
+        typer.echo(f"# run_id: {run_id(config)}")
+        typer.echo(OmegaConf.to_yaml(OmegaConf.create(config)), nl=False)
+        return
+    from normbench.store.rundir import Labels, Rerun
+    from normbench.training.run import run_experiment
+
+    interrupt_on_sigterm()
+    try:
+        labels = Labels(tags, note)
+        outcome = run_experiment(config, runs_dir, Rerun(force, rerun_stale), not quiet, labels)
+    except UsageError as err:
+        raise fail(str(err)) from None
+    except KeyboardInterrupt:
+        typer.echo(f"interrupted: metrics so far kept in {runs_dir / run_id(config)}", err=True)
+        raise typer.Exit(130) from None
+    typer.echo(summary_line(outcome, config))
+    if outcome.status == "failed":
+        raise typer.Exit(1)
+
+
+def check_tags(tags: list[str]) -> tuple[str, ...]:
+    """Tags are plain words ([A-Za-z0-9._-], at most 64 characters)."""
+    import re
+
+    from normbench.core.errors import UsageError
+
+    for tag in tags:
+        if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", tag):
+            raise UsageError(f"--tag {tag!r}: valid: 1 to 64 of A-Z a-z 0-9 . _ -")
+    return tuple(tags)
+
+
+def summary_line(outcome, config: dict) -> str:
+    """One line: status, final val acc (bits per byte for next-byte tasks), steps to target,
+    wall time, run dir."""
+    s = outcome.summary
+    if outcome.status == "failed":
+        return f"failed: {outcome.error}  ({outcome.path})"
+    target = config["target"]
+    comparison = ">=" if target["metric"] == "val_acc" else "<="
+    reached = (
+        f"step {s['steps_to_target']} ({s['time_to_target_s']:.1f} s)"
+        if s.get("steps_to_target")
+        else "not reached"
+    )
+    metric = "bpb" if s.get("final_val_bpb") is not None else "acc"  # next-byte: bits per byte
+    val = "-" if s.get(f"final_val_{metric}") is None else f"{s[f'final_val_{metric}']:.4f}"
+    test = (
+        f"  test {metric} {s[f'test_{metric}']:.4f}" if s.get(f"test_{metric}") is not None else ""
+    )
+    prefix = ""
+    if outcome.skipped and outcome.stale:
+        prefix = "skipped, finished by other code (stale; --rerun-stale runs it again): "
+    elif outcome.skipped:
+        prefix = "skipped, already finished (--force runs it again): "
+    return (
+        f"{prefix}{outcome.status}  val {metric} {val}{test}  "
+        f"{target['metric']} {comparison} {target['value']}: {reached}  "
+        f"train {s.get('train_s', 0):.1f} s  wall {s.get('wall_s', 0):.1f} s  {outcome.path}"
+    )

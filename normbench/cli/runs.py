@@ -1,0 +1,153 @@
+"""`normbench runs list|show|diff|clean`: the runs in a runs directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from normbench.cli.app import RunsDir, RunsFilters, StatusOption, fail, runs_app, terminal
+
+
+def _runs_selection(arguments: list[str] | None, runs_dir: Path, status: str | None, tag):
+    """The runs of `runs list` / `runs clean`: a runs directory, filters, statuses, a tag."""
+    from normbench.store import catalog, manage
+
+    arguments = list(arguments or [])
+    if arguments and "=" not in arguments[0]:
+        runs_dir = Path(arguments.pop(0))
+    statuses = manage.parse_statuses(status)
+    selection = catalog.load_runs(runs_dir)
+    if selection.runs.empty:
+        return runs_dir, selection.runs, selection.warnings
+    selection = catalog.select(selection, arguments, None, tag)
+    return runs_dir, manage.narrow(selection, statuses), selection.warnings
+
+
+@runs_app.command("list")
+def runs_list(
+    arguments: RunsFilters = None,
+    status: StatusOption = None,
+    tag: Annotated[str | None, typer.Option("--tag", help="Only runs with this tag.")] = None,
+    runs_dir: RunsDir = Path("runs"),
+) -> None:
+    """One line per run: id, status, key choices, result, age, tags (newest first)."""
+    from rich.table import Table
+
+    from normbench.core.errors import UsageError
+    from normbench.report import render
+    from normbench.store import manage
+
+    try:
+        runs_dir, runs, warnings = _runs_selection(arguments, runs_dir, status, tag)
+    except UsageError as err:
+        raise fail(str(err)) from None
+    for warning in warnings:
+        typer.secho(f"warning: {render.plain(warning)}", fg="yellow", err=True)
+    rows, shared = manage.list_rows(runs)
+    table = Table(box=None, pad_edge=False)
+    table.add_column("run id", no_wrap=True)
+    for column in ("status", "choices", "result", "age", "tags"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(render.cell(value) for value in row.values()))
+    console = terminal()
+    console.print(table)
+    shared = f"; all with {render.plain(shared)}" if shared and len(rows) > 1 else ""
+    console.print(f"{len(runs)} run(s) in {render.plain(str(runs_dir))}{shared}", soft_wrap=True)
+
+
+@runs_app.command("show")
+def runs_show(
+    run_name: Annotated[str, typer.Argument(metavar="RUN", help="A run id or its prefix.")],
+    runs_dir: RunsDir = Path("runs"),
+) -> None:
+    """A run's config, status, provenance and summary."""
+    import json
+
+    from normbench.core.errors import UsageError
+    from normbench.store import manage
+
+    try:
+        run = manage.resolve(runs_dir, run_name)
+        meta = run.read_meta()
+        config = (run.path / "config.yaml").read_text()
+    except (UsageError, OSError) as err:
+        raise fail(str(err)) from None
+    typer.echo(f"# {run.path}")
+    typer.echo(config.rstrip())
+    shown = {k: v for k, v in (meta or {}).items() if k != "traceback"}
+    typer.echo("# meta.json")
+    typer.echo(json.dumps(shown, indent=2, default=str))
+    if meta and meta.get("traceback"):
+        typer.echo("# traceback")
+        typer.echo(meta["traceback"].rstrip())
+
+
+@runs_app.command("diff")
+def runs_diff(
+    first: Annotated[str, typer.Argument(metavar="A", help="A run id or its prefix.")],
+    second: Annotated[str, typer.Argument(metavar="B", help="Another run id or prefix.")],
+    runs_dir: RunsDir = Path("runs"),
+) -> None:
+    """The config keys (and code, torch, device) that differ between two runs."""
+    from rich.table import Table
+
+    from normbench.core.errors import UsageError
+    from normbench.report import render
+    from normbench.store import manage
+
+    try:
+        a, b = manage.resolve(runs_dir, first), manage.resolve(runs_dir, second)
+        rows = manage.diff(a, b)
+    except (UsageError, OSError) as err:
+        raise fail(str(err)) from None
+    if not rows:
+        typer.echo(f"{a.run_id} and {b.run_id} have the same config, code, torch and device")
+        return
+    table = Table(box=None, pad_edge=False)
+    table.add_column("key")
+    table.add_column(a.run_id, overflow="fold")
+    table.add_column(b.run_id, overflow="fold")
+    for row in rows:
+        table.add_row(*(render.cell(value) for value in row))
+    terminal().print(table)
+
+
+@runs_app.command("clean")
+def runs_clean(
+    arguments: RunsFilters = None,
+    status: Annotated[
+        str, typer.Option("--status", help="Delete runs with these statuses, e.g. failed.")
+    ] = "failed,interrupted,abandoned",
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="List what would be deleted; delete nothing.")
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before deleting.")] = False,
+    runs_dir: RunsDir = Path("runs"),
+) -> None:
+    """Delete runs by status (failed and interrupted by default), after asking."""
+    from normbench.core.errors import UsageError
+    from normbench.report import render
+    from normbench.store import manage
+
+    try:
+        runs_dir, runs, _ = _runs_selection(arguments, runs_dir, status, None)
+    except UsageError as err:
+        raise fail(str(err)) from None
+    doomed = manage.clean_candidates(runs_dir, runs) if len(runs) else []
+    for run in doomed:
+        typer.echo(f"{'would delete' if dry_run else 'delete'} {render.plain(run.run_id)}")
+    if not doomed:
+        typer.echo("nothing to delete")
+        return
+    if dry_run:
+        typer.echo(f"{len(doomed)} run(s) would be deleted (--dry-run)")
+        return
+    if not yes and not typer.confirm(f"Delete these {len(doomed)} run(s)?", default=False):
+        typer.echo("nothing deleted")
+        raise typer.Exit(1)
+    for run in doomed:
+        manage.delete(run)
+    typer.echo(f"deleted {len(doomed)} run(s)")

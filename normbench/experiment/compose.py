@@ -1,0 +1,308 @@
+"""Compose a run's config from conf/ with Hydra's compose API, and validate it before any work.
+
+Hydra does the composition (defaults list, group options, its override grammar); this module
+checks every override and every resolved value against ``SCHEMA`` so that a typo or a wrong
+type is refused in one line naming the key, the bad value and the valid choices. The result
+is a plain nested dict: the rest of normbench never sees OmegaConf.
+
+Options come from normbench's own conf/, from user config directories, from installed plugins
+and from import paths (normbench.experiment.options). A plugin's section carries its
+``_target_`` (the import path) and its own keys, read off its signature; workers rebuild it from
+the resolved config alone. Composing never builds a plugin: normbench.experiment.probe does,
+after composing (``compose_checked``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+from normbench.core.errors import UsageError
+from normbench.core.keys import REQUIRED, Key, shown
+from normbench.core.registry import is_import_path, lookup
+from normbench.data.datasets import describe
+from normbench.data.pysource import corpus
+from normbench.experiment.options import (
+    PLUGIN_GROUPS,
+    Option,
+    conf_dir,
+    config_dirs,
+    group_options,
+    options,
+    options_in,
+    plugin_section,
+    schema_for,
+    shipped_options,
+)
+from normbench.experiment.rules import RULES
+from normbench.experiment.schema import GROUPS, OPTION_SCHEMA, flatten
+from normbench.layers.keys import NORM_SHARED_KEYS, norm_reads
+
+
+def parse_overrides(overrides: Iterable[str], with_group_options: bool = False) -> list:
+    """Hydra's own override parser; a malformed override is a UsageError.
+
+    ``with_group_options`` gives the parser Hydra's config loader, which ``glob()`` needs to
+    list a group's options (sweeps only: it costs a Hydra initialisation).
+    """
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    overrides = list(overrides)
+    try:
+        if not with_group_options:
+            return OverridesParser.create().parse_overrides(overrides)
+        with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
+            loader = GlobalHydra.instance().config_loader()
+            return OverridesParser.create(config_loader=loader).parse_overrides(overrides)
+    except OverrideParseException as err:
+        first = str(err).splitlines()[0]
+        raise UsageError(
+            f"{first}: overrides look like key=value, e.g. norm=groupnorm "
+            "batch_size=8 train.lr=1e-3"
+        ) from None
+
+
+def compose(overrides: Iterable[str] = ()) -> dict:
+    """The validated, resolved config of one run, as a plain dict.
+
+    Sweep syntax (``a,b``, ``range()``, ...) is refused here: it belongs to `normbench sweep`.
+    Plugins are named and their keys checked, but not built: ``compose_checked``
+    (normbench.experiment.probe) also runs them once before anything is written.
+    """
+    overrides = list(overrides)
+    parsed = parse_overrides(overrides)
+    for override in parsed:
+        if override.is_sweep_override():
+            raise UsageError(
+                f"'{override.input_line}' is sweep syntax; `normbench run` trains "
+                f"one config: use `normbench sweep {override.input_line}`"
+            )
+    choices = _group_choices(parsed)
+    base = _base_config(tuple(choices.items()), config_dirs())
+    keys = schema_for(json.loads(base))
+    for override in parsed:
+        key = override.key_or_group
+        if key in GROUPS:
+            continue
+        if override.is_delete() or override.is_add():
+            raise UsageError(
+                f"'{override.input_line}': keys can only be set (key=value), "
+                "not added (+) or deleted (~)"
+            )
+        if key.endswith((".name", "._target_")) and key.rpartition(".")[0] in GROUPS:
+            group = key.rpartition(".")[0]
+            plugins = ", or an import path package.module:Object" * (group in PLUGIN_GROUPS)
+            raise UsageError(
+                f"{override.input_line}: {key} names the chosen {group}; choose it with "
+                f"{group}=VALUE; valid: {', '.join(group_options(group))}{plugins}"
+            )
+        if key not in keys:
+            group = key.split(".")[0]
+            owners = [
+                option
+                for option, option_keys in OPTION_SCHEMA.get(group, {}).items()
+                if key in option_keys
+            ]
+            if owners:
+                raise UsageError(
+                    f"{key} is a key of {group}={'/'.join(owners)}; it does not "
+                    f"apply to {group}={choices[group]}"
+                )
+            raise UsageError(_unknown_key(key, keys))
+    values = [override for override in parsed if override.key_or_group not in GROUPS]
+    return canonical(validate(_set_values(base, values), keys))
+
+
+def _identify_data(cfg: dict) -> None:
+    """Record what the data are in the config, so that it is part of the run id and of
+    config.yaml. data=pysource: the corpus identity (Python version, hash of the files); a value
+    given by the user must be this interpreter's own (runs of another Python's library cannot
+    be repeated here). data=arrays and data plugins: the arrays' content hash (changing the
+    file never reuses old runs), after checking them (normbench.data.describe); the file's
+    path made absolute, and the split fractions nulled where the file has its own split."""
+    data = cfg["data"]
+    if data["name"] == "pysource":
+        identity = corpus().identity
+        if data["corpus"] not in (None, identity):
+            raise UsageError(
+                f"data.corpus={data['corpus']} is not this interpreter's standard library; "
+                f"valid: {identity} (or leave it out)"
+            )
+        data["corpus"] = identity
+        return
+    if data["name"] != "arrays" and "_target_" not in data:
+        return
+    if "_target_" not in data:
+        if data["path"] is None:
+            raise UsageError(
+                "data=arrays needs data.path=FILE.npz (arrays x_train, y_train; optionally "
+                "x_val, y_val, x_test, y_test)"
+            )
+        data["path"] = str(Path(data["path"]).expanduser().resolve())
+    found = describe({**data, "sha256": None})
+    if data["sha256"] not in (None, found.sha256):
+        raise UsageError(
+            f"data.sha256={data['sha256']} is not the hash of these arrays; valid: "
+            f"{found.sha256} (or leave it out)"
+        )
+    data["sha256"] = found.sha256
+    for split in found.given:
+        data[f"{split}_fraction"] = None
+
+
+def canonical(cfg: dict) -> dict:
+    """Null the norm.* keys the chosen norm ignores, so that configs that cannot differ in
+    outcome are one experiment with one run id (GroupNorm at ghost_batch 2 and 32 is the same
+    run; a sweep crossing every norm with ghost_batch trains it once)."""
+    for key in NORM_SHARED_KEYS - norm_reads(cfg["norm"]):
+        cfg["norm"][key] = None
+    return cfg
+
+
+@functools.cache
+def _default_choices() -> tuple[tuple[str, str], ...]:
+    """The group options config.yaml's defaults list picks, in the order of GROUPS."""
+    from omegaconf import OmegaConf
+
+    defaults = OmegaConf.to_container(OmegaConf.load(conf_dir() / "config.yaml").defaults)
+    chosen = {
+        group: value
+        for entry in defaults
+        if isinstance(entry, dict)
+        for group, value in entry.items()
+    }
+    return tuple((group, chosen[group]) for group in GROUPS)
+
+
+def _group_choices(parsed: list) -> dict[str, str]:
+    """Each group's option: a named one (shipped, config directory, entry point) or, for
+    norm, model and data, an import path."""
+    choices = dict(_default_choices())
+    for override in parsed:
+        group = override.key_or_group
+        if group not in GROUPS:
+            continue
+        value = override.value()
+        plugin = group in PLUGIN_GROUPS and isinstance(value, str) and is_import_path(value)
+        if not isinstance(value, str) or not (value in options(group) or plugin):
+            hint = ", or an import path package.module:Object" * (group in PLUGIN_GROUPS)
+            raise UsageError(
+                f"{group}={value}: unknown {group}; valid: {', '.join(options(group))}{hint}"
+            )
+        choices[group] = value
+    return choices
+
+
+def _unknown_key(key: str, keys: dict[str, Key]) -> str:
+    section = key.rsplit(".", 1)[0] if "." in key else ""
+    siblings = sorted(k for k in keys if (k.rsplit(".", 1)[0] if "." in k else "") == section)
+    close = difflib.get_close_matches(key, keys, n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    where = f"under {section}" if siblings and section else "at the top level"
+    if not siblings:
+        siblings = sorted({k.split(".")[0] for k in keys})
+        where = "sections and top-level keys"
+    return f"unknown key '{key}'{hint}; valid {where}: {', '.join(siblings)}"
+
+
+@functools.cache
+def _base_config(choices: tuple[tuple[str, str], ...], dirs: tuple[Path, ...]) -> str:
+    """Hydra's composition of the group choices, with the config directories ``dirs`` on its
+    search path, each plugin's section made from its signature; as JSON (cached: a sweep of
+    hundreds of runs has only a handful of group combinations, and Hydra takes ~50 ms per
+    composition). An option that is no yaml file (an entry point, an import path) is composed
+    as the group's default, whose section its own then replaces."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from omegaconf import OmegaConf
+
+    defaults = dict(_default_choices())
+    known = {group: options_in(group, dirs) for group, _ in choices}
+    in_yaml = {g: o for g, o in choices if o in known[g] and known[g][o].path is not None}
+    overrides = [f"{group}={in_yaml.get(group, defaults[group])}" for group, _ in choices]
+    if dirs:
+        overrides.append(_search_path(dirs))
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
+        composed = hydra_compose(config_name="config", overrides=overrides)
+    cfg = OmegaConf.to_container(composed, resolve=True)
+    for group, option in choices:
+        cfg[group] = _section(group, option, cfg[group], known[group].get(option))
+    return json.dumps(cfg)
+
+
+def _search_path(dirs: tuple[Path, ...]) -> str:
+    """``hydra.searchpath=['file:///abs/dir', ...]``, each path quoted for Hydra's grammar."""
+    quoted = [str(d).replace("\\", "\\\\").replace("'", "\\'") for d in dirs]
+    return "hydra.searchpath=[" + ",".join(f"'file://{d}'" for d in quoted) + "]"
+
+
+def _section(group: str, choice: str, composed: dict, option: Option | None) -> dict:
+    """The group's section for ``choice``. A config directory's yaml is either a plugin (it
+    has ``_target_``; its other keys are the plugin's, or shared ones) or a preset of a
+    shipped option (``name: transformer`` and some keys; the shipped option's fill the rest)."""
+    if option is None or option.path is None:  # an entry point or an import path
+        return plugin_section(group, choice, lookup(group, choice).target)
+    if option.source == "normbench":
+        return composed
+    if "_target_" in composed and group in PLUGIN_GROUPS:
+        defaults = plugin_section(group, choice, composed["_target_"])
+        return {**defaults, **composed, "name": choice, "_target_": defaults["_target_"]}
+    shipped = shipped_options(group)
+    if composed.get("name") not in shipped:
+        plugin = "_target_: package.module.Object (your own), or " * (group in PLUGIN_GROUPS)
+        raise UsageError(
+            f"{group}={choice} ({option.path}): set {plugin}name: one of {', '.join(shipped)} "
+            "(a preset of a shipped option)"
+        )
+    preset_of = json.loads(_base_config(((group, composed["name"]),), ()))[group]
+    return {**preset_of, **composed}
+
+
+def _set_values(base: str, overrides: list) -> dict:
+    """Apply key=value overrides (already parsed and type-converted by Hydra's parser)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    cfg = OmegaConf.create(json.loads(base))
+    try:
+        for override in overrides:
+            OmegaConf.update(cfg, override.key_or_group, override.value(), merge=False)
+        return OmegaConf.to_container(cfg, resolve=True)
+    except OmegaConfBaseException as err:
+        raise UsageError(" ".join(str(err).split())) from None
+
+
+def validate(cfg: dict, keys: dict[str, Key] | None = None) -> dict:
+    """Check every value against the schema, then the data (normbench.data.describe), then
+    every combination rule; convert in place and return ``cfg``."""
+    if keys is None:
+        keys = schema_for(cfg)
+    flat = flatten(cfg)
+    for key in flat:
+        if key not in keys:
+            raise UsageError(_unknown_key(key, keys))
+    for key, spec in keys.items():
+        if key not in flat:
+            raise UsageError(f"missing key '{key}' (expected {spec.describe()})")
+        if flat[key] == REQUIRED:
+            raise UsageError(f"{key} has no default; set it: {key}=VALUE ({spec.describe()})")
+        try:
+            value = spec.check(flat[key])
+        except ValueError:
+            raise UsageError(
+                f"{key}={shown(flat[key])} is not valid; valid: {spec.describe()}"
+            ) from None
+        section, _, leaf = key.rpartition(".")
+        (cfg[section] if section else cfg)[leaf] = value
+    _identify_data(cfg)
+    for rule in RULES:
+        message = rule.violation(cfg)
+        if message:
+            raise UsageError(message)
+    return cfg

@@ -1,0 +1,192 @@
+"""The combinations normbench refuses before training, each with the reason (``normbench
+list`` shows them): checked on a validated config, in order, the first violation refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from normbench.data.datasets import describe, input_shape, split_sizes
+from normbench.layers.keys import NORM_KEYS, SEQUENCE_STATISTICS_NORMS, norm_reads
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A combination normbench refuses before training, and why."""
+
+    summary: str
+    violation: Callable[[dict], str | None]
+
+
+def _patch_rule(cfg: dict) -> str | None:
+    model, data = cfg["model"], cfg["data"]
+    if model["name"] != "transformer" or data["name"] in ("tokens", "pysource"):
+        return None
+    patch, sides = model["patch_size"], input_shape(data)[1:]
+    if all(side % patch == 0 for side in sides):
+        return None
+    valid = [p for p in range(1, max(sides) + 1) if all(side % p == 0 for side in sides)]
+    return (
+        f"model.patch_size={patch} must divide the input size {list(sides)} of "
+        f"data={data['name']}; valid: {', '.join(map(str, valid))}"
+    )
+
+
+def _token_ids(data: dict) -> bool:
+    """Whether the data are token ids with padding (data=tokens, or integer (N, T) arrays)."""
+    if data["name"] == "tokens":
+        return True
+    if data["name"] != "arrays" and "_target_" not in data:
+        return False
+    return describe(data).kind == "tokens"
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "model=cnn with data=tokens (or token ids in data=arrays): the CNN has no padding "
+        "mask; variable-length tokens need the transformer",
+        lambda cfg: (
+            f"model=cnn cannot take data={cfg['data']['name']} (token ids; no padding mask in "
+            f"the CNN); valid model for data={cfg['data']['name']}: transformer"
+            if cfg["model"]["name"] == "cnn" and _token_ids(cfg["data"])
+            else None
+        ),
+    ),
+    Rule(
+        "model=cnn with data=pysource: next-byte prediction needs the causal transformer",
+        lambda cfg: (
+            "model=cnn cannot take data=pysource (it needs a causal model); valid model for "
+            "data=pysource: transformer"
+            if cfg["model"]["name"] == "cnn" and cfg["data"]["name"] == "pysource"
+            else None
+        ),
+    ),
+    Rule(
+        "your own model (model=package.module:build) with data=pysource: next-byte prediction "
+        "runs on the causal transformer only",
+        lambda cfg: (
+            f"model={cfg['model']['name']} cannot take data=pysource (next-byte prediction "
+            "needs normbench's causal transformer); valid model for data=pysource: transformer"
+            if "_target_" in cfg["model"] and cfg["data"]["name"] == "pysource"
+            else None
+        ),
+    ),
+    Rule(
+        f"norm={'|'.join(SEQUENCE_STATISTICS_NORMS)} with data=pysource: statistics over a "
+        "sequence's tokens would show each position the bytes after it",
+        lambda cfg: (
+            f"norm={cfg['norm']['name']} cannot take data=pysource (its statistics over the "
+            "sequence would show each position the bytes it must predict); valid: "
+            + ", ".join(n for n in NORM_KEYS if n not in SEQUENCE_STATISTICS_NORMS)
+            if cfg["norm"]["name"] in SEQUENCE_STATISTICS_NORMS
+            and cfg["data"]["name"] == "pysource"
+            else None
+        ),
+    ),
+    Rule(
+        "target.metric=val_bpb needs a next-byte data set (data=pysource)",
+        lambda cfg: (
+            f"target.metric=val_bpb needs data=pysource (bits per byte of next-byte "
+            f"prediction); valid for data={cfg['data']['name']}: val_acc, val_loss"
+            if cfg["target"]["metric"] == "val_bpb" and cfg["data"]["name"] != "pysource"
+            else None
+        ),
+    ),
+    Rule(
+        "data=pysource needs files in every split: val_fraction, test_fraction > 0",
+        lambda cfg: _pysource_rule(cfg),
+    ),
+    Rule(
+        "model.patch_size must divide the transformer's input (mnist1d: 40 samples, digits: 8x8)",
+        _patch_rule,
+    ),
+    Rule(
+        "norm=groupnorm needs norm.groups to divide model.width",
+        lambda cfg: (
+            f"norm.groups={cfg['norm']['groups']} must divide "
+            f"model.width={cfg['model']['width']}; valid: {_divisors(cfg['model']['width'])}"
+            if cfg["norm"]["name"] == "groupnorm"
+            and cfg["model"].get("width", 0) % cfg["norm"]["groups"]
+            else None
+        ),
+    ),
+    Rule(
+        "model.heads must divide model.width",
+        lambda cfg: (
+            f"model.heads={cfg['model']['heads']} must divide "
+            f"model.width={cfg['model']['width']}; valid: {_divisors(cfg['model']['width'])}"
+            if cfg["model"]["name"] == "transformer"
+            and cfg["model"]["width"] % cfg["model"]["heads"]
+            else None
+        ),
+    ),
+    Rule(
+        "train.epochs and train.max_steps both null: the run would never end",
+        lambda cfg: (
+            "train.epochs and train.max_steps are both null; set at least one"
+            if cfg["train"]["epochs"] is None and cfg["train"]["max_steps"] is None
+            else None
+        ),
+    ),
+    Rule(
+        "norm.ghost_batch larger than batch_size: a chunk cannot exceed the batch",
+        lambda cfg: (
+            f"norm.ghost_batch={cfg['norm']['ghost_batch']} is larger than "
+            f"batch_size={cfg['batch_size']}; valid: 1..{cfg['batch_size']} or null"
+            if "ghost_batch" in norm_reads(cfg["norm"])
+            and (cfg["norm"]["ghost_batch"] or 0) > cfg["batch_size"]
+            else None
+        ),
+    ),
+    Rule("batch_size larger than the training set", lambda cfg: _batch_rule(cfg)),
+    Rule(
+        "data=tokens needs min_len <= max_len and min_len > num_classes - 1 (room for the "
+        "query and its repeats)",
+        lambda cfg: _tokens_rule(cfg),
+    ),
+)
+
+
+def _pysource_rule(cfg: dict) -> str | None:
+    data = cfg["data"]
+    if data["name"] != "pysource":
+        return None
+    for key in ("val_fraction", "test_fraction"):
+        if data[key] == 0:
+            return f"data.{key}=0.0 leaves that split without files; valid: 0.01 .. 0.9"
+    if data["val_fraction"] + data["test_fraction"] > 0.9:
+        return (
+            f"data.val_fraction + data.test_fraction = "
+            f"{data['val_fraction'] + data['test_fraction']:g} leaves too little to train on; "
+            "valid: a sum <= 0.9"
+        )
+    return None
+
+
+def _divisors(n: int) -> str:
+    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0)
+
+
+def _batch_rule(cfg: dict) -> str | None:
+    train = split_sizes(cfg["data"])["train"]
+    if cfg["batch_size"] > train:
+        return (
+            f"batch_size={cfg['batch_size']} is larger than the training set of "
+            f"data={cfg['data']['name']} ({train} samples); valid: 1..{train}"
+        )
+    return None
+
+
+def _tokens_rule(cfg: dict) -> str | None:
+    data = cfg["data"]
+    if data["name"] != "tokens":
+        return None
+    if data["min_len"] > data["max_len"]:
+        return f"data.min_len={data['min_len']} is larger than data.max_len={data['max_len']}"
+    if data["min_len"] < data["num_classes"]:
+        return (
+            f"data.min_len={data['min_len']} leaves no room for {data['num_classes'] - 1} "
+            f"repeats of the query; valid: data.min_len >= {data['num_classes']}"
+        )
+    return None

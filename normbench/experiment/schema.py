@@ -1,0 +1,149 @@
+"""The experiment's schema: the config groups, every key and what it accepts, and which keys
+are not part of an experiment (execution settings, observations, keys added later).
+
+Pure tables and dict functions: no Hydra, no files. ``normbench.experiment.options`` extends
+the schema with a config's plugins; ``normbench.experiment.compose`` checks configs against it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from normbench.core.keys import Key
+
+GROUPS = ("model", "norm", "placement", "data", "precision")
+DEVICES = ("auto", "cpu", "cuda", "mps")
+# Execution settings: they change where and how fast a run goes, not what it computes, so
+# they are left out of the run id (dotted: nested keys).
+EXECUTION_KEYS = ("device", "threads", "train.checkpoint_every")
+# Observations: what a run records about itself beyond its metrics. Asking for them does not
+# make another experiment (a finished run without them is trained again to record them).
+OBSERVATION_KEYS = ("diagnostics",)
+# Keys added after runs were made, with the value that reproduces those runs: at that value
+# a key leaves the run id as it was, so the runs made before it existed are still found.
+LATER_KEYS = {"model.init": "default"}
+
+
+def _positive(nullable: bool = False) -> Key:
+    return Key(int, minimum=1, nullable=nullable)
+
+
+def _fraction() -> Key:
+    return Key(float, minimum=0.0, maximum=0.9)
+
+
+SCHEMA: dict[str, Key] = {
+    "batch_size": _positive(),
+    "seed": Key(int, minimum=0, maximum=2**32 - 1),  # numpy's and torch's seed range
+    "device": Key(str, choices=DEVICES),
+    "threads": _positive(nullable=True),
+    "diagnostics": Key(bool),
+    "norm.eps": Key(float, minimum=0.0),
+    "norm.momentum": Key(float, minimum=0.0, maximum=1.0),
+    "norm.groups": _positive(),
+    "norm.ghost_batch": _positive(nullable=True),
+    "norm.mask_padding": Key(bool),
+    "norm.fp32_stats": Key(bool),
+    "train.optimizer": Key(str, choices=("adamw", "sgd")),
+    "train.lr": Key(float, minimum=0.0),
+    "train.weight_decay": Key(float, minimum=0.0),
+    "train.momentum": Key(float, minimum=0.0, maximum=1.0),
+    "train.epochs": _positive(nullable=True),
+    "train.max_steps": _positive(nullable=True),
+    "train.schedule": Key(str, choices=("constant", "cosine")),
+    "train.warmup_steps": Key(int, minimum=0),
+    "train.lr_scaling": Key(str, choices=("none", "linear", "sqrt")),
+    "train.base_batch_size": _positive(),
+    "train.grad_clip": Key(float, minimum=0.0, nullable=True),
+    "train.eval_every": _positive(),
+    "train.log_every": _positive(),
+    "train.checkpoint_every": _positive(nullable=True),
+    "target.metric": Key(str, choices=("val_acc", "val_loss", "val_bpb")),
+    "target.value": Key(float),
+}
+# Keys that exist only for one option of a group; the option's `name` key is checked against
+# the group's yaml files.
+OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
+    "model": {
+        "transformer": {
+            "model.width": _positive(),
+            "model.depth": _positive(),
+            "model.heads": _positive(),
+            "model.mlp_ratio": _positive(),
+            "model.patch_size": _positive(),
+            "model.weight_std": Key(bool),
+            "model.init": Key(str, choices=("default", "xavier")),
+        },
+        "cnn": {
+            "model.width": _positive(),
+            "model.depth": _positive(),
+            "model.kernel_size": _positive(),
+            "model.weight_std": Key(bool),
+            "model.init": Key(str, choices=("default", "xavier")),
+        },
+    },
+    "data": {
+        "mnist1d": {"data.num_samples": Key(int, minimum=100), "data.val_fraction": _fraction()},
+        "digits": {"data.test_fraction": _fraction(), "data.val_fraction": _fraction()},
+        "tokens": {
+            "data.num_samples": Key(int, minimum=100),
+            "data.min_len": Key(int, minimum=2),
+            "data.max_len": Key(int, minimum=2),
+            "data.vocab_size": Key(int, minimum=2),
+            "data.num_classes": Key(int, minimum=2),
+            "data.test_fraction": _fraction(),
+            "data.val_fraction": _fraction(),
+        },
+        "pysource": {
+            "data.context": Key(int, minimum=2),
+            "data.eval_windows": _positive(),
+            "data.test_fraction": _fraction(),
+            "data.val_fraction": _fraction(),
+            "data.corpus": Key(str, nullable=True),
+        },
+        "arrays": {
+            "data.path": Key(str, nullable=True),
+            "data.val_fraction": _fraction(),
+            "data.test_fraction": _fraction(),
+            "data.sha256": Key(str, nullable=True),
+        },
+    },
+}
+# What a plugin's section holds besides its own keys: the shared keys of its group (a norm's
+# from config.yaml; a data set's split fractions and content hash, as data=arrays has them).
+# The parameters normbench fills itself are not keys: a norm's (num_features, layout), a model
+# builder's (cfg, make_norm, input_shape, num_classes) and its optional vocab_size.
+PLUGIN_FIXED = {
+    "norm": ("num_features", "layout"),
+    "model": ("cfg", "make_norm", "input_shape", "num_classes"),
+    "data": (),
+}
+PLUGIN_NOT_KEYS = {"model": ("vocab_size",)}
+RESERVED_KEYS = ("name", "_target_")
+
+
+def flatten(cfg: dict, prefix: str = "") -> dict[str, Any]:
+    """{'train': {'lr': 1}} -> {'train.lr': 1}."""
+    flat: dict[str, Any] = {}
+    for key, value in cfg.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten(value, dotted + "."))
+        else:
+            flat[dotted] = value
+    return flat
+
+
+def experiment(cfg: dict) -> dict:
+    """The config without its execution settings, observations and later keys at their old
+    behaviour: what a run computes, hashed into its id."""
+    trimmed = json.loads(json.dumps(cfg))
+    later = [key for key, old in LATER_KEYS.items() if flatten(cfg).get(key) == old]
+    for key in (*EXECUTION_KEYS, *OBSERVATION_KEYS, *later):
+        *sections, leaf = key.split(".")
+        parent = trimmed
+        for section in sections:
+            parent = parent.get(section, {})
+        parent.pop(leaf, None)
+    return trimmed

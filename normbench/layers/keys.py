@@ -1,0 +1,42 @@
+"""Which norm.* keys each norm reads: torch-free knowledge of the norms, for the experiment
+(a config nulls the keys its norm ignores), the trainer and the report.
+
+normbench.layers.norms.NORMS builds the shipped norms with the same options; a test keeps the
+two in step. A plugin's keys are read off its signature (normbench.core.registry).
+"""
+
+from __future__ import annotations
+
+from normbench.core.registry import accepted, resolve
+
+# norm.* keys that only some norms read (the rest are read by every norm), and which norms
+# read them. normbench.layers.norms.NORMS takes the same options; a test keeps the two in step.
+NORM_SPECIFIC_KEYS = {"momentum", "ghost_batch", "groups"}
+# The norm.* keys every shipped norm reads (normbench.layers.norms.Norm's), and all shared ones.
+NORM_COMMON_KEYS = {"eps", "fp32_stats", "mask_padding"}
+NORM_SHARED_KEYS = NORM_COMMON_KEYS | NORM_SPECIFIC_KEYS
+# Norms whose statistics (or condition) run over a sample's tokens, in eval mode too: in a
+# causal model they would leak later bytes into earlier positions. BatchNorm is not here:
+# eval mode uses running statistics, per token (its train mode pools every token of the
+# batch, each token a 1/(N*T) share: see conf/data/pysource.yaml).
+SEQUENCE_STATISTICS_NORMS = ("instancenorm", "switchnorm", "adaln")
+NORM_KEYS: dict[str, set[str]] = {
+    "batchnorm": {"momentum", "ghost_batch"},
+    "switchnorm": {"momentum", "ghost_batch"},
+    "groupnorm": {"groups"},
+    **{
+        name: set()
+        for name in ("layernorm", "instancenorm", "rmsnorm", "adaln", "dyt", "scalenorm", "none")
+    },
+}
+
+
+def norm_reads(norm: dict) -> set[str]:
+    """The shared norm.* keys (eps, momentum, groups, ghost_batch, mask_padding, fp32_stats)
+    the chosen norm reads: the shipped ones per NORM_KEYS; a plugin those its signature
+    names, and with **kwargs also eps, fp32_stats and mask_padding (what normbench's Norm base
+    class takes). The others are nulled (canonical) and never passed to it."""
+    if "_target_" not in norm:
+        return NORM_COMMON_KEYS | NORM_KEYS[norm["name"]]
+    cls = resolve(norm["_target_"], f"norm={norm['name']}")
+    return accepted(cls, NORM_SHARED_KEYS, through_kwargs=NORM_COMMON_KEYS)

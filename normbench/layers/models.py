@@ -1,0 +1,345 @@
+"""The two models, built from one residual unit that places its norm as the config says.
+
+``ResidualUnit`` is the whole placement study: each placement is one line that reads like its
+equation (DESIGN.md). The Transformer's units wrap attention and an MLP, the CNN's wrap
+conv-act-conv; any norm fits either: models build their norms with the run's ``make_norm``
+(normbench.norms.norm_factory), a user's own model too (``model=mypkg.models:build``).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from normbench.data.base import NEXT_BYTE_DATA
+from normbench.layers.norms import Identity, NormFactory, norm_factory
+
+PLACEMENTS = ("pre", "post", "res_post", "sandwich", "deepnorm")
+# Placements whose residual stream leaves the last unit unnormalized: they need a final norm.
+NEEDS_FINAL_NORM = ("pre", "res_post", "sandwich")
+
+
+def standardize(weight: Tensor, eps: float = 1e-5) -> Tensor:
+    """Weight Standardization (Qiao et al. 2019): per output unit, zero mean and unit std."""
+    dims = tuple(range(1, weight.dim()))
+    var, mean = torch.var_mean(weight, dim=dims, keepdim=True, correction=0)
+    return (weight - mean) / (var.sqrt() + eps)
+
+
+class StdLinear(nn.Linear):
+    def forward(self, x: Tensor) -> Tensor:
+        return F.linear(x, standardize(self.weight), self.bias)
+
+
+class StdConv1d(nn.Conv1d):
+    def forward(self, x: Tensor) -> Tensor:
+        return self._conv_forward(x, standardize(self.weight), self.bias)
+
+
+class StdConv2d(nn.Conv2d):
+    def forward(self, x: Tensor) -> Tensor:
+        return self._conv_forward(x, standardize(self.weight), self.bias)
+
+
+def masked_mean(h: Tensor, mask: Tensor | None) -> Tensor:
+    """Mean over tokens (N, T, D) -> (N, D), real tokens only."""
+    if mask is None:
+        return h.mean(1)
+    weight = mask[..., None].to(h.dtype)
+    return (h * weight).sum(1) / weight.sum(1).clamp_min(1)
+
+
+# ------------------------------------------------------------------------------ sublayers
+class Attention(nn.Module):
+    """Multi-head self-attention; padded keys are masked out; causal: each position attends
+    to itself and earlier positions only."""
+
+    def __init__(self, width: int, heads: int, linear: type[nn.Linear], causal: bool = False):
+        super().__init__()
+        self.heads = heads
+        self.causal = causal
+        self.qkv = linear(width, 3 * width)
+        self.proj = linear(width, width)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        n, t, d = x.shape
+        q, k, v = self.qkv(x).view(n, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        keep = None if mask is None else mask[:, None, None, :]
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=self.causal)
+        return self.proj(y.transpose(1, 2).reshape(n, t, d))
+
+    @torch.no_grad()
+    def deepnorm_init(self, beta: float) -> None:
+        """DeepNet's initialisation: Xavier-normal, gain beta for values and the output
+        projection, gain 1 for queries and keys; each of q, k, v is its own width x width
+        matrix (the fused qkv weight's fan-out is not theirs). Biases keep PyTorch's."""
+        for part, gain in zip(self.qkv.weight.chunk(3), (1.0, 1.0, beta), strict=True):
+            nn.init.xavier_normal_(part, gain=gain)
+        nn.init.xavier_normal_(self.proj.weight, gain=beta)
+
+
+class MLP(nn.Module):
+    def __init__(self, width: int, hidden: int, linear: type[nn.Linear]):
+        super().__init__()
+        self.fc1 = linear(width, hidden)
+        self.fc2 = linear(hidden, width)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        return self.fc2(F.gelu(self.fc1(x)))
+
+    @torch.no_grad()
+    def deepnorm_init(self, beta: float) -> None:
+        """DeepNet's FFN initialisation: both weights Xavier-normal with gain beta."""
+        for layer in (self.fc1, self.fc2):
+            nn.init.xavier_normal_(layer.weight, gain=beta)
+
+
+class ConvBlock(nn.Module):
+    """conv-act-conv, the CNN's sublayer; length/size preserving."""
+
+    def __init__(self, width: int, kernel_size: int, conv: type[nn.Module]):
+        super().__init__()
+        self.conv1 = conv(width, width, kernel_size, padding=kernel_size // 2)
+        self.conv2 = conv(width, width, kernel_size, padding=kernel_size // 2)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        return self.conv2(F.gelu(self.conv1(x)))
+
+    @torch.no_grad()
+    def deepnorm_init(self, beta: float) -> None:
+        """As DeepNet's FFN (two weight layers around an activation): Xavier-normal, gain beta
+        (fans count the kernel: channels x kernel size)."""
+        for layer in (self.conv1, self.conv2):
+            nn.init.xavier_normal_(layer.weight, gain=beta)
+
+
+# -------------------------------------------------------------------------- residual unit
+def deepnorm_constants(sublayers: int) -> tuple[float, float]:
+    """DeepNet's (Wang et al. 2022) encoder constants (alpha, beta) for a model of
+    ``sublayers`` residual units.
+
+    The paper counts N layers of two sublayers each (attention, FFN), 2N residual units in
+    all: alpha = (2N)^(1/4), beta = (8N)^(-1/4). Per residual unit, M = 2N, that is
+    alpha = M^(1/4) and beta = (4M)^(-1/4), which is what this returns. A Transformer of
+    ``depth`` blocks has M = 2 * depth (N = depth, as in the paper). A CNN unit (conv-act-conv)
+    is ONE residual branch, so a CNN of ``depth`` units has M = depth, i.e. N = depth / 2
+    two-sublayer layers: alpha^4 stays the number of residual branches, the quantity the
+    paper's bound on the model update sums over.
+    """
+    return sublayers**0.25, (4 * sublayers) ** -0.25
+
+
+@torch.no_grad()
+def deepnorm_init(sublayer: nn.Module, beta: float) -> None:
+    """DeepNet's initialisation of a sublayer that has no ``deepnorm_init`` of its own (a
+    user's): every weight of a linear or convolution layer Xavier-normal with gain beta, as
+    DeepNet treats FFN weights."""
+    for module in sublayer.modules():
+        if isinstance(module, (nn.Linear, nn.Conv1d, nn.Conv2d)):
+            nn.init.xavier_normal_(module.weight, gain=beta)
+
+
+class ResidualUnit(nn.Module):
+    """x -> x' around sublayer F with norm N, placed as `placement` says (docs/design.md).
+
+    ``sublayer`` takes ``(x, mask=None)``; ``make_norm(width, layout)`` builds N (the run's
+    norm: normbench.norms.norm_factory). ``sublayers`` is the number of residual units in the
+    whole model (DeepNorm's constants depend on it). ``init="xavier"`` re-initialises the
+    sublayer's weights Xavier-normal, the initialisation Xiong et al. (2020) analyse; DeepNorm
+    always uses its own (Xavier-normal scaled by beta)."""
+
+    def __init__(
+        self,
+        sublayer: nn.Module,
+        width: int,
+        layout: str,
+        placement: str,
+        sublayers: int,
+        make_norm: NormFactory,
+        init: str = "default",
+    ):
+        super().__init__()
+        if placement not in PLACEMENTS:
+            raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
+        self.sublayer = sublayer
+        self.placement = placement
+        self.norm = make_norm(width, layout)
+        self.norm2 = make_norm(width, layout) if placement == "sandwich" else None
+        self.alpha, gain = 1.0, None
+        if placement == "deepnorm":  # DeepNet (Wang et al. 2022), encoder-only constants
+            self.alpha, gain = deepnorm_constants(sublayers)
+        elif init == "xavier":  # DeepNet's initialisation at beta = 1 is plain Xavier-normal
+            gain = 1.0
+        if gain is not None:
+            getattr(sublayer, "deepnorm_init", partial(deepnorm_init, sublayer))(gain)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        n = partial(self.norm, mask=mask)  # N
+        f = partial(self.sublayer, mask=mask)  # F
+        match self.placement:
+            case "pre":
+                return x + f(n(x))
+            case "post":
+                return n(x + f(x))
+            case "res_post":
+                return x + n(f(x))
+            case "sandwich":
+                return x + self.norm2(f(n(x)), mask=mask)
+            case "deepnorm":
+                return n(self.alpha * x + f(x))
+        raise ValueError(f"unknown placement {self.placement!r}")
+
+
+def final_norm(make_norm: NormFactory, width: int, layout: str, placement: str) -> nn.Module:
+    """The norm after the last unit: the run's norm where the placement leaves the residual
+    stream unnormalized (pre, res_post, sandwich), else the identity."""
+    if placement in NEEDS_FINAL_NORM:
+        return make_norm(width, layout)
+    return Identity(width, layout)
+
+
+# --------------------------------------------------------------------------------- models
+class Transformer(nn.Module):
+    """Encoder classifier: embed patches (signals, images) or tokens, add learned positions,
+    `depth` blocks of attention and MLP units, masked mean pooling, linear head.
+
+    ``causal``: a decoder-only language model instead. Bytes in, causal attention, the same
+    units, and the head at every position: logits (N, T, vocab_size) for the next byte.
+    """
+
+    def __init__(
+        self,
+        model: dict,
+        make_norm: NormFactory,
+        placement: str,
+        input_shape: tuple[int, ...],
+        num_classes: int,
+        vocab_size: int = 0,
+        causal: bool = False,
+    ):
+        super().__init__()
+        width, depth, patch = model["width"], model["depth"], model["patch_size"]
+        linear = StdLinear if model["weight_std"] else nn.Linear
+        self.patch = patch
+        self.causal = causal
+        if causal:  # bytes: every id is a real symbol, nothing is padded
+            self.embed = nn.Embedding(vocab_size, width)
+            positions = input_shape[0]
+        elif vocab_size:  # tokens: (N, T) ids, 0 is padding
+            self.embed = nn.Embedding(vocab_size + 1, width, padding_idx=0)
+            positions = input_shape[0]
+        else:  # signals (C, L) or images (C, H, W), cut into non-overlapping patches
+            channels, *sides = input_shape
+            self.embed = nn.Linear(channels * patch ** len(sides), width)
+            positions = math.prod(side // patch for side in sides)
+        self.pos = nn.Parameter(torch.randn(1, positions, width) * 0.02)
+
+        def unit(sublayer: nn.Module) -> ResidualUnit:  # 2 * depth units: attention, MLP
+            return ResidualUnit(
+                sublayer, width, "tokens", placement, 2 * depth, make_norm, model["init"]
+            )
+
+        self.units = nn.ModuleList()
+        for _ in range(depth):
+            self.units.append(unit(Attention(width, model["heads"], linear, causal)))
+            self.units.append(unit(MLP(width, model["mlp_ratio"] * width, linear)))
+        self.final_norm = final_norm(make_norm, width, "tokens", placement)
+        self.head = nn.Linear(width, num_classes)
+
+    def patchify(self, x: Tensor) -> Tensor:
+        """(N, C, L) -> (N, L/p, C*p); (N, C, H, W) -> (N, HW/p^2, C*p^2)."""
+        p = self.patch
+        if x.dim() == 3:
+            return x.unfold(2, p, p).permute(0, 2, 1, 3).flatten(2)
+        patches = x.unfold(2, p, p).unfold(3, p, p)  # (N, C, H/p, W/p, p, p)
+        return patches.permute(0, 2, 3, 1, 4, 5).flatten(3).flatten(1, 2)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        h = self.embed(x) if x.dtype == torch.long else self.embed(self.patchify(x))
+        h = h + self.pos[:, : h.shape[1]]
+        for unit in self.units:
+            h = unit(h, mask)
+        h = self.final_norm(h, mask=mask)
+        return self.head(h) if self.causal else self.head(masked_mean(h, mask))
+
+
+class CNN(nn.Module):
+    """Residual CNN, 1D for signals and 2D for images: stem conv, `depth` conv-act-conv
+    units at constant width and resolution, activation, global average pooling, linear head."""
+
+    def __init__(
+        self,
+        model: dict,
+        make_norm: NormFactory,
+        placement: str,
+        input_shape: tuple[int, ...],
+        num_classes: int,
+    ):
+        super().__init__()
+        width, depth, kernel = model["width"], model["depth"], model["kernel_size"]
+        channels, *sides = input_shape
+        conv = {1: (StdConv1d, nn.Conv1d), 2: (StdConv2d, nn.Conv2d)}[len(sides)]
+        conv = conv[0] if model["weight_std"] else conv[1]
+        self.stem = conv(channels, width, kernel, padding=kernel // 2)
+        self.units = nn.ModuleList(  # each unit is one residual branch: depth of them
+            ResidualUnit(
+                ConvBlock(width, kernel, conv),
+                width,
+                "channels",
+                placement,
+                depth,
+                make_norm,
+                model["init"],
+            )
+            for _ in range(depth)
+        )
+        self.final_norm = final_norm(make_norm, width, "channels", placement)
+        self.head = nn.Linear(width, num_classes)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        h = self.stem(x)
+        for unit in self.units:
+            h = unit(h)
+        # An activation before pooling, as in pre-activation ResNets: without it,
+        # InstanceNorm followed by global average pooling would leave only its bias.
+        h = F.gelu(self.final_norm(h))
+        return self.head(h.flatten(2).mean(2))
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Trainable parameters: what a comparison of norms must hold equal or report (AdaLN adds
+    2d^2 + 2d per norm)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def build_model(
+    cfg: dict, input_shape: tuple[int, ...], num_classes: int, vocab_size: int = 0
+) -> nn.Module:
+    """The model a resolved config names, for data of the given shape; a next-byte data set
+    makes the Transformer causal (config.py refuses the CNN there). A user's model is built by
+    its builder: ``build(cfg, make_norm, input_shape, num_classes, **model keys)``, plus
+    ``vocab_size`` when the builder names it."""
+    make_norm = norm_factory(cfg["norm"])
+    placement = cfg["placement"]["name"]
+    model = cfg["model"]
+    if "_target_" in model:
+        from normbench.core.registry import accepted, resolve
+
+        build = resolve(model["_target_"], f"model={model['name']}")
+        keys = {k: v for k, v in model.items() if k not in ("name", "_target_")}
+        if accepted(build, ("vocab_size",)):
+            keys["vocab_size"] = vocab_size
+        built = build(cfg, make_norm, tuple(input_shape), num_classes, **keys)
+        if not isinstance(built, nn.Module):
+            raise TypeError(f"model={model['name']} built a {type(built).__name__}, not a Module")
+        return built
+    if model["name"] == "transformer":
+        causal = cfg["data"]["name"] in NEXT_BYTE_DATA
+        return Transformer(
+            model, make_norm, placement, input_shape, num_classes, vocab_size, causal
+        )
+    return CNN(model, make_norm, placement, input_shape, num_classes)

@@ -1,0 +1,517 @@
+"""Normalization layers behind one constructor, ``make_norm(name, num_features, layout, **opts)``.
+
+Every layer takes ``forward(x, mask=None, cond=None)`` so a model can call any norm the same
+way. Two layouts:
+
+- ``channels``: x is (N, C, *S), features on dim 1 (CNN activations).
+- ``tokens``:   x is (N, T, D), features last (Transformer activations); ``mask`` (N, T) is
+  True for real tokens, and statistics that run over tokens skip padded positions.
+
+Where PyTorch has a fused op for a layout it is the implementation; custom code covers only
+what PyTorch lacks (masked statistics, SwitchNorm's mixture, ScaleNorm, DyT, AdaLN's modulation).
+Statistics are computed in float32 under autocast (``fp32_stats``): on CPU, autocast would
+otherwise run layer_norm/group_norm/batch_norm in bf16/fp16 and lose the variance.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+LAYOUTS = ("channels", "tokens")
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def feature_view(param: Tensor, x: Tensor, layout: str) -> Tensor:
+    """Reshape a per-feature vector so it broadcasts against x in the given layout."""
+    if layout == "tokens":
+        return param
+    return param.view(1, -1, *([1] * (x.dim() - 2)))
+
+
+def masked_moments(x: Tensor, dims: tuple[int, ...], mask: Tensor | None) -> tuple[Tensor, Tensor]:
+    """Mean and biased variance over ``dims`` counting only positions where mask is True.
+
+    ``mask`` broadcasts against x (for tokens: (N, T, 1)); None means every position counts.
+    """
+    if mask is None:  # two passes: torch.var_mean (Welford) is ~20x slower on CPU
+        mean = x.mean(dim=dims, keepdim=True)
+        return mean, (x - mean).square().mean(dim=dims, keepdim=True)
+    weight = mask.to(x.dtype)
+    count = weight.expand_as(x).sum(dim=dims, keepdim=True).clamp_min(1)
+    mean = (x * weight).sum(dim=dims, keepdim=True) / count
+    var = (((x - mean) * weight) ** 2).sum(dim=dims, keepdim=True) / count
+    return mean, var
+
+
+def mean_of_squares(x: Tensor, dim: int) -> Tensor:
+    """Mean of x^2 over ``dim`` (kept) without materialising x^2: a fused norm, whose
+    backward over a contiguous ``dim`` costs less than that of x * x and a mean."""
+    return torch.linalg.vector_norm(x, dim=dim, keepdim=True).square() / x.shape[dim]
+
+
+class Norm(nn.Module):
+    """Base class: float32 statistics under autocast, then the subclass's ``normalize``."""
+
+    def __init__(
+        self,
+        num_features: int,
+        layout: str,
+        eps: float = 1e-5,
+        fp32_stats: bool = True,
+        mask_padding: bool = True,
+    ):
+        super().__init__()
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+        self.num_features = num_features
+        self.layout = layout
+        self.eps = eps
+        self.fp32_stats = fp32_stats
+        self.mask_padding = mask_padding
+
+    def forward(self, x: Tensor, mask: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
+        if not self.mask_padding:
+            mask = None
+        # float64 stays float64 (a reference computation), float32 outside autocast skips
+        # the guard's overhead.
+        low_precision = x.dtype in LOW_PRECISION or torch.is_autocast_enabled(x.device.type)
+        if not (self.fp32_stats and low_precision):
+            return self.normalize(x, mask, cond).to(x.dtype)
+        with torch.autocast(x.device.type, enabled=False):
+            y = self.normalize(x.float(), mask, None if cond is None else cond.float())
+        return y.to(x.dtype)
+
+    def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
+        raise NotImplementedError
+
+
+class AffineNorm(Norm):
+    """A norm with a per-feature scale (init 1) and shift (init 0)."""
+
+    def __init__(self, num_features: int, layout: str, **common):
+        super().__init__(num_features, layout, **common)
+        self.weight = nn.Parameter(torch.ones(num_features))
+        self.bias = nn.Parameter(torch.zeros(num_features))
+
+    def affine(self, y: Tensor) -> Tensor:
+        weight, bias = (feature_view(p, y, self.layout) for p in (self.weight, self.bias))
+        return torch.addcmul(bias, y, weight)  # one pass over y, not two
+
+
+class BatchStatisticsNorm(AffineNorm):
+    """What BatchNorm and SwitchNorm share: batch statistics, per ghost batch, and running
+    statistics for eval mode.
+
+    ``ghost_batch`` splits the batch into chunks of that many samples, each normalized with its
+    own statistics (the per-device batch of data-parallel training); every chunk updates the
+    running statistics, which eval mode uses.
+    """
+
+    def __init__(
+        self,
+        num_features: int,
+        layout: str,
+        momentum: float = 0.1,
+        ghost_batch: int | None = None,
+        **common,
+    ):
+        super().__init__(num_features, layout, **common)
+        self.momentum = momentum
+        self.ghost_batch = ghost_batch
+        self.register_buffer("running_mean", torch.zeros(num_features))
+        self.register_buffer("running_var", torch.ones(num_features))
+
+    def ghost_size(self, batch: int) -> int:
+        """Samples per statistics chunk: the ghost batch when training, else the whole batch."""
+        return self.ghost_batch if self.training and self.ghost_batch else batch
+
+
+class BatchNorm(BatchStatisticsNorm):
+    """Per feature over the batch: channels over (N, S), tokens over all real tokens (N, T);
+    one F.batch_norm per ghost batch (on a CPU faster than SwitchNorm's all-chunks-at-once
+    moments: 1.9x against 3.5x a whole-batch F.batch_norm at ghost batch 4)."""
+
+    def bn(self, x: Tensor) -> Tensor:
+        return F.batch_norm(
+            x,
+            self.running_mean,
+            self.running_var,
+            self.weight,
+            self.bias,
+            self.training,
+            self.momentum,
+            self.eps,
+        )
+
+    def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
+        size = self.ghost_size(x.shape[0])
+        if self.layout == "channels":
+            return torch.cat([self.bn(chunk) for chunk in x.split(size)])
+        if mask is None:  # (N, T, D) -> (N, D, T): features on dim 1, tokens as space
+            h = x.transpose(1, 2)
+            return torch.cat([self.bn(chunk) for chunk in h.split(size)]).transpose(1, 2)
+        # Only real tokens enter the statistics; padded positions come out as zeros.
+        real = [self.bn(x[i : i + size][mask[i : i + size]]) for i in range(0, x.shape[0], size)]
+        out = torch.zeros_like(x)
+        out[mask] = torch.cat(real)
+        return out
+
+
+class LayerNorm(AffineNorm):
+    """Per sample over (C, S) with a per-C affine (channels: GroupNorm with one group);
+    per token over D (tokens: F.layer_norm)."""
+
+    def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
+        if self.layout == "channels":
+            return F.group_norm(x, 1, self.weight, self.bias, self.eps)
+        return F.layer_norm(x, (self.num_features,), self.weight, self.bias, self.eps)
+
+
+class RMSNorm(Norm):
+    """Divide by the root mean square, no centring, per-feature scale: per sample over (C, S);
+    per token over D."""
+
+    def __init__(self, num_features: int, layout: str, **common):
+        super().__init__(num_features, layout, **common)
+        self.weight = nn.Parameter(torch.ones(num_features))
+
+    def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
+        if self.layout == "tokens":
+            return F.rms_norm(x, (self.num_features,), self.weight, self.eps)
+        return F.rms_norm(x, x.shape[1:], None, self.eps) * feature_view(self.weight, x, "channels")
+
+
+class InstanceNorm(AffineNorm):
+    """Per (sample, feature) over space: channels over S (F.instance_norm); tokens over the
+    real tokens T (F.instance_norm without padding, masked moments with it)."""
+
+    def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
+        if self.layout == "channels":
+            return F.instance_norm(x, weight=self.weight, bias=self.bias, eps=self.eps)
+        if mask is None:
+            y = F.instance_norm(x.transpose(1, 2), weight=self.weight, bias=self.bias, eps=self.eps)
+            return y.transpose(1, 2)
+        mean, var = masked_moments(x, (1,), mask[..., None])
+        return self.affine((x - mean) * torch.rsqrt(var + self.eps))
+
+
+class GroupNorm(AffineNorm):
+    """Per (sample, group) over (C/G, S); tokens per (token, group) over D/G. One group is
+    LayerNorm."""
+
+    def __init__(self, num_features: int, layout: str, groups: int = 8, **common):
+        super().__init__(num_features, layout, **common)
+        if num_features % groups:
+            raise ValueError(f"groups={groups} must divide num_features={num_features}")
+        self.groups = groups
+
+    def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
+        if self.layout == "channels":
+            return F.group_norm(x, self.groups, self.weight, self.bias, self.eps)
+        # Per (token, group): layer_norm over each group's D/G features, the fused kernel
+        # for this layout (F.group_norm on (N*T, D) is several times slower), then the affine.
+        grouped = x.unflatten(-1, (self.groups, self.num_features // self.groups))
+        y = F.layer_norm(grouped, grouped.shape[-1:], eps=self.eps).flatten(-2)
+        return torch.addcmul(self.bias, y, self.weight)
+
+
+class SwitchNorm(BatchStatisticsNorm):
+    """Switchable Normalization (Luo et al. 2018): the IN, LN and BN means and variances of
+    the DESIGN table, mixed by two softmax weight vectors (means, variances) initialised equal.
+
+    Eval mode replaces the BN statistics with running statistics; ``ghost_batch`` takes BN
+    statistics over chunks of samples, as BatchNorm does.
+
+    Numerics: the paper's E[x^2] - mean^2 loses every digit once the mean is large against the
+    spread (output error 0.1-0.15 at mean/std = 1,000 in float32). Here the moments are of
+    ``d = x - shift``, the shift being each sample's first (real) position per feature (exact to
+    subtract, and within a few standard deviations of the mean unless the data drift along
+    space). The IN moments of d are accurate; the LN (channels) and BN moments combine them
+    with the parallel-variance formula (Chan et al.): the mean over groups of the variance plus
+    the squared distance of the group's mean from the pooled one. The tokens LN (per token over
+    features) adds the shift's own spread over features, ``k``, exactly:
+    E[(d + k)^2] = E[d^2] + 2 E[d k] + E[k^2]. What stays E[x^2] - mean^2-like is that LN
+    variance for a token whose feature mean sits far (in units of its spread over features)
+    from its sequence's first token. The output is computed in shifted coordinates too, so the
+    large mean never meets the data.
+    """
+
+    def __init__(self, num_features: int, layout: str, **options):
+        super().__init__(num_features, layout, **options)
+        self.mean_weight = nn.Parameter(torch.ones(3))  # order: IN, LN, BN
+        self.var_weight = nn.Parameter(torch.ones(3))
+
+    def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
+        # Channels: (N, C, L) with space flattened; tokens stay (N, T, D). Statistics are
+        # (N, C, 1) or (N, 1, D) per sample and feature. The shift carries no gradient: in
+        # exact arithmetic the output does not depend on it. Means are kept relative to one
+        # scalar, the first sample's first value (``base``), so that with a common offset
+        # every number below is of the order of the spread, not of the offset.
+        channels = self.layout == "channels"
+        h = x.flatten(2) if channels else x
+        mask = None if channels else mask
+        shift = self.first_position(h, mask).detach()
+        base = shift[:1, :1, :1]
+        relative_shift = shift - base
+        d = h - shift
+        square = None if channels else d * d  # tokens: one d^2 serves IN and LN
+        mean_d, var_in, count = self.sample_moments(d, square, mask)
+        mean_in = relative_shift + mean_d  # relative to base, as every mean below
+        if channels:  # per sample over (C, S): the IN groups of equal size, pooled
+            mean_ln = mean_in.mean(1, keepdim=True)
+            var_ln = (var_in + (mean_in - mean_ln).square()).mean(1, keepdim=True)
+        else:  # per token over D: d + k is x less the mean of the shift over features
+            k = relative_shift - relative_shift.mean(2, keepdim=True)  # (N, 1, D)
+            features = self.num_features
+            mean_ln_d = d.sum(2, keepdim=True) / features  # (N, T, 1), the mean of d + k
+            square_ln = (
+                square.sum(2, keepdim=True) / features
+                + 2 / features * torch.matmul(d, k.transpose(1, 2))  # E[d k]
+                + k.square().mean(2, keepdim=True)
+            )
+            var_ln = (square_ln - mean_ln_d.square()).clamp_min(0)
+        mean_bn, var_bn = self.batch_moments(mean_in, var_in, count, base)
+        mw, vw = self.mean_weight.softmax(0), self.var_weight.softmax(0)
+        var = (vw[0] * var_in + vw[2] * var_bn + self.eps) + vw[1] * var_ln
+        offset = mw[0] * mean_d + mw[2] * (mean_bn - relative_shift)  # mixed mean less shift
+        weight, bias = (
+            (self.weight[:, None], self.bias[:, None]) if channels else (self.weight, self.bias)
+        )
+        scale = weight * torch.rsqrt(var)
+        if channels:  # statistics are (N, C, 1): the mean folds into the bias
+            offset = offset + mw[1] * (mean_ln - relative_shift)
+            return torch.addcmul(bias - offset * scale, d, scale).view(x.shape)
+        # Small terms first: (N, 1, D) + (N, T, 1) is the one full-size addition.
+        offset = (offset - mw[1] * k) + mw[1] * mean_ln_d
+        return torch.addcmul(bias, d - offset, scale)
+
+    def first_position(self, h: Tensor, mask: Tensor | None) -> Tensor:
+        """Each sample's first (real) position per feature: (N, C, 1) or (N, 1, D)."""
+        if self.layout == "channels":
+            return h[:, :, :1]
+        if mask is None:
+            return h[:, :1]
+        first_real = mask.int().argmax(1)  # 0 for a sequence without real tokens
+        return h[torch.arange(h.shape[0], device=h.device), first_real][:, None]
+
+    def sample_moments(
+        self, d: Tensor, square: Tensor | None, mask: Tensor | None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Per (sample, feature) over space, real tokens only: the mean of d and the variance,
+        (N, C, 1) or (N, 1, D); and the number of real positions per sample, (N, 1, 1).
+        ``square`` is d^2 where the caller has it (tokens)."""
+        space = 2 if self.layout == "channels" else 1
+        if mask is None:
+            count = torch.full_like(d[:, :1, :1], d.shape[space])
+            mean = d.sum(space, keepdim=True) / count  # a sum's backward is a broadcast
+            if square is None:
+                mean_square = mean_of_squares(d, space)
+            else:
+                mean_square = square.sum(space, keepdim=True) / count
+        else:  # sums over the real tokens as (N, 1, T) @ (N, T, D)
+            real = mask[:, None, :].to(d.dtype)
+            count = real.sum(2, keepdim=True)
+            per_position = count.clamp_min(1)
+            mean = torch.bmm(real, d) / per_position
+            mean_square = torch.bmm(real, square) / per_position
+        return mean, (mean_square - mean.square()).clamp_min(0), count
+
+    def batch_moments(
+        self, mean_in: Tensor, var_in: Tensor, count: Tensor, base: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """BN mean and variance per feature over the batch and space, per ghost batch, pooled
+        from the per-sample ones (each weighted by its real positions) by the parallel-variance
+        formula, broadcast back to every sample; running ones in eval. Means are relative to
+        ``base`` (a scalar), in and out. Updates the running statistics.
+
+        All chunks at once (index_add over a chunk index): a ghost batch of 2 costs the kernels
+        of one batch, where a loop over chunks would cost 16 times as many at batch 32."""
+        if not self.training:
+            shape = (-1, 1) if self.layout == "channels" else (-1,)
+            return self.running_mean.view(shape) - base, self.running_var.view(shape)
+        batch = mean_in.shape[0]
+        size = self.ghost_size(batch)
+        chunks = -(-batch // size)  # the last chunk may be smaller
+        chunk = torch.arange(batch, device=mean_in.device) // size  # each sample's chunk
+
+        def per_chunk(t: Tensor) -> Tensor:  # (N, ...) summed into (chunks, ...)
+            return t.new_zeros(chunks, *t.shape[1:]).index_add(0, chunk, t)
+
+        positions = per_chunk(count)  # real positions per chunk
+        weight = count / positions[chunk]
+        mean = per_chunk(mean_in * weight)
+        var = per_chunk(weight * (var_in + (mean_in - mean[chunk]).square()))
+        self.update_running(mean + base, var, positions)
+        return mean[chunk], var[chunk]
+
+    @torch.no_grad()
+    def update_running(self, mean: Tensor, var: Tensor, positions: Tensor):
+        """Running statistics as PyTorch's BatchNorm keeps them (unbiased variance), updated
+        once per chunk in order: after K chunks, (1-m)^K of the old value remains and chunk k
+        contributes m (1-m)^(K-1-k)."""
+        chunks, m = mean.shape[0], self.momentum
+        decay = (1 - m) ** torch.arange(chunks - 1, -1, -1, device=mean.device)
+        contribution = (m * decay).view(-1, 1)
+        unbiased = var.flatten(1) * positions.flatten(1) / (positions.flatten(1) - 1).clamp_min(1)
+        for buffer, value in ((self.running_mean, mean.flatten(1)), (self.running_var, unbiased)):
+            fresh = (contribution * value).sum(0).to(buffer.dtype)
+            buffer.mul_((1 - m) ** chunks).add_(fresh)
+
+
+class ScaleNorm(Norm):
+    """g * x / ||x|| with one learnable scalar g initialised to sqrt(num_features).
+
+    Tokens: the norm is over D. Channels: over (C, S), divided by sqrt(|S|) so that g keeps the
+    same meaning (output RMS = g / sqrt(C)) whatever the spatial size.
+    """
+
+    def __init__(self, num_features: int, layout: str, **common):
+        super().__init__(num_features, layout, **common)
+        self.g = nn.Parameter(torch.tensor(math.sqrt(num_features)))
+
+    def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
+        if self.layout == "tokens":
+            norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+        else:
+            dims = tuple(range(1, x.dim()))
+            spatial = x[0, 0].numel()
+            norm = torch.linalg.vector_norm(x, dim=dims, keepdim=True) / math.sqrt(spatial)
+        return x * (self.g / norm.clamp_min(self.eps))
+
+
+class DyT(AffineNorm):
+    """Dynamic Tanh (Zhu et al. 2025): gamma * tanh(alpha * x) + beta, elementwise, with a
+    learnable scalar alpha initialised to 0.5 and per-feature gamma, beta."""
+
+    def __init__(self, num_features: int, layout: str, alpha_init: float = 0.5, **common):
+        super().__init__(num_features, layout, **common)
+        self.alpha = nn.Parameter(torch.tensor(alpha_init))
+
+    def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
+        return self.affine(torch.tanh(self.alpha * x))
+
+
+class AdaLN(Norm):
+    """LayerNorm without affine, modulated as x * (1 + scale) + shift, where (scale, shift) is a
+    zero-initialised linear projection of a per-sample condition ``cond`` (N, cond_dim). Zero
+    init: training starts as plain LayerNorm.
+
+    What it conditions on: DiT's AdaLN (Peebles & Xie 2023) regresses scale and shift from an
+    external condition (timestep and class embeddings). normbench's models are encoder
+    classifiers and have none, so without ``cond`` the condition is the mean of the norm's own
+    input (over S, or over the real tokens): an input-conditioned, FiLM-like affine, not DiT's
+    AdaLN, and its results say nothing about AdaLN with a real condition.
+
+    Capacity: the projection holds cond_dim * 2d + 2d parameters per norm, 2d^2 + 2d with the
+    default cond_dim = d (8,320 at d = 64, against 2d = 128 for LayerNorm's affine), so a model
+    with AdaLN is a larger model; the run summary's ``parameters`` says by how much.
+    """
+
+    def __init__(self, num_features: int, layout: str, cond_dim: int | None = None, **common):
+        super().__init__(num_features, layout, **common)
+        self.modulation = nn.Linear(cond_dim or num_features, 2 * num_features)
+        nn.init.zeros_(self.modulation.weight)
+        nn.init.zeros_(self.modulation.bias)
+
+    def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
+        if self.layout == "channels":
+            y = F.group_norm(x, 1, eps=self.eps)
+            if cond is None:
+                cond = x.flatten(2).mean(2)
+        else:
+            y = F.layer_norm(x, (self.num_features,), eps=self.eps)
+            if cond is None and mask is None:
+                cond = x.mean(1)
+            elif cond is None:  # the mean of the real tokens
+                real = mask[..., None].to(x.dtype)
+                cond = (x * real).sum(1) / real.sum(1).clamp_min(1)
+        scale, shift = self.modulation(cond).chunk(2, dim=-1)  # (N, features) each
+        if self.layout == "channels":
+            scale, shift = (t.view(*t.shape, *([1] * (x.dim() - 2))) for t in (scale, shift))
+        else:
+            scale, shift = scale[:, None, :], shift[:, None, :]
+        return torch.addcmul(shift, y, 1 + scale)
+
+
+class Identity(Norm):
+    """No normalization."""
+
+    def forward(self, x: Tensor, mask: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
+        return x
+
+
+# name -> (class, the norm.* options it takes beyond eps, fp32_stats and mask_padding)
+NORMS: dict[str, tuple[Callable[..., Norm], tuple[str, ...]]] = {
+    "batchnorm": (BatchNorm, ("momentum", "ghost_batch")),
+    "layernorm": (LayerNorm, ()),
+    "instancenorm": (InstanceNorm, ()),
+    "groupnorm": (GroupNorm, ("groups",)),
+    "switchnorm": (SwitchNorm, ("momentum", "ghost_batch")),
+    "rmsnorm": (RMSNorm, ()),
+    "adaln": (AdaLN, ("cond_dim",)),
+    "dyt": (DyT, ()),
+    "scalenorm": (ScaleNorm, ()),
+    "none": (Identity, ()),
+}
+
+COMMON_OPTIONS = ("eps", "fp32_stats", "mask_padding")
+
+
+# A norm bound to its options: make_norm(num_features, layout="channels") -> nn.Module. What
+# every model builds its norms with, a user's model builder too (normbench.api).
+NormFactory = Callable[..., nn.Module]
+
+
+def norm_options(norm: dict) -> tuple[Callable[..., nn.Module], dict]:
+    """The class a config's norm section names and the options it is built with: a shipped
+    norm's (NORMS, the options it takes), or a plugin's (its ``_target_``, its own keys and
+    the shared keys it reads, normbench.config.norm_reads)."""
+    if "_target_" not in norm:
+        cls, extra = NORMS[norm["name"]]
+        taken = set(COMMON_OPTIONS) | set(extra)
+        return cls, {k: v for k, v in norm.items() if k in taken and v is not None}
+    from normbench.core.registry import resolve
+    from normbench.layers.keys import NORM_SHARED_KEYS, norm_reads
+
+    reads = norm_reads(norm)
+    options = {
+        key: value
+        for key, value in norm.items()
+        if key not in ("name", "_target_") and (key not in NORM_SHARED_KEYS or key in reads)
+    }
+    return resolve(norm["_target_"], f"norm={norm['name']}"), options
+
+
+def norm_factory(norm: dict) -> NormFactory:
+    """The run's norm bound to its config section."""
+    cls, options = norm_options(norm)
+
+    def make(num_features: int, layout: str = "channels") -> nn.Module:
+        return cls(num_features, layout, **options)
+
+    return make
+
+
+def make_norm(name: str, num_features: int, layout: str = "channels", **options) -> Norm:
+    """Build norm ``name`` for ``num_features`` features in ``layout``.
+
+    ``options`` use the ``norm.*`` config key names. Keys a norm has no use for are ignored, so
+    one config can be crossed with every norm; names no norm knows are an error.
+    """
+    if name not in NORMS:
+        raise ValueError(f"norm={name!r} is not one of {sorted(NORMS)}")
+    known = set(COMMON_OPTIONS).union(*(extra for _, extra in NORMS.values()))
+    unknown = set(options) - known
+    if unknown:
+        raise ValueError(f"unknown norm option(s) {sorted(unknown)}; known: {sorted(known)}")
+    cls, extra = NORMS[name]
+    return cls(
+        num_features,
+        layout,
+        **{k: v for k, v in options.items() if k in COMMON_OPTIONS or k in extra},
+    )

@@ -1,0 +1,263 @@
+"""The report as one self-contained HTML file that a person can mail or attach to a review:
+per section the settings held fixed, each table with its caption and verdict colours, the
+figures (embedded PNG), diagnostics when asked for, the notes, the warnings, and the commands
+that reproduce it.
+
+Rendering only. The tables are render.py's own (the rich tables the terminal shows, turned
+into HTML cells), so captions and numbers are written in one place. A runs directory is
+untrusted input: every stored value (run ids, config values, errors, commands) is escaped,
+and the page's Content-Security-Policy forbids scripts and every network request, so a value
+that slipped through could neither run nor call out.
+"""
+
+from __future__ import annotations
+
+import base64
+import shlex
+from datetime import datetime
+from html import escape
+from pathlib import Path
+
+from rich.text import Text
+
+from normbench import __version__
+from normbench.report import render
+from normbench.report.plots import Drawing
+from normbench.report.tables import Method, Report, Section
+
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+# render.VERDICT_STYLE's rich colour names as CSS colours readable on white.
+COLOURS = {"green": "#1a7f37", "red": "#cf222e", "yellow": "#9a6700", "dim": "#57606a"}
+VERDICTS = {
+    "convergence": ("reference", "equivalent", "worse", "inconclusive"),
+    "batch_sensitivity": ("sensitive", "insensitive", "inconclusive"),
+}
+FIGURES_AFTER = {  # which figures follow which table
+    "convergence": ("seed_results", "learning_curves"),
+    "batch_sensitivity": ("batch_sensitivity",),
+    "diagnostics": ("gradient_depth",),
+}
+STYLE = """
+body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1f2328;
+       max-width: 1200px; margin: 2em auto; padding: 0 1em; }
+h1 { font-size: 1.6em; margin-bottom: .2em; }
+h2 { border-bottom: 1px solid #d0d7de; padding-bottom: .2em; margin-top: 2em; }
+h3 { margin-top: 1.6em; }
+code, pre { font: 13px/1.4 ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }
+pre { background: #f6f8fa; padding: .7em 1em; overflow-x: auto; white-space: pre-wrap;
+      word-break: break-all; border-radius: 6px; }
+table { border-collapse: collapse; margin: .5em 0; font-size: 14px; }
+th, td { padding: .25em .7em; border-bottom: 1px solid #d0d7de; vertical-align: top; }
+th { text-align: left; background: #f6f8fa; white-space: nowrap; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+caption { caption-side: bottom; text-align: left; font-size: 13px; color: #57606a;
+          padding-top: .5em; max-width: 75em; }
+.legend span { display: inline-block; margin-right: 1em; }
+.fixed, .meta { color: #57606a; }
+.warning { color: #9a6700; }
+figure { margin: 1em 0; }
+figure img { max-width: 100%; height: auto; border: 1px solid #d0d7de; }
+figcaption { font-size: 13px; color: #57606a; }
+"""
+
+
+def write_html(
+    path: Path,
+    report: Report,
+    drawings: list[list[Drawing]],
+    report_argv: list[str],
+    sweep_argvs: list,
+) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(page(report, drawings, report_argv, sweep_argvs), encoding="utf-8")
+    return path
+
+
+def page(
+    report: Report, drawings: list[list[Drawing]], report_argv: list[str], sweep_argvs: list
+) -> str:
+    """The whole document."""
+    statuses = ", ".join(f"{n} {status}" for status, n in sorted(report.counts.items()))
+    body = [
+        "<h1>normbench report</h1>",
+        f'<p class="meta">{sum(report.counts.values())} runs ({esc(statuses)}); written '
+        f"{datetime.now().isoformat(timespec='minutes')} by normbench {esc(__version__)}</p>",
+        *(f'<p class="warning">warning: {esc(w)}</p>' for w in report.warnings),
+        *(
+            section_html(section, report.method, drawn, len(report.sections) > 1)
+            for section, drawn in zip(report.sections, drawings, strict=True)
+        ),
+        reproduce_html(report, report_argv, sweep_argvs),
+    ]
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        "<title>normbench report</title>\n"
+        f"<style>{STYLE}</style>\n</head>\n<body>\n" + "\n".join(body) + "\n</body>\n</html>\n"
+    )
+
+
+def esc(value) -> str:
+    """A stored value as HTML text: control characters shown as escapes (render.plain),
+    markup characters escaped."""
+    return escape(render.plain(str(value)), quote=True)
+
+
+# ----------------------------------------------------------------------------- sections
+def section_html(section: Section, method: Method, drawn: list[Drawing], titled: bool) -> str:
+    figures = {drawing.name: drawing for drawing in drawn}
+    parts = []
+    if titled:
+        parts.append(f"<h2>{esc(render.settings_text(section.setting))}</h2>")
+    else:
+        parts.append("<h2>Results</h2>")
+    if section.fixed:
+        parts.append(
+            '<p class="fixed">Settings held fixed: '
+            f"<code>{esc(render.settings_text(section.fixed))}</code></p>"
+        )
+    if section.keys:
+        grouped = ", ".join(render.short(k) for k in section.keys)
+        parts.append(f'<p class="fixed">Groups: runs that share {esc(grouped)} (seeds pooled)</p>')
+    for name, table in tables_of(section, method):
+        parts.append(f"<h3>{esc(title_of(name))}</h3>")
+        if name in VERDICTS:
+            parts.append(legend_html(VERDICTS[name]))
+        parts.append(table_html(table))
+        for figure in FIGURES_AFTER.get(name, ()):
+            if figure in figures:
+                parts.append(figure_html(figures[figure]))
+    if section.notes:
+        parts.append("<h3>Notes</h3>")
+        parts.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in section.notes) + "</ul>")
+    return "<section>\n" + "\n".join(parts) + "\n</section>"
+
+
+def tables_of(section: Section, method: Method) -> list[tuple[str, object]]:
+    """The section's tables as render.py builds them for the terminal (rich Tables)."""
+    found = [
+        (name, build(section, method))
+        for name, build in render.RICH_TABLES.items()
+        if section.tables.get(name) is not None
+    ]
+    for name, when in render.DIAGNOSTICS_WHEN.items():
+        if section.tables.get(name) is not None:
+            table = render.diagnostics_rich(section.tables[name], section.keys, when)
+            found.append((name, table))
+    return found
+
+
+def title_of(name: str) -> str:
+    when = render.DIAGNOSTICS_WHEN.get(name)
+    return f"Diagnostics {when}" if when else name.replace("_", " ").capitalize()
+
+
+def legend_html(verdicts: tuple[str, ...]) -> str:
+    """The verdict words in the colours the table uses (what they mean: the caption)."""
+    chips = "".join(f'<span style="{css(render.VERDICT_STYLE[v])}">{v}</span>' for v in verdicts)
+    return f'<p class="legend">Verdicts: {chips}</p>'
+
+
+def table_html(table) -> str:
+    """A rich Table as an HTML table: headers, cells (styled text keeps its colour), caption."""
+    numeric = [' class="num"' if column.justify == "right" else "" for column in table.columns]
+    head = "".join(
+        f"<th{kind}>{esc(text_of(column.header))}</th>"
+        for column, kind in zip(table.columns, numeric, strict=True)
+    )
+    rows = zip(*(list(column.cells) for column in table.columns), strict=True)
+    body = "\n".join(
+        "<tr>"
+        + "".join(
+            f"<td{kind}{style_of(cell)}>{esc(text_of(cell))}</td>"
+            for cell, kind in zip(row, numeric, strict=True)
+        )
+        + "</tr>"
+        for row in rows
+    )
+    caption = f"<caption>{esc(text_of(table.caption))}</caption>" if table.caption else ""
+    return (
+        f"<table>\n{caption}\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>"
+    )
+
+
+def text_of(renderable) -> str:
+    return renderable.plain if isinstance(renderable, Text) else str(renderable)
+
+
+def style_of(cell) -> str:
+    if isinstance(cell, Text) and isinstance(cell.style, str) and cell.style:
+        return f' style="{css(cell.style)}"'
+    return ""
+
+
+def css(style: str) -> str:
+    """A rich style of this project's ("bold green", "red") as inline CSS."""
+    words = style.split()
+    rules = ["font-weight: 600"] if "bold" in words else []
+    rules += [f"color: {COLOURS[w]}" for w in words if w in COLOURS]
+    return "; ".join(rules)
+
+
+def figure_html(drawing: Drawing) -> str:
+    data = base64.b64encode(drawing.png).decode("ascii")
+    about = esc(drawing.about)
+    return (
+        f'<figure><img src="data:image/png;base64,{data}" alt="{about}">'
+        f"<figcaption>{about}</figcaption></figure>"
+    )
+
+
+# ---------------------------------------------------------------------------- reproduce
+def reproduce_html(report: Report, report_argv: list[str], sweep_argvs: list) -> str:
+    """The commands that made this report: the report command itself, then the sweep's
+    recorded command, or else the distinct commands recorded in the runs' meta.json."""
+    parts = ["<section>", "<h2>Reproduce</h2>", "<h3>This report</h3>"]
+    parts.append(pre([shell_line(report_argv) or "(not recorded)"]))
+    sweeps = [line for argv in sweep_argvs if (line := shell_line(argv))]
+    if sweeps:
+        parts.append("<h3>The sweep</h3>")
+        parts.append(pre(sweeps))
+    else:
+        commands = run_commands(report)
+        parts.append("<h3>The runs</h3>")
+        if commands:
+            parts.append(
+                f"<p>{len(commands)} distinct command(s) recorded in the runs' meta.json:</p>"
+            )
+            parts.append(pre(commands))
+        else:
+            parts.append("<p>The runs did not record their commands.</p>")
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def pre(lines: list[str]) -> str:
+    """Lines of a stored text in a <pre>, one per line, each escaped."""
+    return "<pre>" + "\n".join(esc(line) for line in lines) + "</pre>"
+
+
+def run_commands(report: Report) -> list[str]:
+    """The distinct run commands of the report's runs, sorted."""
+    lines = []
+    for section in report.sections:
+        if section.runs is None or "command" not in section.runs:
+            continue
+        lines.extend(line for argv in section.runs["command"] if (line := shell_line(argv)))
+    return sorted(set(lines))
+
+
+def shell_line(argv) -> str | None:
+    """A recorded argv as a line to paste into a shell; the program as ``normbench`` when it
+    is the installed script or ``normbench/__main__.py`` (python -m normbench). None when the
+    record is not a list of strings (absent, or not written by normbench)."""
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        return None
+    program = argv[0]
+    if Path(program).name == "normbench" or Path(program).parts[-2:] == (
+        "normbench",
+        "__main__.py",
+    ):
+        program = "normbench"
+    return shlex.join([program, *argv[1:]])

@@ -1,0 +1,428 @@
+"""Figures a reader understands without the command: learning curves per group (mean line,
+band over the seeds present at each point), the final metric against the per-device batch
+size, each group's per-seed results beside its mean and 95% CI, and gradient norm against
+depth.
+
+Each figure is built by a function that returns a matplotlib Figure (tests inspect its axes);
+``draw`` renders a report's figures to PNG once, for ``--plots`` files and the HTML report
+alike. Every figure names the settings held fixed in a footer, keeps its legend outside the
+data, and writes tick labels as plain numbers. Figures are made without pyplot (no global
+state, no backend to select), and text from a runs directory is never read as mathtext.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import re
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from normbench.core.errors import UsageError
+from normbench.report.render import batch_sizes, plain, settings_text, short
+from normbench.report.tables import Method, Report, Section, groups, label
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+MAX_CURVES = 12  # more lines than this on one axis is noise, not a figure
+DPI = 110
+# --x: the metrics column each choice plots, and its axis label.
+X_AXES = {
+    "steps": ("step", "step"),
+    "samples": ("samples", "training samples seen"),
+    "epochs": ("epoch", "epochs (passes over the training set)"),
+    "time": ("elapsed_s", "training time (s, mean over the seeds at each point)"),
+}
+VERDICT_COLOURS = {
+    "reference": "#1a7f37",
+    "equivalent": "#4ac26b",
+    "worse": "#cf222e",
+    "inconclusive": "#bf8700",
+}
+
+
+@dataclass(frozen=True)
+class Drawing:
+    """One rendered figure: its file stem, what it shows (the HTML's caption) and its PNG."""
+
+    name: str
+    about: str
+    png: bytes
+
+
+def check_x(x: str | None) -> None:
+    if x is not None and x not in X_AXES:
+        raise UsageError(f"--x {x}: valid: {', '.join(X_AXES)}")
+
+
+def default_x(section: Section) -> str:
+    """Samples when the section's batch sizes differ (step 100 of batch 8 and of batch 32 are
+    4x different amounts of data), steps otherwise."""
+    return "samples" if section.runs["batch_size"].map(label).nunique() > 1 else "steps"
+
+
+# ----------------------------------------------------------------------------- rendering
+def draw(
+    report: Report,
+    runs_dir: Path,
+    x: str | None = None,
+    progress: Callable[[str], None] | None = None,
+    only: tuple[str, ...] = (),
+) -> list[list[Drawing]]:
+    """Every figure that applies (or those named in ``only``), per section, as PNG;
+    ``progress`` hears a line before each figure (they take a second or more each)."""
+    from matplotlib import rc_context
+
+    planned = []
+    for section in report.sections:
+        planned.append(("learning_curves", section, lambda s: learning_curves(s, runs_dir, x)))
+        planned.append(("seed_results", section, lambda s: seed_results(s, report.method)))
+        if section.tables.get("batch_sensitivity") is not None:
+            planned.append(("batch_sensitivity", section, batch_curve))
+        if section.tables.get("diagnostics_init") is not None:
+            planned.append(
+                (
+                    "gradient_depth_init",
+                    section,
+                    lambda s: gradient_depth(s, "at initialisation (step 0)", "diagnostics_init"),
+                )
+            )
+        if section.tables.get("diagnostics") is not None:
+            planned.append(("gradient_depth", section, gradient_depth))
+    planned = [plan for plan in planned if not only or plan[0] in only]
+    drawings: dict[int, list[Drawing]] = {id(s): [] for s in report.sections}
+    with rc_context({"text.parse_math": False}):
+        for number, (name, section, build) in enumerate(planned, 1):
+            where = f" ({settings_text(section.setting)})" if len(report.sections) > 1 else ""
+            if progress:
+                progress(f"drawing figure {number}/{len(planned)}: {name}{where}")
+            fig = build(section)
+            if fig is not None:
+                drawings[id(section)].append(Drawing(name, fig.get_label(), to_png(fig)))
+    return [drawings[id(s)] for s in report.sections]
+
+
+def to_png(fig: Figure) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=DPI)
+    return buffer.getvalue()
+
+
+def write_pngs(report: Report, drawings: list[list[Drawing]], out_dir: Path) -> list[Path]:
+    """The drawings as PNG files; a section's files carry its setting in their name when the
+    report has several sections."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for section, drawn in zip(report.sections, drawings, strict=True):
+        suffix = _suffix(section) if len(report.sections) > 1 else ""
+        for drawing in drawn:
+            path = out_dir / f"{drawing.name}{suffix}.png"
+            path.write_bytes(drawing.png)
+            written.append(path)
+    return written
+
+
+def _suffix(section: Section) -> str:
+    text = "-".join(f"{short(k)}_{label(v)}" for k, v in section.setting.items())
+    return "-" + re.sub(r"[^A-Za-z0-9._-]", "_", text)
+
+
+# ------------------------------------------------------------------------------- helpers
+def new_figure(width: float, height: float, about: str) -> Figure:
+    """A figure laid out by matplotlib's constrained layout (room for an outside legend and
+    the footer); ``about`` (its label) says in one sentence what it shows."""
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), layout="constrained", label=about)
+
+
+def metric_word(section: Section) -> str:
+    return {"val_acc": "accuracy", "val_bpb": "bits per byte"}[section.metric.name]
+
+
+def seeds(count: int) -> str:
+    return f"{count} seed" + ("" if count == 1 else "s")
+
+
+def group_name(keys: list[str], values: dict) -> str:
+    return plain(", ".join(f"{short(k)}={label(values[k])}" for k in keys) or "all runs")
+
+
+def finish(fig: Figure, section: Section, handles: list | None = None) -> Figure:
+    """The touches every figure gets: the legend (the first axes' lines, or ``handles``)
+    outside the data, right of the last axes and below any title; the settings held fixed in
+    a footer wrapped to the figure's width; plain tick labels."""
+    handles = handles or fig.axes[0].get_legend_handles_labels()[0]
+    if handles:
+        fig.axes[-1].legend(
+            handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0, fontsize=8
+        )
+    text = settings_text({**section.setting, **section.fixed})
+    if text:
+        width = int(fig.get_figwidth() * 13)  # characters of 9-point text per figure width
+        fig.supxlabel(textwrap.fill(plain(f"fixed: {text}"), width), fontsize=9, color="0.3")
+    for ax in fig.axes:
+        plain_ticks(ax)
+    return fig
+
+
+def plain_ticks(ax) -> None:
+    """Tick labels as plain numbers (2.4, 0.001, 30000), never 2.4×10^0 or an offset:
+    log axes keep matplotlib's choice of which ticks to label, with plain text; linear axes
+    lose scientific notation and offsets. Fixed labels (set by hand) are left alone."""
+    from matplotlib.ticker import LogFormatter, ScalarFormatter
+
+    for axis in (ax.xaxis, ax.yaxis):
+        for formatter, setter in (
+            (axis.get_major_formatter(), axis.set_major_formatter),
+            (axis.get_minor_formatter(), axis.set_minor_formatter),
+        ):
+            if isinstance(formatter, LogFormatter):
+                plain_log = plain_log_formatter()
+                setter(
+                    plain_log(
+                        base=axis.get_transform().base,
+                        labelOnlyBase=formatter.labelOnlyBase,
+                        minor_thresholds=formatter.minor_thresholds,
+                    )
+                )
+            elif isinstance(formatter, ScalarFormatter):
+                formatter.set_useOffset(False)
+                formatter.set_scientific(False)
+
+
+def plain_number(value: float) -> str:
+    """3 significant digits, positional: 2.4, 0.001, 30000."""
+    return np.format_float_positional(float(f"{value:.3g}"), trim="-")
+
+
+@functools.cache
+def plain_log_formatter() -> type:
+    """matplotlib's log formatter (it decides which ticks get a label) writing plain numbers;
+    made on first use, so that importing this module does not import matplotlib."""
+    from matplotlib.ticker import LogFormatterSciNotation
+
+    class PlainLogFormatter(LogFormatterSciNotation):
+        def __call__(self, x, pos=None):
+            return plain_number(x) if super().__call__(x, pos) else ""
+
+    return PlainLogFormatter
+
+
+# ------------------------------------------------------------------------ learning curves
+def learning_curves(section: Section, runs_dir: Path, x: str | None = None) -> Figure | None:
+    """Training loss and the validation metric against steps, samples, epochs or time, one
+    line per group (the best groups when there are many): the mean over the seeds present at
+    each point, shaded between their min and max; a marker and a count where the number of
+    seeds changes (a seed that ended early)."""
+    check_x(x)
+    x = x or default_x(section)
+    x_column, x_label = X_AXES[x]
+    order = section.tables["convergence"]
+    wanted = [
+        tuple(label(row[k]) for k in section.keys) for _, row in order.head(MAX_CURVES).iterrows()
+    ]
+    by_label = {
+        tuple(label(v) for v in values.values()): (values, part)
+        for values, part in groups(section.runs, section.keys)
+    }
+    metric = section.metric.name
+    about = (
+        f"Learning curves against {x}: training loss and validation {metric_word(section)}, "
+        "mean over seeds, band from the lowest to the highest seed present at each point"
+    )
+    fig = new_figure(13, 5.2, about)
+    ax_loss, ax_val = fig.subplots(1, 2)
+    from matplotlib import colormaps
+
+    tab20 = colormaps["tab20"].colors
+    for ax in (ax_loss, ax_val):  # up to MAX_CURVES distinguishable colours
+        ax.set_prop_cycle(color=tab20[::2] + tab20[1::2])
+    drawn = 0
+    for labels in wanted:
+        if labels not in by_label:
+            continue
+        values, part = by_label[labels]
+        curves = [_metrics(runs_dir, rid, [metric, x_column]) for rid in part["run_id"]]
+        curves = [c for c in curves if c is not None and len(c)]
+        if not curves:
+            continue
+        name = f"{group_name(section.keys, values)} ({seeds(len(curves))})"
+        for ax, column in ((ax_loss, "train_loss"), (ax_val, metric)):
+            band = seed_band(curves, column, x_column)
+            (line,) = ax.plot(band["x"], band["mean"], label=name)
+            ax.fill_between(band["x"], band["low"], band["high"], color=line.get_color(), alpha=0.2)
+            mark_seed_changes(ax, band, line.get_color())
+        drawn += 1
+    if not drawn:
+        return None
+    measure = f"validation {metric_word(section)}"
+    ax_loss.set(title="Training loss", xlabel=x_label, ylabel="training loss", yscale="log")
+    ax_val.set(title=measure.capitalize(), xlabel=x_label, ylabel=measure)
+    shown = f", best {drawn} of {len(order)} groups" if len(order) > drawn else ""
+    fig.suptitle(
+        f"Learning curves{shown}: mean over seeds; band: lowest to highest seed; "
+        "marker: the number of seeds changes"
+    )
+    return finish(fig, section)
+
+
+def _metrics(runs_dir: Path, rid: str, columns: list[str]) -> pd.DataFrame | None:
+    try:
+        wanted = list(dict.fromkeys(["step", "train_loss", *columns]))
+        return pd.read_parquet(runs_dir / rid / "metrics.parquet", columns=wanted)
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def seed_band(curves: list[pd.DataFrame], column: str, x_column: str) -> pd.DataFrame:
+    """Per step any seed logged (an outer join: a seed that ended early does not cut the
+    others short): x (the mean over the seeds present, for time), the mean, min and max of
+    ``column``, and how many seeds are present."""
+    values, xs = [], []
+    for curve in curves:
+        logged = curve.dropna(subset=[column]).drop_duplicates("step", keep="last")
+        logged = logged.set_index("step", drop=False)
+        values.append(logged[column])
+        xs.append(logged[x_column])
+    table = pd.concat(values, axis=1, join="outer").sort_index()
+    x = pd.concat(xs, axis=1, join="outer").sort_index()
+    return pd.DataFrame(
+        {
+            "x": x.mean(axis=1),
+            "mean": table.mean(axis=1),
+            "low": table.min(axis=1),
+            "high": table.max(axis=1),
+            "seeds": table.notna().sum(axis=1),
+        }
+    )
+
+
+def mark_seed_changes(ax, band: pd.DataFrame, colour) -> None:
+    """A hollow marker and 'n seeds' where the number of seeds behind the mean changes."""
+    counts = band["seeds"].to_numpy()
+    changes = np.flatnonzero(counts[1:] != counts[:-1]) + 1
+    for i in changes:
+        point = (band["x"].iloc[i], band["mean"].iloc[i])
+        ax.plot(*point, marker="o", markersize=6, markerfacecolor="white", color=colour)
+        ax.annotate(
+            seeds(counts[i]),
+            point,
+            xytext=(4, 4),
+            textcoords="offset points",
+            fontsize=7,
+            color=colour,
+        )
+
+
+# -------------------------------------------------------------------------- seed results
+def seed_results(section: Section, method: Method) -> Figure | None:
+    """Each group's per-seed results (dots, coloured by its verdict) beside its mean and 95%
+    CI (black), best group on top: what the verdicts are computed from."""
+    from matplotlib.lines import Line2D
+
+    table = section.tables["convergence"]
+    if table is None or table.empty or not any(len(v) for v in table["values"]):
+        return None
+    split = "test" if method.test else "validation"
+    measure = f"final {split} {metric_word(section)}"
+    about = f"{measure.capitalize()} of each seed (dots) and the group's mean with its 95% CI"
+    fig = new_figure(10, 1.6 + 0.45 * len(table), about)
+    ax = fig.subplots()
+    positions = np.arange(len(table))[::-1]
+    for y, (_, row) in zip(positions, table.iterrows(), strict=True):
+        values = np.asarray(row["values"], dtype=float)
+        if not len(values):
+            ax.text(0.01, y, "no results", transform=ax.get_yaxis_transform(), va="center")
+        strip = y + np.linspace(0.12, 0.32, len(values))  # above the mean's line, none hidden
+        colour = VERDICT_COLOURS.get(row["verdict"], "0.4")
+        ax.scatter(values, strip, s=22, color=colour, alpha=0.8, zorder=3)
+        mean, ci = row[f"{section.metric.name}_mean"], row[f"{section.metric.name}_ci95"]
+        if method.test:
+            mean = row[f"{section.metric.test_column}_mean"]
+            ci = row[f"{section.metric.test_column}_ci95"]
+        if np.isfinite(mean):
+            half = ci if np.isfinite(ci) else 0.0
+            ax.errorbar(mean, y, xerr=half, fmt="D", color="black", capsize=4, zorder=4)
+    names = [
+        group_name(section.keys, {k: row[k] for k in section.keys}) for _, row in table.iterrows()
+    ]
+    ax.set_yticks(positions, names, fontsize=8)
+    ax.set_ylim(-0.7, len(table) - 0.3)
+    ax.set(xlabel=measure, title=textwrap.fill(f"{about}; best group on top", 80))
+    ax.grid(axis="x", alpha=0.3)
+    present = [v for v in VERDICT_COLOURS if v in set(table["verdict"])]
+    handles = [
+        Line2D([], [], marker="o", linestyle="", color=VERDICT_COLOURS[v], label=f"seed, {v}")
+        for v in present
+    ] + [Line2D([], [], marker="D", color="black", label="mean, 95% CI")]
+    return finish(fig, section, handles)
+
+
+# ---------------------------------------------------------------------- batch sensitivity
+def batch_curve(section: Section) -> Figure:
+    """The mean metric (95% CI bars) against the per-device batch size, one line per row of
+    the batch-size table, its verdict in the legend."""
+    from matplotlib.ticker import NullLocator
+
+    table = section.tables["batch_sensitivity"]
+    sizes = batch_sizes(table)
+    row_keys = [k for k in table.columns if k in section.keys]
+    about = (
+        f"Final validation {metric_word(section)} at each per-device batch size: mean over "
+        "seeds, bars "
+        "95% CI, one line per group (its batch-sensitivity verdict in the legend)"
+    )
+    fig = new_figure(10, 5.2, about)
+    ax = fig.subplots()
+    for number, (_, row) in enumerate(table.iterrows()):
+        mean = np.array([row[f"b{s}_mean"] for s in sizes], dtype=float)
+        ci = np.nan_to_num(np.array([row[f"b{s}_ci95"] for s in sizes], dtype=float))
+        name = group_name(row_keys, {k: row[k] for k in row_keys}) + f" ({row['verdict']})"
+        dodge = 2 ** (0.03 * (number - (len(table) - 1) / 2))  # overlapping bars side by side
+        ax.errorbar(np.array(sizes) * dodge, mean, yerr=ci, marker="o", capsize=3, label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sizes, [str(s) for s in sizes])
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set(
+        xlabel="per-device batch size (samples in the norm's batch statistics)",
+        ylabel=f"final validation {metric_word(section)}",
+        title=textwrap.fill(about, 80),
+    )
+    return finish(fig, section)
+
+
+# --------------------------------------------------------------------------- diagnostics
+def gradient_depth(
+    section: Section, when: str = "at the last evaluation", table_name: str = "diagnostics"
+) -> Figure:
+    """Gradient norm of each unit's sublayer against its place among the units of the same
+    type (attention, MLP, conv), one line per group and type: Xiong et al.'s (2020) picture,
+    where Post-LN's gradients grow toward the last layers; like is compared with like."""
+    table = section.tables[table_name]
+    about = (
+        f"Gradient norm of each residual unit's sublayer against its depth {when} "
+        "(mean over seeds; one line per group and sublayer type)"
+    )
+    fig = new_figure(10, 5.2, about)
+    ax = fig.subplots()
+    styles = {"attention": "-", "mlp": "--", "convblock": ":"}
+    for values, part in groups(table, [*section.keys, "sublayer"]):
+        keys = {k: v for k, v in values.items() if k != "sublayer"}
+        name = f"{group_name(section.keys, keys)} ({values['sublayer']})"
+        style = styles.get(str(values["sublayer"]), "-")
+        ax.plot(part["layer"], part["grad_norm"], style, marker="o", label=name)
+    ax.set(
+        xlabel="layer: the unit's place among units of its sublayer type (0 = nearest the input)",
+        ylabel="gradient norm of the unit's sublayer weights",
+        title=textwrap.fill(about, 80),
+        yscale="log",
+    )
+    return finish(fig, section)

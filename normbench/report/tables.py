@@ -1,0 +1,695 @@
+"""Runs grouped into the report's tables: convergence with verdicts against the best,
+batch-size sensitivity as a pre-specified contrast, and precision.
+
+Grouping only: the statistics are normbench.stats, the rendering normbench.render. A report
+is split into sections, one per setting (data set, model, training budget) when those vary
+and are not grouping keys, so that runs of different experiments are never ranked against
+each other. Within a section, runs are grouped by the config keys that vary (seeds
+aggregated); every table states the settings held fixed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from normbench.core.errors import UsageError
+from normbench.experiment.schema import EXECUTION_KEYS, OBSERVATION_KEYS
+from normbench.layers.keys import NORM_KEYS, NORM_SPECIFIC_KEYS
+from normbench.report import stats
+from normbench.store.catalog import NOT_CONFIG, Selection
+
+RESULT_STATUSES = ("complete", "diverged")  # runs whose numbers are results
+UNFINISHED_STATUSES = ("interrupted", "running", "abandoned")
+# Never grouping keys: the seed is what is aggregated over; the rest change no result.
+NOT_GROUPING = {"seed", *EXECUTION_KEYS, *OBSERVATION_KEYS}
+BATCH_KEYS = ("batch_size", "norm.ghost_batch")
+# Stress axes: the stability table gives, per group, the largest value at which every seed
+# still trains (Peri-LN's and nGPT's measure for the learning rate; the depth study's for depth).
+STRESS_AXES = {"train.lr": "lr_stability", "model.depth": "depth_stability"}
+LEARNED_MARGIN = 0.05  # a final metric within 5% of chance counts as chance (Metric.learned)
+# Keys that shown constant say what a table is about: `model=cnn data=mnist1d ...`.
+HEADLINE_KEYS = (
+    "model.name",
+    "model.width",
+    "model.depth",
+    "data.name",
+    "norm.name",
+    "placement.name",
+    "precision.name",
+    "batch_size",
+    "train.max_steps",
+    "train.epochs",
+    "train.lr",
+    "train.warmup_steps",
+)
+
+
+def is_setting(key: str) -> bool:
+    """Keys that make runs different experiments rather than different treatments: the data
+    set (and its parameters), the model, the training budget."""
+    return key.startswith("data.") or key in ("model.name", "train.max_steps", "train.epochs")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """The number a section's verdicts are about."""
+
+    name: str  # val_acc | val_bpb
+    higher_is_better: bool
+
+    @property
+    def column(self) -> str:
+        return f"final_{self.name}"
+
+    @property
+    def test_column(self) -> str:
+        return self.name.replace("val_", "test_")
+
+    @property
+    def label(self) -> str:
+        return self.name.replace("_", " ")
+
+    def chance(self, num_classes: float) -> float:
+        """The metric of a model that learned nothing: accuracy 1/classes; bits per symbol
+        of the uniform prediction, log2(classes)."""
+        return 1 / num_classes if self.higher_is_better else math.log2(num_classes)
+
+    def learned(self, value: float, chance: float) -> bool:
+        """Whether a final metric is clear of chance: by 5% of the way from chance to perfect
+        for accuracy (1.0), by 5% of chance for bits per byte (perfect is 0)."""
+        if self.higher_is_better:
+            return value >= chance + LEARNED_MARGIN * (1 - chance)
+        return value <= (1 - LEARNED_MARGIN) * chance
+
+    def score(self, values: np.ndarray) -> np.ndarray:
+        """Values oriented so that higher is better (what normbench.stats expects)."""
+        return values if self.higher_is_better else -values
+
+
+ACCURACY = Metric("val_acc", higher_is_better=True)
+BITS_PER_BYTE = Metric("val_bpb", higher_is_better=False)
+
+
+@dataclass(frozen=True)
+class Method:
+    """How verdicts are reached: error rate, margin, diverged runs, repeated looks."""
+
+    alpha: float = 0.05
+    margin: float = 0.01
+    diverged: str = "chance"  # chance | exclude
+    looks: int = 1  # --until-decided: alpha is split over this many looks
+    reference_batch: int | None = None
+    test: bool = False  # verdicts on the test split (set when --best-over chose on validation)
+
+    @property
+    def alpha_per_look(self) -> float:
+        return self.alpha / self.looks
+
+    @classmethod
+    def from_options(
+        cls,
+        alpha: float,
+        margin: float,
+        reference_batch: int | None = None,
+        diverged: str = "chance",
+    ) -> Method:
+        """The report's options (``--alpha``, ``--margin``, ...), each refused in one line when
+        out of range."""
+        if not 0 < alpha < 1:
+            raise UsageError(f"--alpha {alpha}: valid: a number strictly between 0 and 1")
+        if not (margin > 0 and math.isfinite(margin)):
+            raise UsageError(f"--margin {margin}: valid: a positive number (in the metric's units)")
+        if reference_batch is not None and reference_batch < 1:
+            raise UsageError(f"--reference-batch {reference_batch}: valid: a per-device batch >= 1")
+        if diverged not in ("chance", "exclude"):
+            raise UsageError(f"--diverged {diverged}: valid: chance, exclude")
+        return cls(alpha, margin, diverged, reference_batch=reference_batch)
+
+
+@dataclass
+class Section:
+    """The runs of one setting and their tables."""
+
+    setting: dict[str, object]  # the setting keys that split the report (empty: one section)
+    fixed: dict[str, object]  # headline keys constant over the section
+    keys: list[str]  # grouping keys
+    metric: Metric
+    tables: dict[str, pd.DataFrame | None]
+    notes: list[str] = field(default_factory=list)
+    runs: pd.DataFrame | None = None
+
+
+@dataclass
+class Report:
+    sections: list[Section]
+    method: Method
+    counts: dict[str, int]
+    warnings: list[str]
+    best_over: str | None = None
+
+
+# ------------------------------------------------------------------------------ building
+def build(
+    selection: Selection,
+    by: list[str] | None = None,
+    best_over_key: str | None = None,
+    method: Method | None = None,
+) -> Report:
+    """Every table that applies to a selection, section by section."""
+    method = method or Method()
+    runs = selection.runs
+    if runs.empty:
+        raise UsageError("no runs match: check the runs directory, --sweep and the filters")
+    if by:
+        missing = [key for key in by if key not in runs.columns]
+        if missing:
+            raise UsageError(f"--by {','.join(missing)}: not a config key of these runs")
+    if best_over_key and best_over_key not in runs.columns:
+        raise UsageError(f"--best-over {best_over_key}: not a config key of these runs")
+    if best_over_key:
+        method = Method(**{**method.__dict__, "test": True})
+    split = [k for k in varying_keys(runs) if is_setting(k) and k not in (by or [])]
+    sections = [
+        build_section(part, setting, by, best_over_key, method)
+        for setting, part in groups(runs, split)
+    ]
+    counts = runs["status"].value_counts().to_dict()
+    return Report(sections, method, counts, list(selection.warnings), best_over_key)
+
+
+def build_section(
+    runs: pd.DataFrame,
+    setting: dict,
+    by: list[str] | None,
+    best_over_key: str | None,
+    method: Method,
+) -> Section:
+    keys = by or [k for k in varying_keys(runs) if not is_setting(k)]
+    metric = metric_of(runs)
+    if best_over_key:
+        runs = best_over(runs, best_over_key, keys, metric)
+        keys = [k for k in keys if k != best_over_key] + [best_over_key]
+    fixed = {k: runs[k].iloc[0] for k in HEADLINE_KEYS if k in runs and k not in keys}
+    fixed = {k: v for k, v in fixed.items() if runs[k].map(label).nunique() == 1 and v is not None}
+    tables = {
+        "convergence": convergence_table(runs, keys, metric, method),
+        "batch_sensitivity": batch_table(runs, keys, metric, method),
+        "precision": precision_table(runs, keys, metric, method),
+        **{name: stability_table(runs, keys, axis, metric) for axis, name in STRESS_AXES.items()},
+    }
+    return Section(setting, fixed, keys, metric, tables, section_notes(runs, metric, method), runs)
+
+
+def metric_of(runs: pd.DataFrame) -> Metric:
+    """Bits per byte for language-model runs (they record it), accuracy otherwise."""
+    if "final_val_bpb" in runs and runs["final_val_bpb"].notna().any():
+        return BITS_PER_BYTE
+    return ACCURACY
+
+
+def varying_keys(runs: pd.DataFrame) -> list[str]:
+    """Config keys whose value differs across the runs (seed, execution and observation keys
+    aside), group names first."""
+    config = [c for c in runs.columns if c not in NOT_CONFIG and c not in NOT_GROUPING]
+    varying = [c for c in config if runs[c].map(label).nunique() > 1]
+    varying = [c for c in varying if not _implied_by_norm(runs, c)]
+    return sorted(varying, key=lambda c: (not c.endswith(".name"), c))
+
+
+def _implied_by_norm(runs: pd.DataFrame, key: str) -> bool:
+    """A norm option that varies only because each norm keeps or nulls it (norm.groups is 8
+    for GroupNorm and null for BatchNorm): it says nothing norm.name does not."""
+    if key.removeprefix("norm.") not in NORM_SPECIFIC_KEYS or "norm.name" not in runs:
+        return False
+    return bool((runs[key].map(label).groupby(runs["norm.name"]).nunique() <= 1).all())
+
+
+def label(value) -> str:
+    """A config value as the override syntax writes it (groups compare by label, so that 32
+    and 32.0, or None and NaN, are one group)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def groups(runs: pd.DataFrame, keys: list[str]) -> list[tuple[dict, pd.DataFrame]]:
+    """(the keys' values, the runs) per distinct combination of labels, sorted by label; the
+    values keep their types (numbers stay numbers)."""
+    if not keys:
+        return [({}, runs)]
+    labels = [runs[k].map(label).rename(f"__{k}") for k in keys]
+    return [
+        ({k: _plain(part[k].iloc[0]) for k in keys}, part)
+        for _, part in runs.groupby(labels, sort=True, dropna=False)
+    ]
+
+
+def frame(rows: list[dict], keys: list[str]) -> pd.DataFrame:
+    """Table rows as a DataFrame whose key columns keep each value's type (a column of 2, 32
+    and None stays ints and None, not floats and NaN)."""
+    table = pd.DataFrame(rows)
+    for key in keys:
+        table[key] = pd.Series([row[key] for row in rows], dtype=object, index=table.index)
+    return table
+
+
+def _plain(value):
+    """numpy scalars as Python numbers; NaN as None."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def results(part: pd.DataFrame, column: str, metric: Metric, method: Method) -> np.ndarray:
+    """A group's results in seed order: complete runs' values, diverged runs at chance (or
+    dropped with ``--diverged exclude``); failed and unfinished runs are never results."""
+    return np.array(list(seeded_results(part, column, metric, method).values()), dtype=float)
+
+
+def seeded_results(
+    part: pd.DataFrame, column: str, metric: Metric, method: Method
+) -> dict[int, float]:
+    """``results`` by seed, in seed order. Bits per byte have no worst value: a run that
+    exploded without a NaN (a finite 1e10 bits per byte) counts at chance, as a diverged run
+    does, never beyond it; its excess measures nothing but would swamp every mean and CI."""
+    part = part.sort_values("seed") if "seed" in part else part
+    values = {}
+    for index, run in part.iterrows():
+        seed = run.get("seed", index)
+        chance = metric.chance(float(run["num_classes"]))
+        if run["status"] == "diverged" and method.diverged == "chance":
+            values[seed] = chance
+        elif run["status"] == "complete" and _finite(run.get(column)):
+            value = float(run[column])
+            values[seed] = value if metric.higher_is_better else min(value, chance)
+    return values
+
+
+def matched_pair(
+    reference: pd.DataFrame, other: pd.DataFrame, metric: Metric, method: Method
+) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Two cells' results for a contrast, paired by seed when both have results for the
+    same seeds (same initialisation and data order: only the contrasted setting differs),
+    else each cell's own results, unpaired."""
+    a = seeded_results(reference, metric.column, metric, method)
+    b = seeded_results(other, metric.column, metric, method)
+    if a.keys() == b.keys() and len(a) >= 2:
+        seeds = sorted(a)
+        return np.array([a[s] for s in seeds]), np.array([b[s] for s in seeds]), True
+    return np.array(list(a.values())), np.array(list(b.values())), False
+
+
+def _finite(value) -> bool:
+    return value is not None and isinstance(value, (int, float)) and math.isfinite(value)
+
+
+# ---------------------------------------------------------------------------- convergence
+def convergence_table(
+    runs: pd.DataFrame, keys: list[str], metric: Metric, method: Method
+) -> pd.DataFrame:
+    """One row per group: counts, the metric's mean and 95% CI on validation and test, steps
+    and time to target, training-loss AUC, parameters, and the verdict against the best
+    (normbench.stats.compare_with_best); best first."""
+    name = metric.name
+    test = metric.test_column
+    rows, samples = [], []
+    for values, part in groups(runs, keys):
+        val = results(part, metric.column, metric, method)
+        tested = results(part, test, metric, method)
+        reached = part["steps_to_target"].dropna()
+        mean, ci = stats.mean_ci(val)
+        test_mean, test_ci = stats.mean_ci(tested)
+        rows.append(
+            {
+                **values,
+                "n": len(part),
+                "results": len(val),
+                "diverged": int((part["status"] == "diverged").sum()),
+                "failed": int((part["status"] == "failed").sum()),
+                "unfinished": int(part["status"].isin(UNFINISHED_STATUSES).sum()),
+                f"{name}_mean": mean,
+                f"{name}_ci95": ci,
+                f"{test}_mean": test_mean,
+                f"{test}_ci95": test_ci,
+                "steps_to_target": float(reached.median()) if len(reached) else math.nan,
+                "reached_target": len(reached),
+                "time_to_target_s": float(part["time_to_target_s"].dropna().median())
+                if len(reached)
+                else math.nan,
+                "train_loss_auc": _nanmean(part, "train_loss_auc"),
+                "parameters": _first_int(part, "parameters"),
+                "mixed": mixed_provenance(part),
+                "values": [round(v, 6) for v in (tested if method.test else val)],
+            }
+        )
+        samples.append(metric.score(tested if method.test else val))
+    table = frame(rows, keys)
+    if table.empty:
+        return table
+    best, verdicts = stats.compare_with_best(samples, method.alpha_per_look, method.margin)
+    sign = 1 if metric.higher_is_better else -1  # differences in the metric's own units
+    table["verdict"] = [v.verdict for v in verdicts]
+    table["diff_vs_best"] = [sign * v.diff for v in verdicts]
+    low_high = [(v.ci_low, v.ci_high) if sign > 0 else (-v.ci_high, -v.ci_low) for v in verdicts]
+    table["diff_ci_low"] = [low for low, _ in low_high]
+    table["diff_ci_high"] = [high for _, high in low_high]
+    table["p_worse_adj"] = [v.p_worse for v in verdicts]
+    table["p_equivalent_adj"] = [v.p_equivalent for v in verdicts]
+    table["reason"] = [v.reason for v in verdicts]
+    order = np.argsort([-s.mean() if len(s) else math.inf for s in samples], kind="stable")
+    if best is not None:  # the reference first even when a one-seed group has a higher mean
+        order = [best, *[i for i in order if i != best]]
+    return table.iloc[list(order)].reset_index(drop=True)
+
+
+def mixed_provenance(part: pd.DataFrame) -> str:
+    """Which of code, torch version and device differ among a group's results ('' if none)."""
+    finished = part[part["status"].isin(RESULT_STATUSES)]
+    mixed = [
+        name
+        for name, column in (
+            ("code", "code_hash"),
+            ("torch", "torch_version"),
+            ("device", "device_used"),
+        )
+        if column in finished and finished[column].map(label).nunique() > 1
+    ]
+    return ",".join(mixed)
+
+
+def _nanmean(part: pd.DataFrame, column: str) -> float:
+    values = part.loc[part["status"].isin(RESULT_STATUSES), column].astype(float).to_numpy()
+    return float(np.nanmean(values)) if np.isfinite(values).any() else math.nan
+
+
+def _first_int(part: pd.DataFrame, column: str) -> int | None:
+    values = part[column].dropna() if column in part else []
+    return int(values.iloc[0]) if len(values) else None
+
+
+def best_over(runs: pd.DataFrame, key: str, keys: list[str], metric: Metric) -> pd.DataFrame:
+    """Within each group (the keys without ``key``), keep only the runs at the value of
+    ``key`` with the best mean validation metric; the choice is made on validation, so the
+    section's verdicts are then computed on test (Method.test)."""
+    kept = []
+    for _, part in groups(runs, [k for k in keys if k != key]):
+        finished = part[part["status"] == "complete"]
+        if finished.empty:
+            kept.append(part)
+            continue
+        means = finished.groupby(finished[key].map(label))[metric.column].mean()
+        winner = means.idxmax() if metric.higher_is_better else means.idxmin()
+        kept.append(part[part[key].map(label) == winner])
+    return pd.concat(kept)
+
+
+# ------------------------------------------------------------------------ batch sensitivity
+def device_batch(runs: pd.DataFrame) -> pd.Series:
+    """The batch a norm's statistics see: norm.ghost_batch when the norm uses it and it is
+    set, else batch_size."""
+    ghost = runs.get("norm.ghost_batch", pd.Series(np.nan, index=runs.index))
+    uses = runs["norm.name"].map(lambda n: "ghost_batch" in NORM_KEYS.get(n, set()))
+    chosen = np.where(uses & ghost.notna(), ghost, runs["batch_size"])
+    return pd.Series(chosen.astype(float).astype(int), index=runs.index)
+
+
+def batch_table(
+    runs: pd.DataFrame, keys: list[str], metric: Metric, method: Method
+) -> pd.DataFrame | None:
+    """Rows: the groups without the batch keys; per per-device batch, the mean and 95% CI;
+    then the pre-specified contrast, the reference batch (the largest, or
+    ``--reference-batch``) against the smallest: the drop (how much worse the smallest is, in
+    the metric's units), its 95% CI and a verdict (normbench.stats.contrast). None when the
+    per-device batch does not vary.
+
+    A norm that ignores norm.ghost_batch has one result for every ghost batch: its row shows
+    the same runs in each column and is ``insensitive`` by construction ("same runs")."""
+    runs = runs.assign(device_batch=device_batch(runs))
+    sizes = sorted(runs.loc[runs["status"].isin(RESULT_STATUSES), "device_batch"].unique())
+    if len(sizes) < 2:
+        return None
+    reference = method.reference_batch or sizes[-1]
+    if reference not in sizes:
+        raise UsageError(
+            f"--reference-batch {reference}: not a per-device batch of these runs; valid: "
+            + ", ".join(str(s) for s in sizes)
+        )
+    ghost_study = runs["batch_size"].nunique() == 1
+    row_keys = [k for k in keys if k not in BATCH_KEYS]
+    rows, pairs, matched = [], [], []
+    for values, part in groups(runs, row_keys):
+        same_runs = ghost_study and not any(
+            "ghost_batch" in NORM_KEYS.get(n, set()) for n in part["norm.name"]
+        )
+        row = {**values}
+        cells = {}
+        for size in sizes:
+            cell = part if same_runs else part[part["device_batch"] == size]
+            cells[size] = results(cell, metric.column, metric, method)
+            mean, ci = stats.mean_ci(cells[size])
+            row.update({f"b{size}_mean": mean, f"b{size}_ci95": ci, f"b{size}_n": len(cells[size])})
+        smallest = min((s for s in sizes if len(cells[s])), default=sizes[0])
+        row.update(
+            reference_batch=int(reference), smallest_batch=int(smallest), same_runs=same_runs
+        )
+        rows.append(row)
+        ref, small, paired = matched_pair(
+            part[part["device_batch"] == reference],
+            part[part["device_batch"] == smallest],
+            metric,
+            method,
+        )
+        pairs.append((metric.score(ref), metric.score(small)))
+        matched.append(paired and not same_runs)
+    verdicts = stats.contrast(pairs, method.alpha_per_look, method.margin, matched)
+    for row, verdict in zip(rows, verdicts, strict=True):
+        if row["same_runs"]:
+            verdict = stats.Verdict("insensitive", 0.0, 0.0, 0.0, reason="same runs")
+        elif row["smallest_batch"] == row["reference_batch"]:
+            verdict = stats.Verdict("inconclusive", reason="results at one batch size only")
+        row.update(
+            drop=verdict.diff,
+            drop_ci_low=verdict.ci_low,
+            drop_ci_high=verdict.ci_high,
+            p_sensitive_adj=verdict.p_worse,
+            p_insensitive_adj=verdict.p_equivalent,
+            verdict=verdict.verdict,
+            reason=verdict.reason,
+        )
+    table = frame(rows, row_keys)
+    order = np.argsort(-table["drop"].fillna(-math.inf).to_numpy(), kind="stable")
+    return table.iloc[order].reset_index(drop=True)
+
+
+# ------------------------------------------------------------------------------- precision
+def precision_table(
+    runs: pd.DataFrame, keys: list[str], metric: Metric, method: Method
+) -> pd.DataFrame | None:
+    """Rows: groups without precision; per precision the mean metric and 95% CI, the diverged
+    and total counts, and for each lower precision a pre-specified contrast against fp32 (the
+    change, its CI and a verdict: worse or equivalent, as normbench.stats.contrast decides,
+    Holm over every row and precision). None when precision does not vary."""
+    if "precision.name" not in runs or runs["precision.name"].nunique() < 2:
+        return None
+    row_keys = [k for k in keys if k != "precision.name"]
+    precisions = [p for p in ("fp32", "bf16", "fp16") if p in set(runs["precision.name"])]
+    rows, pairs, cells, matched = [], [], [], []
+    for values, part in groups(runs, row_keys):
+        row = {**values}
+        samples = {}
+        for precision in precisions:
+            cell = part[part["precision.name"] == precision]
+            samples[precision] = results(cell, metric.column, metric, method)
+            mean, ci = stats.mean_ci(samples[precision])
+            row.update(
+                {
+                    f"{precision}_mean": mean,
+                    f"{precision}_ci95": ci,
+                    f"{precision}_diverged": int((cell["status"] == "diverged").sum()),
+                    f"{precision}_n": len(cell),
+                }
+            )
+        for precision in precisions[1:]:
+            if "fp32" in samples:
+                fp32, low, paired = matched_pair(
+                    part[part["precision.name"] == "fp32"],
+                    part[part["precision.name"] == precision],
+                    metric,
+                    method,
+                )
+                pairs.append((metric.score(fp32), metric.score(low)))
+                matched.append(paired)
+                cells.append((len(rows), precision))
+        rows.append(row)
+    verdicts = stats.contrast(pairs, method.alpha_per_look, method.margin, matched)
+    for (index, precision), verdict in zip(cells, verdicts, strict=True):
+        word = {"sensitive": "worse", "insensitive": "equivalent"}.get(
+            verdict.verdict, verdict.verdict
+        )
+        sign = 1 if metric.higher_is_better else -1  # the change in the metric's own units
+        rows[index].update(
+            {
+                f"{precision}_delta": -sign * verdict.diff,
+                f"{precision}_delta_ci_low": -sign
+                * (verdict.ci_high if sign > 0 else verdict.ci_low),
+                f"{precision}_delta_ci_high": -sign
+                * (verdict.ci_low if sign > 0 else verdict.ci_high),
+                f"{precision}_verdict": word,
+            }
+        )
+    return frame(rows, row_keys)
+
+
+# ------------------------------------------------------------------------------- stability
+def stability_table(
+    runs: pd.DataFrame, keys: list[str], axis: str, metric: Metric
+) -> pd.DataFrame | None:
+    """Rows: groups without ``axis`` (train.lr or model.depth); per value of the axis, the mean
+    metric and how many seeds trained (finished, not diverged, clear of chance: see
+    Metric.learned; chance is the unigram solution for bits per byte when the run recorded
+    it); then the largest value at which every seed trained, and the metric there. None when
+    the axis does not vary."""
+    if axis not in runs or runs[axis].map(label).nunique() < 2:
+        return None
+    row_keys = [k for k in keys if k != axis]
+    axis_values = sorted({v for v in runs[axis] if v is not None})
+    rows = []
+    for values, part in groups(runs, row_keys):
+        row, stable = {**values}, None
+        for value in axis_values:
+            cell = part[part[axis].map(label) == label(value)]
+            trained = [_trained(run, metric) for _, run in cell.iterrows()]
+            finished = results(cell, metric.column, metric, Method(diverged="exclude"))
+            row[f"{label(value)}_mean"] = float(finished.mean()) if len(finished) else math.nan
+            row[f"{label(value)}_trained"] = f"{sum(trained)}/{len(trained)}"
+            if trained and all(trained):
+                stable = value
+        row["axis"] = axis
+        row["largest_stable"] = stable
+        row["metric_there"] = math.nan if stable is None else row[f"{label(stable)}_mean"]
+        rows.append(row)
+    table = frame(rows, row_keys)
+    order = np.argsort(
+        [-(v if v is not None else -math.inf) for v in table["largest_stable"]], kind="stable"
+    )
+    return table.iloc[order].reset_index(drop=True)
+
+
+def _trained(run: pd.Series, metric: Metric) -> bool:
+    """A run that finished, did not diverge and ended clear of chance."""
+    if run["status"] != "complete" or not _finite(run.get(metric.column)):
+        return False
+    chance = run.get("unigram_bpb") if not metric.higher_is_better else None
+    if chance is None or not _finite(chance):
+        chance = metric.chance(float(run["num_classes"]))
+    return metric.learned(float(run[metric.column]), float(chance))
+
+
+# ----------------------------------------------------------------------------------- notes
+def section_notes(runs: pd.DataFrame, metric: Metric, method: Method) -> list[str]:
+    """What a reader must know about the runs behind the numbers: failed and unfinished runs
+    (never averaged, named), diverged runs (at chance, or how many were excluded)."""
+    notes = []
+    diverged = int((runs["status"] == "diverged").sum())
+    if diverged and method.diverged == "exclude":
+        notes.append(f"{diverged} diverged run(s) excluded (--diverged exclude)")
+    elif diverged:
+        notes.append(
+            f"{diverged} diverged run(s) counted at chance ({metric.label} of a "
+            "model that learned nothing)"
+        )
+    for status in ("failed", *UNFINISHED_STATUSES):
+        named = runs[runs["status"] == status]
+        if len(named):
+            listed = ", ".join(
+                rid + (f" ({error})" if status == "failed" and error else "")
+                for rid, error in zip(named["run_id"], named["error"], strict=True)
+            )
+            notes.append(f"not averaged, {status}: {listed}")
+    return notes
+
+
+# ----------------------------------------------------------------------------- diagnostics
+def diagnostics_table(
+    runs: pd.DataFrame, keys: list[str], runs_dir: Path, at: str = "last"
+) -> pd.DataFrame | None:
+    """Per group and residual unit, at each run's last diagnosed step (``at="last"``) or at
+    initialisation (``at="first"``: step 0, the first batch before any update), averaged over
+    seeds: the sublayer's gradient norm, the activation std entering and leaving the norm, the
+    train-mode minus eval-mode validation accuracy (BatchNorm, SwitchNorm) and SwitchNorm's
+    mixing weights; ``layer`` numbers the units of each sublayer type (attention, mlp, conv)
+    so that depth profiles compare like with like. None when no selected run was trained with
+    diagnostics=true."""
+    frames = []
+    for rid in runs["run_id"]:
+        path = runs_dir / rid / "diagnostics.parquet"
+        if path.exists():
+            frame = pd.read_parquet(path)
+            step = frame["step"].max() if at == "last" else frame["step"].min()
+            frames.append(frame[frame["step"] == step].assign(run_id=rid))
+    if not frames:
+        return None
+    labelled = runs[["run_id", *keys]].assign(**{k: runs[k].map(label) for k in keys})
+    merged = pd.concat(frames).merge(labelled, on="run_id")
+    merged["gap"] = merged["train_mode_val_acc"] - merged["eval_mode_val_acc"]
+    columns = [
+        "step",
+        "grad_norm",
+        "in_std",
+        "out_std",
+        "gap",
+        "sn_mean_in",
+        "sn_mean_ln",
+        "sn_mean_bn",
+        "sn_var_in",
+        "sn_var_ln",
+        "sn_var_bn",
+    ]
+    table = merged.groupby([*keys, "unit", "sublayer"], sort=True)[columns].mean().reset_index()
+    table = table.assign(seeds=merged.groupby([*keys, "unit"]).size().to_numpy())
+    return by_sublayer(table, keys)
+
+
+def by_sublayer(frame: pd.DataFrame, keys: Sequence[str] = ("step",)) -> pd.DataFrame:
+    """Diagnostics rows (one per unit) with each unit's place among the units of its own
+    sublayer type: ``layer`` (0 for the first attention unit, the first MLP unit, ...) and
+    ``layer_depth`` (0 to 1), within each group of ``keys`` (a step, a run, a report group)."""
+    units = frame.groupby([*keys, "sublayer"])["unit"]
+    layer = units.rank(method="dense").astype(int) - 1
+    last = units.transform("nunique") - 1
+    return frame.assign(layer=layer, layer_depth=layer / last.clip(lower=1))
+
+
+def last_over_first(
+    frame: pd.DataFrame, keys: Sequence[str] = ("step",), column: str = "grad_norm"
+) -> pd.DataFrame:
+    """Per group of ``keys`` and sublayer type, ``column`` of the deepest unit over that of the
+    shallowest unit of the same type: Xiong et al.'s gradient growth over depth, like with
+    like. One row per group and type, the ratio in ``{column}_last_over_first``."""
+    ordered = frame.sort_values("unit").groupby([*keys, "sublayer"])[column]
+    ratio = ordered.agg(lambda values: values.iloc[-1] / values.iloc[0])
+    return ratio.rename(f"{column}_last_over_first").reset_index()
+
+
+def attach_diagnostics(result: Report, runs_dir: Path) -> None:
+    """``--diagnostics``: each section's diagnostics tables at initialisation and at the last
+    evaluation; refused when no selected run recorded diagnostics."""
+    found = False
+    for section in result.sections:
+        for name, at in (("diagnostics_init", "first"), ("diagnostics", "last")):
+            section.tables[name] = diagnostics_table(section.runs, section.keys, runs_dir, at)
+        found = found or section.tables["diagnostics"] is not None
+    if not found:
+        raise UsageError("--diagnostics: none of these runs was trained with diagnostics=true")

@@ -1,0 +1,332 @@
+"""The run store: runs/<run_id>/{config.yaml, meta.json, metrics.parquet}.
+
+A run id is readable and content-addressed: the same resolved experiment always maps to the
+same id, so a repeated command (or a resumed sweep) finds what is already done. Every file is
+written to a temporary name and renamed into place, so a killed process never leaves a
+half-written file that looks complete.
+
+A runs directory is untrusted input (shared on a cluster, copied from a colleague):
+normbench never opens a file for writing through a symlink (run directories, ``.locks`` and
+``sweeps`` that are symlinks are refused), and reads only regular files of bounded size, YAML
+without aliases, JSON of the expected shape (docs/security.md). Whatever fails those checks is
+a ``StoreError``: a warning naming the run and the file in ``report``, a run to train again
+for ``run`` and ``sweep``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import hashlib
+import json
+import os
+import re
+import stat
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from normbench.core.errors import StoreError
+from normbench.core.files import MAX_DEPTH, depth, parquet_rows, read_json, read_yaml
+from normbench.experiment.schema import GROUPS, experiment
+from normbench.store.provenance import is_stale
+
+STATUSES = ("running", "complete", "diverged", "failed", "interrupted")
+# Upper bounds on what normbench reads from a runs directory, per file.
+MAX_BYTES = {
+    "meta.json": 4 << 20,
+    "config.yaml": 1 << 20,
+    "metrics.parquet": 256 << 20,
+    "diagnostics.parquet": 256 << 20,
+    "record": 64 << 20,  # a sweep record
+    "index": 512 << 20,  # runs/.index.json
+}
+
+FINISHED = ("complete", "diverged")  # results: not run again unless forced
+METRIC_COLUMNS = (
+    "step",
+    "epoch",
+    "samples",
+    "elapsed_s",
+    "lr",
+    "train_loss",
+    "train_acc",
+    "val_loss",
+    "val_acc",
+    "val_bpb",  # next-byte tasks: val_loss / ln 2; NaN for the classification tasks
+    "grad_norm",
+)
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """Which finished runs are trained again: every one (``--force``), or those made by other
+    code than the installed one (``--rerun-stale``). By default a finished run is kept."""
+
+    force: bool = False
+    stale: bool = False
+
+
+@dataclass(frozen=True)
+class Labels:
+    """What a person attaches to a run (``--tag``, ``--note``): stored in meta.json, never in
+    the run id, filterable in ``report`` and ``runs list``."""
+
+    tags: tuple[str, ...] = ()
+    note: str | None = None
+
+    def apply(self, meta: dict) -> dict:
+        """meta with these tags added (kept in order, no repeats) and this note, if any."""
+        tags = list(meta.get("tags") or [])
+        tags += [tag for tag in self.tags if tag not in tags]
+        return {**meta, "tags": tags, **({"note": self.note} if self.note else {})}
+
+
+def run_id(cfg: dict) -> str:
+    """``transformer-layernorm-pre-fp32-b32-s0-1a2b3c4d``: the headline choices, then a hash of
+    the whole resolved config except execution settings (device, threads, checkpoints) and
+    observations (diagnostics)."""
+    digest = hashlib.sha256(json.dumps(experiment(cfg), sort_keys=True).encode()).hexdigest()[:8]
+    model, norm, placement, precision = (
+        headline(cfg[group]["name"]) for group in ("model", "norm", "placement", "precision")
+    )
+    return f"{model}-{norm}-{placement}-{precision}-b{cfg['batch_size']}-s{cfg['seed']}-{digest}"
+
+
+def headline(name: str) -> str:
+    """A choice's name as a run id shows it: an import path by its object's name
+    (mypkg.norms:PowerNorm -> powernorm), lowercase, anything outside [a-z0-9_.] as _ (the hash
+    after it tells apart what this merges)."""
+    return re.sub(r"[^a-z0-9_.]", "_", name.rpartition(":")[2].lower())
+
+
+@functools.cache
+def file_mode() -> int:
+    """rw for whoever the umask allows: colleagues sharing a group runs directory read each
+    other's runs (mkstemp alone makes every file 0600)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def atomic_write(path: Path, data: bytes | str) -> None:
+    """Write to a temporary file in the same directory, fsync, then rename over ``path`` (a
+    rename replaces a symlink at ``path``, never the file it points to)."""
+    raw = data.encode() if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(raw)
+            handle.flush()
+            os.fchmod(handle.fileno(), file_mode())
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def real_directory(path: Path) -> Path:
+    """``path`` as a directory normbench may write into: created if missing, refused when it
+    is a symlink (or not a directory)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        pass
+    except OSError as err:
+        raise StoreError(f"{path}: cannot create it ({err.strerror})") from None
+    if path.is_symlink():
+        raise StoreError(f"{path} is a symlink; normbench never writes through one (remove it)")
+    if not path.is_dir():
+        raise StoreError(f"{path} is not a directory")
+    return path
+
+
+def check_meta(path: Path, meta: Any) -> dict:
+    """meta.json of the shape normbench writes, else StoreError."""
+    if not isinstance(meta, dict) or depth(meta) > MAX_DEPTH:
+        raise StoreError(f"{path}: not a run's meta.json (expected an object)")
+    if meta.get("status") not in STATUSES:
+        raise StoreError(
+            f"{path}: status {str(meta.get('status'))[:40]!r} is not one of {', '.join(STATUSES)}"
+        )
+    for key, kind in (("summary", dict), ("code", dict), ("versions", dict), ("tags", list)):
+        if meta.get(key) is not None and not isinstance(meta[key], kind):
+            raise StoreError(f"{path}: {key} should be {'an object' if kind is dict else 'a list'}")
+    summary = meta.get("summary") or {}
+    if any(not isinstance(v, (int, float, type(None))) for v in summary.values()):
+        raise StoreError(f"{path}: summary values should be numbers")
+    if any(not isinstance(tag, str) for tag in meta.get("tags") or []):
+        raise StoreError(f"{path}: tags should be strings")
+    return meta
+
+
+def check_config(path: Path, cfg: Any) -> dict:
+    """config.yaml of the shape normbench writes (every group chosen by name, a seed and a
+    batch size), else StoreError: a truncated file is refused rather than reported as a run
+    without a norm."""
+    if not isinstance(cfg, dict) or depth(cfg) > MAX_DEPTH:
+        raise StoreError(f"{path}: not a run's config (expected a mapping)")
+    for group in GROUPS:
+        section = cfg.get(group)
+        if not isinstance(section, dict) or not isinstance(section.get("name"), str):
+            raise StoreError(f"{path}: no {group}.name (a truncated or foreign config?)")
+    for key in ("seed", "batch_size"):
+        if not isinstance(cfg.get(key), int) or isinstance(cfg.get(key), bool):
+            raise StoreError(f"{path}: {key} should be an integer")
+    if not isinstance(cfg.get("train"), dict):
+        raise StoreError(f"{path}: no train section")
+    return cfg
+
+
+class RunDir:
+    """One run's directory and the three files in it."""
+
+    def __init__(self, runs_dir: Path | str, run_id: str):
+        self.run_id = run_id
+        self.path = Path(runs_dir) / run_id
+
+    @property
+    def meta_path(self) -> Path:
+        return self.path / "meta.json"
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.path / "metrics.parquet"
+
+    @property
+    def config_path(self) -> Path:
+        return self.path / "config.yaml"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.path.parent / ".locks" / f"{self.run_id}.lock"
+
+    @contextlib.contextmanager
+    def lock(self, wait: bool = True) -> Iterator[bool]:
+        """Hold the run's lock while training it, so two processes never train the same run at
+        once. An flock: the kernel drops it when its holder dies, even by kill -9, so a crashed
+        process never blocks the run forever. Yields False when ``wait`` is off and the lock is
+        held elsewhere. The lock file is opened without truncating and never through a
+        symlink (run ids are predictable: a planted link must not make normbench clobber the
+        file it points to)."""
+        self.check_safe()
+        real_directory(self.lock_path.parent)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+        try:
+            fd = os.open(self.lock_path, flags, file_mode())
+        except OSError as err:
+            raise StoreError(f"{self.lock_path}: cannot open the lock ({err.strerror})") from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise StoreError(f"{self.lock_path} is not a regular file")
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                yield False
+                return
+            try:
+                yield True
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    def check_safe(self) -> None:
+        """Refuse (StoreError) a run directory that is a symlink: what normbench writes for
+        this run must land inside the runs directory."""
+        if self.path.is_symlink():
+            raise StoreError(
+                f"{self.path} is a symlink; normbench never writes through one (remove it)"
+            )
+        if self.path.exists() and not self.path.is_dir():
+            raise StoreError(f"{self.path} is not a directory")
+
+    def lock_is_free(self) -> bool:
+        """Whether no process holds this run's lock (read-only: a shared runs directory may not
+        be writable): a ``running`` run whose lock is free was abandoned (its process died)."""
+        try:
+            fd = os.open(self.lock_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return True  # no lock file: nobody ever locked it, or it was cleaned
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+        return True
+
+    def read_meta(self) -> dict[str, Any] | None:
+        """The run's meta.json, or None when there is none or it is not a valid one."""
+        try:
+            return check_meta(self.meta_path, read_json(self.meta_path, MAX_BYTES["meta.json"]))
+        except (OSError, StoreError):
+            return None
+
+    def read_config(self) -> dict:
+        """config.yaml, checked (StoreError when it is not a run's config)."""
+        return check_config(self.config_path, read_yaml(self.config_path))
+
+    def intact(self) -> bool:
+        """Whether a finished run's three files are readable and consistent: a config of the
+        right shape and a metrics file whose footer parquet can read, with rows. Anything else
+        is not a result, and is trained again."""
+        try:
+            self.read_config()
+            return metrics_rows(self.metrics_path) > 0
+        except (OSError, StoreError):
+            return False
+
+    def status(self) -> str | None:
+        meta = self.read_meta()
+        return meta.get("status") if meta else None
+
+    def needs_training(self, meta: dict | None, cfg: dict, rerun: Rerun) -> bool:
+        """Whether this run, whose meta.json reads ``meta``, must be trained for ``cfg``: it is
+        not finished, or ``rerun`` says so, or diagnostics are asked for and it has none."""
+        if meta is None or meta.get("status") not in FINISHED or rerun.force:
+            return True
+        if not self.intact():
+            return True
+        if rerun.stale and is_stale(meta, cfg):
+            return True
+        return bool(cfg.get("diagnostics")) and not (self.path / "diagnostics.parquet").is_file()
+
+    def write_config(self, cfg: dict) -> None:
+        from omegaconf import OmegaConf
+
+        real_directory(self.path)
+        atomic_write(self.config_path, OmegaConf.to_yaml(OmegaConf.create(cfg)))
+
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        atomic_write(self.meta_path, json.dumps(meta, indent=2, default=str) + "\n")
+
+    def write_metrics(self, rows: list[dict[str, float]]) -> None:
+        """All rows so far, as one parquet file (rewritten whole: runs log hundreds of rows)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        columns = {name: [row.get(name) for row in rows] for name in METRIC_COLUMNS}
+        types = {"step": pa.int64(), "samples": pa.int64()}
+        table = pa.table(
+            {
+                name: pa.array(values, type=types.get(name, pa.float64()))
+                for name, values in columns.items()
+            }
+        )
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
+        atomic_write(self.metrics_path, sink.getvalue().to_pybytes())
+
+
+def metrics_rows(path: Path) -> int:
+    """Rows of a metrics.parquet, read from its footer (bounded; StoreError when it is not a
+    parquet file with normbench's step column)."""
+    rows, columns = parquet_rows(path, MAX_BYTES["metrics.parquet"])
+    if "step" not in columns:
+        raise StoreError(f"{path}: no step column")
+    return rows

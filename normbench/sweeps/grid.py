@@ -1,0 +1,136 @@
+"""Grids of runs: expand a preset and overrides into jobs, show the plan, run what is missing.
+
+Expansion is Hydra's: its override parser and its basic sweeper's cartesian product, so every
+piece of Hydra's sweep syntax works (``a,b``, ``range()``, ``choice()``, ``glob()``,
+``sort()``). A preset (``conf/sweep/NAME.yaml``) holds ``params`` (axes and fixed values, like
+Hydra's ``hydra.sweeper.params``) and optionally ``grids``, alternatives each crossed with the
+params and concatenated (GroupNorm + Weight Standardization beside five plain norms).
+Overrides on the command line replace an axis of the same key or add one.
+
+Every job is composed and validated before anything trains; the run store's content-addressed
+ids make the sweep resumable: what is complete is skipped.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from normbench.core.errors import UsageError
+from normbench.experiment.compose import parse_overrides
+from normbench.experiment.probe import compose_checked
+from normbench.store.rundir import run_id
+from normbench.sweeps.presets import load_preset
+
+
+@dataclass
+class Job:
+    """One run of a sweep: the overrides that define it and its resolved config."""
+
+    overrides: list[str]
+    cfg: dict
+    run_id: str
+
+
+@dataclass
+class Sweep:
+    name: str
+    version: int | None
+    jobs: list[Job]
+    axes: list[str] = field(default_factory=list)  # keys whose value varies across jobs
+    combinations: int = 0  # before removing combinations that are the same run
+
+
+MAX_RUNS = 10_000  # a larger grid is refused unless --max-runs says so
+
+
+def grid_overrides(
+    preset: str | None, overrides: list[str], max_runs: int = MAX_RUNS
+) -> tuple[dict, list[list[str]]]:
+    """The preset's spec and every job's overrides (Hydra's cartesian product), refused in one
+    line when an axis is given twice or the grid has more than ``max_runs`` combinations."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.errors import HydraException
+
+    spec = load_preset(preset) if preset else {"version": None, "params": {}, "grids": []}
+    given: dict[str, object] = {}  # a key's first override on the command line
+    for override in parse_overrides(overrides):
+        key = override.key_or_group
+        first = given.setdefault(key, override)
+        if first is not override and (first.is_sweep_override() or override.is_sweep_override()):
+            raise UsageError(
+                f"{key} is given twice ({first.input_line} and {override.input_line}); give one "
+                f"axis, e.g. {key}=a,b,c"
+            )
+    batches = []
+    for grid in spec["grids"] or [{}]:
+        arguments = [f"{k}={v}" for k, v in {**spec["params"], **grid}.items()] + overrides
+        parsed = parse_overrides(arguments, with_group_options=True)
+        size = math.prod(
+            len(list(o.sweep_iterator())) if o.is_sweep_override() and o.is_discrete_sweep() else 1
+            for o in parsed
+        )
+        batches.append((parsed, size))
+    total = sum(size for _, size in batches)
+    if total > max_runs:
+        raise UsageError(
+            f"the grid has {total} combinations, more than --max-runs {max_runs}; narrow it, "
+            "or raise --max-runs to run it"
+        )
+    job_overrides: list[list[str]] = []
+    for parsed, _ in batches:
+        try:
+            (batch,) = BasicSweeper.split_arguments(parsed, max_batch_size=None)
+        except HydraException as err:
+            raise UsageError(
+                f"{err}: normbench sweeps grids; interval() needs an optimising sweeper. "
+                "Use a,b,c, range(), choice(), glob() or sort()"
+            ) from None
+        job_overrides.extend(batch)
+    return spec, job_overrides
+
+
+def compose_jobs(job_overrides: list[list[str]]) -> Iterator[Job]:
+    """Each job composed and validated, in order; a job with the run id of an earlier one (a
+    key its norm ignores) is the same run and is left out."""
+    seen = set()
+    for index, job in enumerate(job_overrides, start=1):
+        try:
+            cfg = compose_checked(job)
+        except UsageError as err:
+            raise UsageError(
+                f"job {index} of {len(job_overrides)} ({' '.join(job)}): {err}"
+            ) from None
+        rid = run_id(cfg)
+        if rid not in seen:
+            seen.add(rid)
+            yield Job(job, cfg, rid)
+
+
+def expand(preset: str | None, overrides: list[str], max_runs: int = MAX_RUNS) -> Sweep:
+    """Every job of the sweep, composed and validated; duplicates (same run id) dropped."""
+    spec, job_overrides = grid_overrides(preset, overrides, max_runs)
+    jobs = list(compose_jobs(job_overrides))
+    name = Path(preset).stem if preset else default_name(jobs)
+    return Sweep(name, spec["version"], jobs, varying_keys(jobs), len(job_overrides))
+
+
+def default_name(jobs: list[Job]) -> str:
+    """A grid without a preset is named after its axes (norm-seed), or 'grid'."""
+    axes = [key.split(".")[-1] for key in varying_keys(jobs)]
+    name = "-".join(re.sub(r"[^A-Za-z0-9._-]", "_", axis) for axis in axes)[:64].strip("-")
+    return name or "grid"
+
+
+def varying_keys(jobs: list[Job] | list[list[str]]) -> list[str]:
+    """Override keys whose value differs between jobs (the axes worth showing)."""
+    lists = [job.overrides if isinstance(job, Job) else job for job in jobs]
+    settings = [dict(o.split("=", 1) for o in overrides) for overrides in lists]
+    keys = {key for present in settings for key in present}
+    values = {key: {present.get(key, "-") for present in settings} for key in keys}
+    order = [o.split("=", 1)[0] for o in lists[0]] if lists else []
+    ordered = order + sorted(set(values) - set(order))
+    return [key for key in ordered if len(values[key]) > 1]

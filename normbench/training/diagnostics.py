@@ -1,0 +1,157 @@
+"""Why a norm or placement behaves as it does: per residual unit, at every evaluation and at
+step 0 (the first batch's forward and backward, before the first update: the model at
+initialisation), the gradient norm of the sublayer's weights and the statistics of the
+activations entering and leaving its norm; for BatchNorm and SwitchNorm the gap between batch
+statistics (train mode) and running statistics (eval mode) on the validation set; for
+SwitchNorm its mixing weights.
+
+Cheap when on (`diagnostics=true`): hooks live only during the one training step of each
+evaluation (and the first), and the extra train-mode validation pass runs only for
+batch-dependent norms. Nothing here draws random numbers or changes a parameter or buffer, so a
+diagnosed run trains exactly as an undiagnosed one.
+
+Sublayer types differ by construction (an attention unit's gradient norm is not an MLP's), so
+depth profiles compare units of one type: normbench.tables' ``by_sublayer`` and
+``last_over_first``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+
+from normbench.layers.models import ResidualUnit
+from normbench.layers.norms import SwitchNorm
+from normbench.store.rundir import RunDir
+
+COLUMNS = (
+    "step",
+    "unit",
+    "depth",
+    "sublayer",
+    "grad_norm",
+    "in_mean",
+    "in_std",
+    "out_mean",
+    "out_std",
+    "sn_mean_in",
+    "sn_mean_ln",
+    "sn_mean_bn",
+    "sn_var_in",
+    "sn_var_ln",
+    "sn_var_bn",
+    "train_mode_val_acc",
+    "eval_mode_val_acc",
+)
+
+
+class Diagnostics:
+    """Collects diagnostics rows for one run and writes diagnostics.parquet."""
+
+    def __init__(self, model: nn.Module, run: RunDir):
+        self.units: list[ResidualUnit] = [m for m in model.modules() if isinstance(m, ResidualUnit)]
+        self.run = run
+        self.rows: list[dict] = []
+        self.activations: dict[int, tuple[float, float, float, float]] = {}
+        self.grads: list[float] = []
+
+    def grad_norms(self) -> list[float]:
+        """L2 norm of each unit's sublayer gradients (call after unscaling, before clipping)."""
+        norms = []
+        for unit in self.units:
+            grads = [p.grad for p in unit.sublayer.parameters() if p.grad is not None]
+            norms.append(
+                float(
+                    torch.linalg.vector_norm(
+                        torch.stack([torch.linalg.vector_norm(g.float()) for g in grads])
+                    )
+                )
+                if grads
+                else math.nan
+            )
+        self.grads = norms
+        return norms
+
+    @contextlib.contextmanager
+    def watch_norms(self) -> Iterator[None]:
+        """For the next forward pass, record mean and std entering and leaving each unit's
+        (first) norm (kept until the next watch)."""
+        self.activations.clear()
+
+        def hook(index: int):
+            def record(module, inputs, output):
+                x, y = inputs[0].detach().float(), output.detach().float()
+                self.activations[index] = (
+                    float(x.mean()),
+                    float(x.std()),
+                    float(y.mean()),
+                    float(y.std()),
+                )
+
+            return record
+
+        handles = [unit.norm.register_forward_hook(hook(i)) for i, unit in enumerate(self.units)]
+        try:
+            yield
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    def record(self, step: int, train_mode_acc: float | None, eval_mode_acc: float) -> None:
+        for index, unit in enumerate(self.units):
+            in_mean, in_std, out_mean, out_std = self.activations.get(index, (math.nan,) * 4)
+            row = {
+                "step": step,
+                "unit": index,
+                "depth": index / max(1, len(self.units) - 1),
+                "sublayer": type(unit.sublayer).__name__.lower(),
+                "grad_norm": self.grads[index] if self.grads else math.nan,
+                "in_mean": in_mean,
+                "in_std": in_std,
+                "out_mean": out_mean,
+                "out_std": out_std,
+                "train_mode_val_acc": math.nan if train_mode_acc is None else train_mode_acc,
+                "eval_mode_val_acc": eval_mode_acc if train_mode_acc is not None else math.nan,
+            }
+            weights = switch_weights(unit.norm)
+            for prefix, values in (("sn_mean", weights[0]), ("sn_var", weights[1])):
+                for name, value in zip(("in", "ln", "bn"), values, strict=True):
+                    row[f"{prefix}_{name}"] = value
+            self.rows.append(row)
+
+    def write(self) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.table({name: [row[name] for row in self.rows] for name in COLUMNS})
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
+        from normbench.store.rundir import atomic_write
+
+        atomic_write(self.run.path / "diagnostics.parquet", sink.getvalue().to_pybytes())
+
+
+def switch_weights(norm: nn.Module) -> tuple[list[float], list[float]]:
+    """SwitchNorm's mixing weights (IN, LN, BN) for means and variances; NaN otherwise."""
+    if not isinstance(norm, SwitchNorm):
+        return [math.nan] * 3, [math.nan] * 3
+    return (
+        norm.mean_weight.detach().softmax(0).tolist(),
+        norm.var_weight.detach().softmax(0).tolist(),
+    )
+
+
+@contextlib.contextmanager
+def frozen_buffers(model: nn.Module) -> Iterator[None]:
+    """Run forwards in train mode without moving BatchNorm's running statistics."""
+    saved = {name: buffer.clone() for name, buffer in model.named_buffers()}
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for name, buffer in model.named_buffers():
+                buffer.copy_(saved[name])

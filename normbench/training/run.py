@@ -1,0 +1,177 @@
+"""One training run, from a validated config to a finished run directory.
+
+``run_experiment`` owns the run's life cycle (skip if finished, status transitions, errors,
+``--force`` without losing the previous result); ``normbench.training.trainer`` owns the loop.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import secrets
+import shutil
+import socket
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from normbench import __version__
+from normbench.core.errors import UsageError
+from normbench.store.provenance import fingerprint, is_stale
+from normbench.store.rundir import FINISHED, Labels, Rerun, RunDir, real_directory, run_id
+from normbench.training import checkpoint
+from normbench.training.trainer import Trainer, now
+
+
+@dataclass
+class Outcome:
+    """What became of a run: its id, directory, final status and summary numbers."""
+
+    run_id: str
+    path: Path
+    status: str
+    summary: dict = field(default_factory=dict)
+    error: str | None = None
+    skipped: bool = False
+    stale: bool = False  # skipped, but made by other code than the installed one
+
+
+def resolve_device(name: str) -> torch.device:
+    """auto picks cuda, then mps, then cpu; asking for a device that is not there is refused."""
+    cuda, mps = torch.cuda.is_available(), torch.backends.mps.is_available()
+    if name == "auto":
+        return torch.device("cuda" if cuda else "mps" if mps else "cpu")
+    if (name == "cuda" and not cuda) or (name == "mps" and not mps):
+        present = ", ".join(d for d, ok in (("cpu", True), ("cuda", cuda), ("mps", mps)) if ok)
+        raise UsageError(f"device={name} is not available on this machine; valid: auto, {present}")
+    return torch.device(name)
+
+
+def run_experiment(
+    cfg: dict,
+    runs_dir: Path | str,
+    rerun: Rerun | None = None,
+    progress: bool = True,
+    labels: Labels | None = None,
+) -> Outcome:
+    """Train the run ``cfg`` describes unless a finished one exists (see
+    RunDir.needs_training); record everything. ``labels`` (tags, a note) are added to the
+    run's meta.json, also when it was finished before.
+
+    A failure is recorded as status ``failed`` (with its error text) and returned, not raised.
+    KeyboardInterrupt marks the run ``interrupted``, keeps its metrics, and propagates. A run
+    with a checkpoint resumes from it (``rerun.force``: starts afresh).
+    """
+    device = resolve_device(cfg["device"])
+    run = RunDir(runs_dir, run_id(cfg))
+    with run.lock():  # another process training this run: wait for it, then look again
+        previous = run.read_meta()
+        if not run.needs_training(previous, cfg, rerun or Rerun()):
+            if labels:
+                run.write_meta(labels.apply(previous))
+            return Outcome(
+                run.run_id,
+                run.path,
+                previous["status"],
+                previous.get("summary", {}),
+                skipped=True,
+                stale=is_stale(previous, cfg),
+            )
+        kept = Labels(tuple((previous or {}).get("tags") or ()), (previous or {}).get("note"))
+        labels = labels or Labels()
+        labels = Labels(kept.tags + labels.tags, labels.note or kept.note)
+        if rerun and rerun.force and previous and previous.get("status") in FINISHED:
+            return train_replacing(cfg, run, device, progress, labels)
+        if rerun and rerun.force:
+            (run.path / checkpoint.FILE_NAME).unlink(missing_ok=True)
+        return train_and_record(cfg, run, device, progress, labels)
+
+
+def train_replacing(
+    cfg: dict, run: RunDir, device: torch.device, progress: bool, labels: Labels
+) -> Outcome:
+    """``--force`` on a finished run: train into a fresh directory beside it and swap it in
+    only once the new run has finished, so that a forced rerun that is interrupted or fails
+    never destroys the result it was asked to replace. (The caller holds the run's lock.)"""
+    staging = real_directory(run.path.parent / ".staging") / secrets.token_hex(4)
+    fresh = RunDir(staging, run.run_id)
+    try:
+        outcome = train_and_record(cfg, fresh, device, progress, labels)
+        if outcome.status in FINISHED:
+            os.replace(run.path, staging / "replaced")
+            os.replace(fresh.path, run.path)
+        return Outcome(run.run_id, run.path, outcome.status, outcome.summary, outcome.error)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def train_and_record(
+    cfg: dict, run: RunDir, device: torch.device, progress: bool, labels: Labels
+) -> Outcome:
+    """Train one run and keep its status, timings and errors in meta.json."""
+    previous = run.read_meta() or {}
+    resuming = (run.path / checkpoint.FILE_NAME).is_file()
+    if cfg["threads"]:
+        torch.set_num_threads(cfg["threads"])
+    meta = {
+        "run_id": run.run_id,
+        "status": "running",
+        "started": previous.get("started", now()) if resuming else now(),
+        "first_step": None,  # when training began: the end of set-up (data, model, optimiser)
+        "finished": None,
+        "error": None,
+        "device": str(device),
+        "threads": torch.get_num_threads(),
+        "host": socket.gethostname(),
+        "command": sys.argv,
+        "code": fingerprint(cfg),
+        "versions": {
+            "normbench": __version__,
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+        },
+        "summary": {},
+        # the step each resumption started from, one per resumption from a checkpoint
+        "resumed_from": previous.get("resumed_from", []) if resuming else [],
+    }
+    meta = labels.apply(meta)
+    try:  # even a Ctrl-C between the two writes leaves no run directory without meta.json
+        run.write_config(cfg)
+    finally:
+        run.write_meta(meta)
+    if not resuming:
+        run.metrics_path.unlink(missing_ok=True)  # a forced re-run starts a fresh log
+    start = time.perf_counter()
+    trainer = Trainer(cfg, device, run, progress)
+
+    def finish(status: str, error: str | None = None) -> None:
+        trainer.summary["wall_s"] = round(trainer.wall_s + time.perf_counter() - start, 3)
+        if trainer.resumed_from is not None:
+            meta["resumed_from"].append(trainer.resumed_from)
+        if status in FINISHED:  # a finished run keeps its results, not its training state
+            (run.path / checkpoint.FILE_NAME).unlink(missing_ok=True)
+        meta.update(
+            status=status,
+            first_step=trainer.first_step,
+            finished=now(),
+            error=error,
+            summary=trainer.summary,
+        )
+        run.write_meta(meta)
+
+    try:
+        status, error = trainer.fit(), None
+    except KeyboardInterrupt:
+        finish("interrupted")
+        raise
+    except Exception as exc:  # a run's failure is a recorded result, never a lost sweep
+        status, error = "failed", f"{type(exc).__name__}: {exc}"
+        meta["traceback"] = traceback.format_exc()
+    finish(status, error)
+    return Outcome(run.run_id, run.path, status, trainer.summary, error)

@@ -1,0 +1,523 @@
+"""The training loop of one run: set-up, steps, evaluation, logging, checkpoints.
+
+``Trainer`` owns the loop; ``normbench.training.run`` owns the run's life cycle around it. The
+loop keeps host synchronisation to logging steps: losses and accuracies accumulate on the
+device and are read every ``train.log_every`` steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from normbench.data.base import Split, Stream, cache_dir
+from normbench.data.datasets import input_shape, load
+from normbench.data.generated import will_generate
+from normbench.data.pysource import unigram_bits
+from normbench.layers.keys import norm_reads
+from normbench.layers.models import build_model, count_parameters
+from normbench.store.rundir import RunDir
+from normbench.training import checkpoint
+from normbench.training.diagnostics import Diagnostics, frozen_buffers
+
+AUTOCAST_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+EVAL_BATCH = 1024
+
+
+def now(timespec: str = "seconds") -> str:
+    """The UTC time as ISO 8601, as meta.json stores it."""
+    return datetime.now(timezone.utc).isoformat(timespec=timespec)
+
+
+class Trainer:
+    """The training loop of one run, with its evaluation, logging and progress display."""
+
+    def __init__(self, cfg: dict, device: torch.device, run: RunDir, progress: bool):
+        self.cfg, self.device, self.run, self.show_progress = cfg, device, run, progress
+        self.rows: list[dict[str, float]] = []
+        self.summary: dict = {}
+        self.train_s = 0.0  # training time, evaluation excluded
+        self.first_step: str | None = None  # wall-clock end of the first step, to the ms
+        self.wall_s = 0.0  # wall time of earlier attempts, up to the checkpoint resumed from
+        self.attempt_start = time.perf_counter()  # this attempt's share of wall_s starts here
+        self.resumed_from: int | None = None  # the checkpoint's step, when this run resumed
+
+    # ---------------------------------------------------------------------------- set-up
+    def setup(self) -> None:
+        cfg, train = self.cfg, self.cfg["train"]
+        torch.manual_seed(cfg["seed"])
+        np.random.seed(cfg["seed"])
+        with self.generating_note(cfg["data"]):
+            self.data = load(cfg["data"])
+        self.tensors = {
+            name: self.to_device(getattr(self.data, name)) for name in ("train", "val", "test")
+        }
+        self.model = build_model(
+            cfg, input_shape(cfg["data"]), self.data.num_classes, self.data.vocab_size
+        ).to(self.device)
+        self.lr = train["lr"] * self.lr_scale()
+        decay = [p for p in self.model.parameters() if p.dim() >= 2]
+        no_decay = [p for p in self.model.parameters() if p.dim() < 2]
+        groups = [
+            {"params": decay, "weight_decay": train["weight_decay"]},
+            {"params": no_decay, "weight_decay": 0.0},
+        ]
+        fused = self.device.type in ("cpu", "cuda")  # one kernel instead of one per tensor
+        if train["optimizer"] == "adamw":
+            self.optimizer = torch.optim.AdamW(groups, lr=self.lr, fused=fused)
+        else:
+            self.optimizer = torch.optim.SGD(
+                groups, lr=self.lr, momentum=train["momentum"], fused=fused
+            )
+        self.steps_per_epoch = len(self.data.train) // cfg["batch_size"]
+        self.data_order = DataOrder(
+            len(self.data.train), cfg["batch_size"], cfg["seed"], self.device
+        )
+        budgets = [train["max_steps"]]
+        if train["epochs"]:
+            budgets.append(train["epochs"] * self.steps_per_epoch)
+        self.total_steps = min(b for b in budgets if b)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self.lr_factor)
+        precision = cfg["precision"]["name"]
+        self.autocast_dtype = AUTOCAST_DTYPES[precision]
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=precision == "fp16")
+        self.loss_scale = self.scaler.get_scale()  # fp16: a drop means a skipped step
+        self.params = list(self.model.parameters())
+        self.diagnostics = Diagnostics(self.model, self.run) if cfg["diagnostics"] else None
+
+    def lr_scale(self) -> float:
+        """train.lr_scaling: lr * (batch_size / base_batch_size) ** (1 | 1/2 | 0)."""
+        power = {"none": 0.0, "linear": 1.0, "sqrt": 0.5}[self.cfg["train"]["lr_scaling"]]
+        return (self.cfg["batch_size"] / self.cfg["train"]["base_batch_size"]) ** power
+
+    def lr_factor(self, step: int) -> float:
+        """Linear warm-up over warmup_steps, then constant or cosine decay to zero."""
+        warmup = self.cfg["train"]["warmup_steps"]
+        if step < warmup:
+            return (step + 1) / warmup
+        if self.cfg["train"]["schedule"] == "constant":
+            return 1.0
+        progress = (step - warmup) / max(1, self.total_steps - warmup)
+        return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+
+    def to_device(self, split: Split | Stream) -> dict[str, torch.Tensor | None]:
+        if isinstance(split, Stream):
+            return {"bytes": torch.from_numpy(split.bytes).to(self.device)}
+        mask = None if split.mask is None else torch.from_numpy(split.mask).to(self.device)
+        return {
+            "x": torch.from_numpy(split.x).to(self.device),
+            "y": torch.from_numpy(split.y).to(self.device),
+            "mask": mask,
+        }
+
+    # ------------------------------------------------------------------------------ loop
+    def batches(self):
+        """Endless shuffled training batches; each epoch is a fresh permutation from the seed.
+        A byte stream gives windows at random positions instead, drawn from the seed."""
+        data, size = self.tensors["train"], self.cfg["batch_size"]
+        if isinstance(self.data.train, Stream):
+            stream, context = data["bytes"], self.data.train.context
+            offsets = torch.arange(context, device=self.device)
+            while True:
+                starts = torch.randint(
+                    len(stream) - context, (size, 1), generator=self.data_order.generator
+                )
+                rows = starts.to(self.device) + offsets
+                yield stream[rows].long(), stream[rows + 1].long(), None
+        while True:
+            idx = self.data_order.next()
+            mask = None if data["mask"] is None else data["mask"][idx]
+            yield data["x"][idx], data["y"][idx], mask
+
+    def fit(self) -> str:
+        """Train to the budget. Returns the status: ``complete`` or ``diverged``."""
+        self.setup()
+        train = self.cfg["train"]
+        window = Window(self.device)
+        self.summary = {
+            "steps": 0,
+            "steps_to_target": None,
+            "time_to_target_s": None,
+            "num_classes": self.data.num_classes,  # a diverged run counts at 1 / num_classes
+        }
+        batches = self.batches()
+        first = self.resume(window)
+        self.model.train()
+        try:
+            with self.progress_bar() as progress:
+                task = progress.add_task(
+                    self.run.run_id,
+                    total=self.total_steps,
+                    completed=first,
+                    loss="-",
+                    val="-",
+                    speed="-",
+                )
+                tick = time.perf_counter()
+                for step in range(first + 1, self.total_steps + 1):
+                    if checkpoint.stop_requested():  # the job is about to end: save, stop
+                        self.save_checkpoint(step - 1, window, tick)
+                        raise checkpoint.StopRequested
+                    if self.checkpoint_due(step - 1) and step - 1 > first:
+                        tick = self.save_checkpoint(step - 1, window, tick)
+                    x, y, mask = next(batches)
+                    evaluate = step % train["eval_every"] == 0 or step == self.total_steps
+                    log = evaluate or step % train["log_every"] == 0
+                    # Diagnostics at every evaluation and at step 0: the first batch's
+                    # gradients and activations, taken before the first update.
+                    diagnose = self.diagnostics is not None and (evaluate or step == 1)
+                    with self.diagnostics.watch_norms() if diagnose else contextlib.nullcontext():
+                        loss, logits, grad_norm = self.step(x, y, mask, log, diagnose)
+                    if diagnose and step == 1:
+                        self.diagnostics.record(0, None, math.nan)
+                    window.add(loss, logits, y)
+                    if step == 1:
+                        self.first_step = now("milliseconds")
+                    if not log:
+                        continue
+                    # Reading the window waits for the device, so the clock below counts the
+                    # steps a GPU still had queued (they would otherwise fall into evaluation).
+                    train_loss, train_acc = window.read()
+                    self.train_s += time.perf_counter() - tick
+                    row = self.train_row(step, train_loss, train_acc, grad_norm)
+                    if evaluate:
+                        row["val_loss"], row["val_acc"] = self.evaluate("val")
+                        if self.data.next_byte:
+                            row["val_bpb"] = row["val_loss"] / math.log(2)
+                        self.check_target(step, row)
+                        if diagnose:
+                            self.diagnose(step, row["val_acc"])
+                    self.rows.append(row)
+                    self.summary["steps"] = step
+                    val = "-" if math.isnan(row["val_acc"]) else f"{row['val_acc']:.3f}"
+                    progress.update(
+                        task,
+                        completed=step,
+                        loss=f"{row['train_loss']:.3f}",
+                        val=val,
+                        speed=f"{step / self.train_s:.0f}",
+                    )
+                    if not math.isfinite(row["train_loss"]) or (
+                        evaluate and not math.isfinite(row["val_loss"])
+                    ):
+                        return "diverged"
+                    if evaluate:
+                        self.write_logs()
+                    tick = time.perf_counter()
+        finally:
+            self.write_logs()
+            self.finish_summary()
+        self.summary["test_loss"], self.summary["test_acc"] = self.evaluate("test")
+        self.summary["test_bpb"] = self.bits_per_byte(self.summary["test_loss"])
+        return "complete"
+
+    def bits_per_byte(self, loss: float | None) -> float | None:
+        """Next-byte tasks: a mean cross-entropy in nats, in bits per byte; else None."""
+        return loss / math.log(2) if self.data.next_byte and loss is not None else None
+
+    def unigram_bpb(self) -> float | None:
+        """Next-byte tasks: the validation windows' bits per byte under the training bytes'
+        frequencies, the chance level a model must beat (about 4.5 bits)."""
+        if not self.data.next_byte:
+            return None
+        return unigram_bits(self.data.train.bytes, self.data.val.y.ravel())
+
+    def step(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        mask: torch.Tensor | None,
+        want_grad_norm: bool,
+        diagnose: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """One optimiser step; the gradient norm is computed when clipping or logging, and per
+        unit (before clipping) when diagnosing."""
+        with self.autocast():
+            logits = self.model(x, mask=mask)
+        loss = F.cross_entropy(logits.float().flatten(0, -2), y.flatten())  # (N[, T], classes)
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()
+        clip, grad_norm = self.cfg["train"]["grad_clip"], None
+        if clip or want_grad_norm or diagnose:
+            self.scaler.unscale_(self.optimizer)
+            if diagnose:
+                self.diagnostics.grad_norms()
+            if clip:
+                grad_norm = torch.nn.utils.clip_grad_norm_(self.params, clip)
+            else:
+                grad_norm = torch.nn.utils.get_total_norm(
+                    [p.grad for p in self.params if p.grad is not None]
+                )
+        self.step_lr = self.optimizer.param_groups[0]["lr"]
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        if self.step_taken():
+            self.scheduler.step()
+        return loss, logits, grad_norm
+
+    def step_taken(self) -> bool:
+        """False when fp16's GradScaler skipped the optimizer step (inf or NaN gradients; it
+        then lowers the scale), so that the schedule counts only the steps taken. In fp16 this
+        reads the scale once per step, which waits for the device."""
+        if not self.scaler.is_enabled():
+            return True
+        previous, self.loss_scale = self.loss_scale, self.scaler.get_scale()
+        return self.loss_scale >= previous
+
+    def autocast(self):
+        """bf16/fp16 autocast, or no context at all for fp32 (it costs a little every step)."""
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+
+    def train_row(
+        self, step: int, train_loss: float, train_acc: float, grad_norm: torch.Tensor | None
+    ) -> dict:
+        samples = step * self.cfg["batch_size"]
+        return {
+            "step": step,
+            "epoch": samples / len(self.data.train),
+            "samples": samples,
+            "elapsed_s": self.train_s,
+            "lr": self.step_lr,  # the rate of this step, as the scheduler set it
+            "train_loss": train_loss,
+            "train_acc": train_acc,
+            "val_loss": math.nan,
+            "val_acc": math.nan,
+            "val_bpb": math.nan,
+            "grad_norm": math.nan if grad_norm is None else float(grad_norm),
+        }
+
+    def check_target(self, step: int, row: dict) -> None:
+        """Record the first evaluation that reaches target.value."""
+        target = self.cfg["target"]
+        value = row[target["metric"]]
+        reached = (
+            value >= target["value"] if target["metric"] == "val_acc" else value <= target["value"]
+        )
+        if reached and self.summary["steps_to_target"] is None:
+            self.summary.update(steps_to_target=step, time_to_target_s=self.train_s)
+
+    def write_logs(self) -> None:
+        self.run.write_metrics(self.rows)
+        if self.diagnostics is not None:
+            self.diagnostics.write()
+
+    def diagnose(self, step: int, eval_mode_acc: float) -> None:
+        """Record this evaluation's diagnostics; batch-dependent norms also get a validation
+        pass with batch statistics (train mode), running statistics left untouched."""
+        train_mode_acc = None
+        if "ghost_batch" in norm_reads(self.cfg["norm"]):
+            with frozen_buffers(self.model):
+                train_mode_acc = self.evaluate("val", train_mode=True)[1]
+        self.diagnostics.record(step, train_mode_acc, eval_mode_acc)
+
+    @torch.no_grad()
+    def evaluate(self, split: str, train_mode: bool = False) -> tuple[float, float]:
+        """Mean loss and accuracy on a split (per sample, or per byte for next-byte tasks), in
+        eval mode (running statistics) unless ``train_mode`` (batch statistics)."""
+        data = self.tensors[split]
+        self.model.train(train_mode)
+        loss_sum, correct = 0.0, 0
+        for start in range(0, len(data["y"]), EVAL_BATCH):
+            rows = slice(start, start + EVAL_BATCH)
+            mask = None if data["mask"] is None else data["mask"][rows]
+            with self.autocast():
+                logits = self.model(data["x"][rows], mask=mask).float()
+            y = data["y"][rows]
+            loss_sum += F.cross_entropy(logits.flatten(0, -2), y.flatten(), reduction="sum").item()
+            correct += (logits.argmax(-1) == y).sum().item()
+        self.model.train()
+        return loss_sum / data["y"].numel(), correct / data["y"].numel()
+
+    def finish_summary(self) -> None:
+        evaluated = [row for row in self.rows if not math.isnan(row["val_acc"])]
+        self.summary.update(
+            train_s=round(self.train_s, 3),
+            steps_per_s=round(self.summary["steps"] / self.train_s, 1) if self.train_s else None,
+            epochs=self.rows[-1]["epoch"] if self.rows else 0.0,
+            final_val_loss=evaluated[-1]["val_loss"] if evaluated else None,
+            final_val_acc=evaluated[-1]["val_acc"] if evaluated else None,
+            final_val_bpb=self.bits_per_byte(evaluated[-1]["val_loss"] if evaluated else None),
+            unigram_bpb=self.unigram_bpb(),
+            best_val_acc=max(row["val_acc"] for row in evaluated) if evaluated else None,
+            train_loss_auc=self.train_loss_auc(),
+            parameters=count_parameters(self.model),
+        )
+
+    def train_loss_auc(self) -> float | None:
+        """Mean training loss over the whole run (each logged window weighted by its steps):
+        the area under the loss curve per step. Lower means faster convergence."""
+        if not self.rows:
+            return None
+        steps = [self.rows[0]["step"]] + [
+            b["step"] - a["step"] for a, b in zip(self.rows, self.rows[1:], strict=False)
+        ]
+        total = sum(w * row["train_loss"] for w, row in zip(steps, self.rows, strict=True))
+        return total / self.rows[-1]["step"]
+
+    # ----------------------------------------------------------------------- checkpoints
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.run.path / checkpoint.FILE_NAME
+
+    def checkpoint_due(self, step: int) -> bool:
+        every = self.cfg["train"]["checkpoint_every"]
+        return bool(every) and step % every == 0
+
+    def save_checkpoint(self, step: int, window: Window, tick: float) -> float:
+        """Save everything the steps after ``step`` depend on. Returns ``tick`` moved on by
+        the time the save took, so that saving is not counted as training time."""
+        started = time.perf_counter()
+        checkpoint.save(
+            self.checkpoint_path,
+            {
+                "step": step,
+                "model": self.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+                "scaler": self.scaler.state_dict(),
+                "rng": checkpoint.rng_state(self.device),
+                "data_order": self.data_order.state_dict(),
+                "window": window.state_dict(),
+                "rows": self.rows,
+                "diagnostics": self.diagnostics.rows if self.diagnostics else [],
+                "summary": self.summary,
+                "train_s": self.train_s + (started - tick),
+                "wall_s": self.wall_s + (started - self.attempt_start),
+                "first_step": self.first_step,
+            },
+        )
+        return tick + time.perf_counter() - started
+
+    def resume(self, window: Window) -> int:
+        """Load the run's checkpoint if it has one; returns the step to continue after."""
+        state = checkpoint.load(self.checkpoint_path)
+        if state is None:
+            return 0
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.scaler.load_state_dict(state["scaler"])
+        self.loss_scale = self.scaler.get_scale()
+        checkpoint.set_rng_state(state["rng"], self.device)
+        self.data_order.load_state_dict(state["data_order"])
+        window.load_state_dict(state["window"])
+        self.rows = state["rows"]
+        if self.diagnostics is not None:
+            self.diagnostics.rows = state["diagnostics"]
+        self.summary = state["summary"]
+        self.train_s, self.wall_s = state["train_s"], state["wall_s"]
+        self.first_step = state["first_step"]
+        self.resumed_from = state["step"]
+        return state["step"]
+
+    def generating_note(self, data: dict) -> contextlib.AbstractContextManager:
+        """A spinner while a first run on this machine generates its data set (seconds, once;
+        otherwise the screen stays blank)."""
+        if not (self.show_progress and will_generate(data)):
+            return contextlib.nullcontext()
+        message = f"generating {data['name']} once, cached in {cache_dir()}"
+        return Console(stderr=True).status(message)
+
+    def progress_bar(self) -> Progress:
+        return Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(bar_width=12),  # the whole line fits 100 columns
+            MofNCompleteColumn(),
+            TextColumn("loss {task.fields[loss]}"),
+            TextColumn("val acc {task.fields[val]}"),
+            TextColumn("{task.fields[speed]} steps/s"),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            disable=not self.show_progress,
+        )
+
+
+class DataOrder:
+    """Which training samples each step takes: every epoch a fresh permutation, drawn from a
+    generator seeded with the run's seed (a byte stream draws its windows from the same
+    generator, without epochs). Its state (the generator now and as it was before this
+    epoch's draw, and the steps taken in this epoch) goes into a checkpoint."""
+
+    def __init__(self, samples: int, batch_size: int, seed: int, device: torch.device):
+        self.samples, self.batch_size, self.device = samples, batch_size, device
+        self.steps_per_epoch = samples // batch_size
+        self.generator = torch.Generator().manual_seed(seed)
+        self.epoch_start: torch.Tensor | None = None  # generator state before this epoch
+        self.order: torch.Tensor | None = None
+        self.position = 0  # steps taken in this epoch
+
+    def next(self) -> torch.Tensor:
+        """The indices of the next batch."""
+        if self.order is None or self.position == self.steps_per_epoch:
+            self.draw()
+        start = self.position * self.batch_size
+        self.position += 1
+        return self.order[start : start + self.batch_size]
+
+    def draw(self) -> None:
+        self.epoch_start = self.generator.get_state()
+        self.order = torch.randperm(self.samples, generator=self.generator).to(self.device)
+        self.position = 0
+
+    def state_dict(self) -> dict:
+        return {
+            "generator": self.generator.get_state(),
+            "epoch_start": self.epoch_start,
+            "position": self.position,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        if state["epoch_start"] is None:  # before the first epoch, or a stream
+            self.generator.set_state(state["generator"])
+            return
+        self.generator.set_state(state["epoch_start"])
+        self.draw()  # the same permutation, and the generator where it was
+        self.position = state["position"]
+
+
+class Window:
+    """Training loss and accuracy summed on the device between two logging steps."""
+
+    def __init__(self, device: torch.device):
+        self.loss = torch.zeros((), device=device)
+        self.correct = torch.zeros((), device=device, dtype=torch.long)
+        self.samples = 0
+        self.steps = 0
+
+    def add(self, loss: torch.Tensor, logits: torch.Tensor, y: torch.Tensor) -> None:
+        self.loss += loss.detach()
+        self.correct += (logits.detach().argmax(-1) == y).sum()
+        self.samples += y.numel()  # samples, or bytes of next-byte prediction
+        self.steps += 1
+
+    def state_dict(self) -> dict:
+        return {
+            "loss": self.loss,
+            "correct": self.correct,
+            "samples": self.samples,
+            "steps": self.steps,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.loss.copy_(state["loss"])
+        self.correct.copy_(state["correct"])
+        self.samples, self.steps = state["samples"], state["steps"]
+
+    def read(self) -> tuple[float, float]:
+        """(mean loss, accuracy) since the last read, then start a new window."""
+        result = (self.loss.item() / self.steps, self.correct.item() / self.samples)
+        self.loss.zero_()
+        self.correct.zero_()
+        self.samples = self.steps = 0
+        return result

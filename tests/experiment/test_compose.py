@@ -1,0 +1,159 @@
+"""Config composition: Hydra's tree, the schema, and the rules that refuse combinations."""
+
+from __future__ import annotations
+
+import pytest
+
+from normbench.core.errors import UsageError
+from normbench.experiment.compose import compose
+from normbench.experiment.options import conf_dir, group_options
+from normbench.experiment.rules import RULES
+from normbench.experiment.schema import GROUPS, flatten
+
+
+def test_defaults_compose_to_the_documented_experiment():
+    cfg = compose([])
+    assert {g: cfg[g]["name"] for g in GROUPS} == {
+        "model": "transformer",
+        "norm": "layernorm",
+        "placement": "pre",
+        "data": "mnist1d",
+        "precision": "fp32",
+    }
+    assert cfg["batch_size"] == 32 and cfg["device"] == "auto" and cfg["seed"] == 0
+    assert set(cfg["train"]) >= {
+        "epochs",
+        "max_steps",
+        "lr",
+        "optimizer",
+        "warmup_steps",
+        "schedule",
+        "lr_scaling",
+        "base_batch_size",
+        "eval_every",
+        "grad_clip",
+    }
+    assert set(cfg["target"]) == {"metric", "value"}
+
+
+def test_every_group_has_the_options_of_the_design():
+    assert group_options("norm") == sorted(
+        [
+            "batchnorm",
+            "layernorm",
+            "instancenorm",
+            "groupnorm",
+            "switchnorm",
+            "rmsnorm",
+            "adaln",
+            "dyt",
+            "scalenorm",
+            "none",
+        ]
+    )
+    assert group_options("placement") == sorted(["pre", "post", "res_post", "sandwich", "deepnorm"])
+    assert group_options("model") == ["cnn", "transformer"]
+    assert group_options("precision") == ["bf16", "fp16", "fp32"]
+    assert group_options("data") == ["arrays", "digits", "mnist1d", "pysource", "tokens"]
+
+
+def test_overrides_are_typed_and_applied():
+    cfg = compose(
+        [
+            "model=cnn",
+            "norm=groupnorm",
+            "norm.groups=4",
+            "batch_size=8",
+            "train.lr=1e-3",
+            "norm.ghost_batch=4",
+            "precision=bf16",
+            "train.grad_clip=null",
+        ]
+    )
+    assert cfg["model"]["name"] == "cnn" and cfg["norm"]["groups"] == 4
+    assert cfg["train"]["lr"] == 0.001 and isinstance(cfg["train"]["lr"], float)
+    assert cfg["norm"]["ghost_batch"] is None  # groupnorm ignores it
+    assert cfg["train"]["grad_clip"] is None
+
+
+def test_integers_are_accepted_where_a_number_is_expected():
+    assert compose(["train.lr=1"])["train"]["lr"] == 1.0
+
+
+def test_every_norm_model_and_placement_combination_composes():
+    for norm in group_options("norm"):
+        for model in group_options("model"):
+            compose([f"norm={norm}", f"model={model}", "placement=sandwich"])
+
+
+def test_rules_have_summaries_for_normbench_list():
+    assert len(RULES) >= 6 and all(rule.summary for rule in RULES)
+
+
+def test_flatten():
+    assert flatten({"a": 1, "b": {"c": 2}}) == {"a": 1, "b.c": 2}
+
+
+def test_conf_dir_is_found():
+    assert (conf_dir() / "config.yaml").is_file()
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["norm.eps=abc"],
+        ["train.epochs=1.5"],
+        ["seed=-1"],
+        ["data=tokens", "data.max_len=4", "data.min_len=6"],
+        ["~norm"],
+        ["train.schedule=linear"],
+    ],
+)
+def test_more_bad_values_are_usage_errors(bad):
+    with pytest.raises(UsageError):
+        compose(bad)
+
+
+def test_norm_keys_match_the_options_each_norm_takes():
+    from normbench.layers.keys import NORM_KEYS, NORM_SPECIFIC_KEYS
+    from normbench.layers.norms import NORMS
+
+    assert set(NORM_KEYS) == set(NORMS)
+    for name, (_, options) in NORMS.items():
+        assert NORM_KEYS[name] == set(options) & NORM_SPECIFIC_KEYS, name
+
+
+def test_keys_a_norm_ignores_are_nulled_so_equal_experiments_share_a_run_id():
+    from normbench.store.rundir import run_id
+
+    gn = [compose(["norm=groupnorm", f"norm.ghost_batch={g}"]) for g in (2, 32)]
+    assert gn[0]["norm"]["ghost_batch"] is None and run_id(gn[0]) == run_id(gn[1])
+    bn = [compose(["norm=batchnorm", f"norm.ghost_batch={g}"]) for g in (2, 32)]
+    assert bn[0]["norm"]["ghost_batch"] == 2 and run_id(bn[0]) != run_id(bn[1])
+    assert compose(["norm=layernorm"])["norm"]["groups"] is None
+    assert compose(["norm=groupnorm"])["norm"]["groups"] == 8
+    compose(["norm=layernorm", "norm.ghost_batch=64"])  # ignored, so not refused
+
+
+def test_pysource_defaults_to_bits_per_byte_and_keeps_the_transformer_defaults():
+    lm, classifier = compose(["data=pysource"]), compose([])
+    assert lm["target"]["metric"] == "val_bpb" and classifier["target"]["metric"] == "val_acc"
+    assert lm["model"] == classifier["model"]
+
+
+@pytest.mark.parametrize(
+    ("bad", "named"),
+    [
+        (["data=pysource", "model=cnn"], "model=cnn"),
+        (["data=pysource", "norm=instancenorm"], "norm=instancenorm"),
+        (["data=pysource", "norm=switchnorm"], "norm=switchnorm"),
+        (["data=pysource", "norm=adaln"], "norm=adaln"),
+        (["target.metric=val_bpb"], "target.metric=val_bpb"),
+        (["data=pysource", "data.val_fraction=0"], "data.val_fraction=0.0"),
+        (["data=pysource", "data.val_fraction=0.5", "data.test_fraction=0.5"], "0.9"),
+        (["data=pysource", "data.corpus=python2.7-000000000000"], "data.corpus="),
+    ],
+)
+def test_pysource_refuses_what_would_not_be_next_byte_prediction(bad, named):
+    with pytest.raises(UsageError, match=named.replace(".", r"\.")):
+        compose(bad)

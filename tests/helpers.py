@@ -1,0 +1,110 @@
+"""What many tests build: tiny configs (a few steps on a slice of real data) and run
+directories with chosen numbers, written as normbench writes them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from normbench.experiment.compose import compose
+from normbench.store.provenance import source_hash
+from normbench.store.rundir import RunDir, run_id
+
+# A few steps on a small slice of real data: enough to exercise every code path quickly.
+TINY = [
+    "train.max_steps=6",
+    "train.eval_every=3",
+    "train.log_every=2",
+    "train.warmup_steps=2",
+    "model.width=16",
+    "model.depth=2",
+    "norm.groups=4",
+    "threads=1",
+]
+TINY_DATA = {
+    "mnist1d": ["data=mnist1d", "data.num_samples=600"],
+    "digits": ["data=digits"],
+    "tokens": ["data=tokens", "data.num_samples=400", "data.max_len=12"],
+    "pysource": ["data=pysource", "data.context=16", "data.eval_windows=8"],
+}
+
+
+def tiny(*overrides: str, data: str = "mnist1d") -> list[str]:
+    """TINY settings plus the given overrides (which win)."""
+    heads = [] if "model=cnn" in overrides else ["model.heads=2"]  # a transformer-only key
+    return ["device=cpu", *TINY_DATA[data], *TINY, *heads, *overrides]
+
+
+def make_run(
+    runs,
+    overrides,
+    status="complete",
+    acc=0.9,
+    test_acc=None,
+    steps_to_target=None,
+    auc=0.5,
+    code=None,
+    error=None,
+    losses=(2.0, 1.0, 0.5),
+    parameters=1234,
+):
+    """A run directory as normbench writes it, with chosen numbers."""
+    cfg = compose(["model=cnn", *overrides])
+    run = RunDir(runs, run_id(cfg))
+    run.write_config(cfg)
+    summary = {
+        "final_val_acc": acc,
+        "best_val_acc": acc,
+        "test_acc": acc if test_acc is None else test_acc,
+        "steps": 30,
+        "steps_to_target": steps_to_target,
+        "time_to_target_s": None if steps_to_target is None else steps_to_target / 100,
+        "train_loss_auc": auc,
+        "num_classes": 10,
+        "parameters": parameters,
+    }
+    meta = {
+        "run_id": run.run_id,
+        "status": status,
+        "summary": summary,
+        "error": error,
+        "code": {"source_hash": code or source_hash()},
+        "versions": {"torch": "2.13.0"},
+        "device": "cpu",
+        "command": ["/venv/bin/normbench", "run", "model=cnn", *overrides],
+    }
+    run.write_meta(meta)
+    rows = [
+        {
+            "step": 10 * (i + 1),
+            "samples": 10 * (i + 1) * cfg["batch_size"],
+            "epoch": 10 * (i + 1) * cfg["batch_size"] / 1000,
+            "elapsed_s": (i + 1) * 0.5,
+            "train_loss": loss,
+            "val_acc": None if acc is None else acc - 0.1 * (2 - i),
+        }
+        for i, loss in enumerate(losses)
+    ]
+    run.write_metrics(rows)
+    return run.run_id
+
+
+# A sweep's runs in a second or two: the CNN at width 8, one unit, 8 steps.
+QUICK = [
+    "model=cnn",
+    "model.width=8",
+    "model.depth=1",
+    "norm.groups=4",
+    "data.num_samples=500",
+    "train.max_steps=8",
+    "train.eval_every=4",
+    "train.log_every=2",
+    "device=cpu",
+]
+
+
+def run_dirs(runs: Path) -> set[str]:
+    return {p.name for p in runs.iterdir() if not p.name.startswith(".") and p.name != "sweeps"}
+
+
+def metas(runs: Path) -> dict[str, dict]:
+    return {name: RunDir(runs, name).read_meta() for name in run_dirs(runs)}

@@ -1,0 +1,53 @@
+"""normbench check-norm: the shipped norms keep the contract; broken norms fail the right row."""
+
+from __future__ import annotations
+
+import pytest
+from broken_norms import ChangesShape, IgnoresEvalMode, LeaksPadding, NaNGradient
+from torch import nn
+
+from normbench.layers.conformance import check_norm
+from normbench.layers.norms import NORMS
+
+
+def failed(rows) -> dict[tuple[str, str], str]:
+    return {(row.name, row.layout): row.detail for row in rows if not row.passed}
+
+
+@pytest.mark.parametrize("name", sorted(NORMS))
+def test_every_shipped_norm_passes(name):
+    cls, _ = NORMS[name]
+    assert failed(check_norm(cls)) == {}
+
+
+@pytest.mark.parametrize(
+    ("norm", "row", "layouts", "words"),
+    [
+        (LeaksPadding, "padding changes no real output or buffer", ("tokens",), "padding"),
+        (ChangesShape, "output shape and dtype", ("channels", "tokens"), "output shape"),
+        (NaNGradient, "finite gradients", ("channels", "tokens"), "not finite"),
+        (
+            IgnoresEvalMode,
+            "eval mode: no buffer moves, no batch dependence",
+            ("channels", "tokens"),
+            "eval mode",
+        ),
+    ],
+)
+def test_broken_norms_fail_the_right_row(norm, row, layouts, words):
+    failures = failed(check_norm(norm))
+    for layout in layouts:
+        assert (row, layout) in failures, failures
+        assert words in failures[(row, layout)]
+
+
+def test_a_class_that_does_not_take_the_contract_fails_to_build():
+    class NoLayout(nn.Module):
+        def __init__(self, num_features):
+            super().__init__()
+
+    rows = check_norm(NoLayout)
+    assert [(r.name, r.passed) for r in rows] == [
+        ("builds as Norm(num_features, layout)", False),
+        ("builds as Norm(num_features, layout)", False),
+    ]

@@ -1,0 +1,263 @@
+"""Both models, every placement and norm: equations, DeepNorm scaling, a few training steps."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import pytest
+import torch
+import torch.nn.functional as F
+from helpers import tiny
+
+from normbench.data.datasets import input_shape
+from normbench.experiment.compose import compose
+from normbench.experiment.options import group_options
+from normbench.layers.models import (
+    CNN,
+    MLP,
+    NEEDS_FINAL_NORM,
+    Attention,
+    ResidualUnit,
+    Transformer,
+    build_model,
+    count_parameters,
+    standardize,
+)
+from normbench.layers.norms import Norm, make_norm
+from normbench.training.run import run_experiment
+
+PLACEMENTS = group_options("placement")
+
+
+class Double(torch.nn.Module):
+    """A sublayer F(x) = 2x + 1 whose effect on each equation is easy to write down."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(1))
+
+    def forward(self, x, mask=None):
+        return 2 * x * self.weight + 1
+
+    def deepnorm_init(self, beta):
+        with torch.no_grad():
+            self.weight.fill_(beta)
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+def test_each_placement_computes_its_equation(placement):
+    torch.manual_seed(0)
+    unit = ResidualUnit(Double(), 4, "tokens", placement, 6, partial(make_norm, "layernorm"))
+    x = torch.randn(2, 3, 4)
+
+    def N(h):  # noqa: N802
+        return F.layer_norm(h, (4,), eps=1e-5)
+
+    beta, alpha = (8 * 3) ** -0.25, (2 * 3) ** 0.25
+    expected = {
+        "pre": x + (2 * N(x) + 1),
+        "post": N(x + 2 * x + 1),
+        "res_post": x + N(2 * x + 1),
+        "sandwich": x + N(2 * N(x) + 1),
+        "deepnorm": N(alpha * x + (2 * beta * x + 1)),
+    }[placement]
+    torch.testing.assert_close(unit(x), expected, rtol=1e-5, atol=1e-5)
+
+
+def xavier_std(weight: torch.Tensor, gain: float) -> float:
+    """Xavier-normal's std, gain * sqrt(2 / (fan_in + fan_out)); fans count a conv's kernel."""
+    receptive = weight[0][0].numel()
+    return gain * (2 / ((weight.shape[0] + weight.shape[1]) * receptive)) ** 0.5
+
+
+@pytest.mark.parametrize(("model", "paper_layers"), [("transformer", 3), ("cnn", 1.5)])
+def test_deepnorm_constants_and_initialisation_follow_deepnet(model, paper_layers):
+    """DeepNet: alpha = (2N)^(1/4), beta = (8N)^(-1/4) for N layers of two sublayers (a CNN
+    unit is one sublayer, so 3 units are N = 1.5); values, output projection, FFN and conv
+    weights Xavier-normal with gain beta, queries and keys with gain 1."""
+    torch.manual_seed(0)
+    cfg = compose(tiny(f"model={model}", "placement=deepnorm", "model.depth=3", "model.width=64"))
+    net = build_model(cfg, input_shape(cfg["data"]), 10)
+    alpha, beta = (2 * paper_layers) ** 0.25, (8 * paper_layers) ** -0.25
+    checked = 0
+    for unit in net.units:
+        assert unit.alpha == pytest.approx(alpha)
+        sublayer = unit.sublayer
+        if isinstance(sublayer, Attention):
+            q, k, v = sublayer.qkv.weight.chunk(3)
+            weights = [(q, 1.0), (k, 1.0), (v, beta), (sublayer.proj.weight, beta)]
+        elif isinstance(sublayer, MLP):
+            weights = [(sublayer.fc1.weight, beta), (sublayer.fc2.weight, beta)]
+        else:
+            weights = [(sublayer.conv1.weight, beta), (sublayer.conv2.weight, beta)]
+        for weight, gain in weights:  # >= 4,096 entries: the sample std is within 1.1% (1 sigma)
+            assert weight.std().item() == pytest.approx(xavier_std(weight, gain), rel=0.05)
+            assert abs(weight.mean().item()) < 0.1 * xavier_std(weight, gain)
+            checked += 1
+    assert checked == (6 * 3 if model == "transformer" else 2 * 3)
+    post_cfg = compose(tiny(f"model={model}", "placement=post", "model.depth=3", "model.width=64"))
+    post = build_model(post_cfg, input_shape(post_cfg["data"]), 10)
+    assert all(unit.alpha == 1.0 for unit in post.units)
+
+
+@pytest.mark.parametrize("model", ["transformer", "cnn"])
+def test_xavier_init_is_xavier_normal_in_every_unit_and_default_is_pytorchs(model):
+    """model.init=xavier: every unit weight Xavier-normal with gain 1 (Xiong et al.'s setting;
+    q, k and v each as its own matrix); the default keeps PyTorch's Kaiming-uniform, whose std
+    is sqrt(1/(3 fan_in))."""
+    torch.manual_seed(0)
+    for init in ("xavier", "default"):
+        overrides = (f"model={model}", "placement=post", "model.depth=2", "model.width=64")
+        cfg = compose(tiny(*overrides, f"model.init={init}"))
+        net = build_model(cfg, input_shape(cfg["data"]), 10)
+        for unit in net.units:
+            weights = [p for p in unit.sublayer.parameters() if p.dim() >= 2]
+            if isinstance(unit.sublayer, Attention):  # q, k and v are three matrices
+                weights = [*unit.sublayer.qkv.weight.chunk(3), unit.sublayer.proj.weight]
+            for weight in weights:
+                fan_in = weight[0].numel()
+                expected = xavier_std(weight, 1.0) if init == "xavier" else (3 * fan_in) ** -0.5
+                assert weight.std().item() == pytest.approx(expected, rel=0.05), init
+
+
+def test_adaln_adds_two_d_squared_parameters_per_norm_over_layernorm():
+    """AdaLN's projection (d -> 2d, with bias) replaces LayerNorm's affine (2d): 2d^2 more per
+    norm; pre placement has 2 * depth unit norms and a final one."""
+
+    def size(norm):
+        cfg = compose(tiny(f"norm={norm}", "model.width=16", "model.depth=2"))
+        return count_parameters(build_model(cfg, input_shape(cfg["data"]), 10))
+
+    assert size("adaln") - size("layernorm") == (2 * 2 + 1) * 2 * 16**2
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+def test_final_norm_only_where_the_stream_is_unnormalized(placement):
+    cfg = compose(tiny(f"placement={placement}"))
+    model = build_model(cfg, input_shape(cfg["data"]), 10)
+    has_final = type(model.final_norm).__name__ != "Identity"
+    assert has_final == (placement in NEEDS_FINAL_NORM)
+
+
+def test_weight_standardization_applies_to_units_and_is_per_output_unit():
+    w = torch.randn(6, 4, 3) * 5 + 2
+    s = standardize(w)
+    torch.testing.assert_close(s.mean((1, 2)), torch.zeros(6), atol=1e-5, rtol=0)
+    torch.testing.assert_close(s.std((1, 2), unbiased=False), torch.ones(6), atol=1e-4, rtol=0)
+    cfg = compose(tiny("model=cnn", "model.weight_std=true", "norm=groupnorm"))
+    cnn = build_model(cfg, input_shape(cfg["data"]), 10)
+    assert type(cnn.units[0].sublayer.conv1).__name__ == "StdConv1d"
+    cfg = compose(tiny("model.weight_std=true"))
+    transformer = build_model(cfg, input_shape(cfg["data"]), 10)
+    assert type(transformer.units[0].sublayer.qkv).__name__ == "StdLinear"
+
+
+@pytest.mark.parametrize("data", ["mnist1d", "digits", "tokens"])
+def test_transformer_takes_every_data_set(data):
+    cfg = compose(tiny(data=data))
+    from normbench.data.datasets import load
+
+    dataset = load(cfg["data"])
+    model = build_model(cfg, input_shape(cfg["data"]), dataset.num_classes, dataset.vocab_size)
+    assert isinstance(model, Transformer)
+    x = torch.from_numpy(dataset.train.x[:3])
+    mask = None if dataset.train.mask is None else torch.from_numpy(dataset.train.mask[:3])
+    assert model(x, mask=mask).shape == (3, dataset.num_classes)
+
+
+def test_cnn_is_2d_for_images():
+    cfg = compose(tiny("model=cnn", data="digits"))
+    model = build_model(cfg, input_shape(cfg["data"]), 10)
+    assert isinstance(model, CNN) and isinstance(model.stem, torch.nn.Conv2d)
+    assert model(torch.randn(2, 1, 8, 8)).shape == (2, 10)
+
+
+def test_padding_does_not_change_the_transformer_output():
+    """Masked attention, masked statistics and masked pooling: extra padding is invisible."""
+    torch.manual_seed(0)
+    cfg = compose(tiny("norm=batchnorm", data="tokens"))
+    model = build_model(cfg, (12,), 4, vocab_size=16).eval()
+    tokens = torch.randint(1, 17, (2, 6))
+    short = torch.nn.functional.pad(tokens, (0, 2))
+    long = torch.nn.functional.pad(tokens, (0, 6))
+    out_short = model(short, mask=short != 0)
+    out_long = model(long, mask=long != 0)
+    torch.testing.assert_close(out_short, out_long, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("placement", PLACEMENTS)
+@pytest.mark.parametrize("model", ["transformer", "cnn"])
+def test_every_placement_trains_in_both_models(model, placement, tmp_path):
+    cfg = compose(tiny(f"model={model}", f"placement={placement}", "norm=groupnorm"))
+    outcome = run_experiment(cfg, tmp_path, progress=False)
+    assert outcome.status == "complete", outcome.error
+    assert outcome.summary["steps"] == 6 and outcome.summary["final_val_acc"] is not None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("norm", group_options("norm"))
+@pytest.mark.parametrize("model", ["transformer", "cnn"])
+def test_every_norm_trains_in_both_models(model, norm, tmp_path):
+    cfg = compose(tiny(f"model={model}", f"norm={norm}", "model.depth=1", "train.max_steps=3"))
+    outcome = run_experiment(cfg, tmp_path, progress=False)
+    assert outcome.status == "complete", outcome.error
+
+
+@pytest.mark.parametrize(
+    ("model", "placement", "dtype"),
+    [
+        ("transformer", "pre", torch.float32),
+        ("transformer", "post", torch.float32),
+        ("cnn", "pre", torch.bfloat16),
+    ],
+)
+def test_what_dtype_a_norm_reads_under_autocast(model, placement, dtype):
+    """The precision preset rests on this: a Transformer's norms read the float32 residual
+    stream (so norm.fp32_stats cannot matter there), a CNN's norms read bf16/fp16 activations."""
+    cfg = compose(tiny(f"model={model}", f"placement={placement}", "norm=rmsnorm"))
+    net = build_model(cfg, input_shape(cfg["data"]), 10)
+    seen = set()
+    for module in net.modules():
+        if isinstance(module, Norm):
+            module.register_forward_hook(lambda mod, args, out: seen.add(args[0].dtype))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        net(torch.randn(4, *input_shape(cfg["data"])))
+    assert seen == {dtype}
+
+
+# ---------------------------------------------------------------------- causal (pysource)
+CAUSAL_NORMS = ["layernorm", "rmsnorm", "batchnorm", "groupnorm", "dyt", "scalenorm", "none"]
+
+
+def causal_model(norm: str, placement: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    cfg = compose(tiny(f"norm={norm}", f"placement={placement}", data="pysource"))
+    model = build_model(cfg, input_shape(cfg["data"]), 256, vocab_size=256)
+    model.train()
+    model(torch.randint(0, 256, (8, 16)))  # moves BatchNorm's running statistics off init
+    return model.eval()
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+@pytest.mark.parametrize("norm", CAUSAL_NORMS)
+def test_a_change_at_position_t_never_changes_the_logits_before_t(norm, placement):
+    model = causal_model(norm, placement)
+    x = torch.randint(0, 256, (3, 16))
+    logits = model(x)
+    assert logits.shape == (3, 16, 256)
+    for t in (0, 7, 15):
+        changed = x.clone()
+        changed[:, t] = (changed[:, t] + 1) % 256
+        other = model(changed)
+        torch.testing.assert_close(other[:, :t], logits[:, :t], rtol=0, atol=1e-6)
+        assert (other[:, t] - logits[:, t]).abs().amax() > 1e-4  # position t does see it
+
+
+def test_batchnorm_in_train_mode_pools_later_tokens_into_earlier_positions():
+    """Why only eval mode is causal with BatchNorm: batch statistics span every token."""
+    model = causal_model("batchnorm", "pre").train()
+    x = torch.randint(0, 256, (3, 16))
+    changed = x.clone()
+    changed[:, 15] = (changed[:, 15] + 1) % 256
+    assert (model(changed)[:, :15] - model(x)[:, :15]).abs().amax() > 1e-6
