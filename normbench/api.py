@@ -1,6 +1,12 @@
-"""normbench's public API: what your own norm and your own model may build on
-(docs/your-own-norm.md). Names here keep their meaning across versions; the rest of normbench
-may change.
+"""normbench's public API. Names here keep their meaning across versions; the rest of normbench
+may change (docs/design.md lists them).
+
+Configs and models:
+
+- ``compose(overrides)``: the validated, resolved config of one run, as ``normbench run
+  --cfg`` shows it (a plain dict); bad input raises ``UsageError`` with the CLI's one line.
+- ``build_model(overrides)``: the model exactly as ``normbench run`` builds it at that seed,
+  before training. Two configs that differ in the norm share every other initial weight.
 
 Your norm: ``Norm(num_features, layout, **options)``, an ``nn.Module`` whose
 ``forward(x, mask=None, cond=None)`` takes channels (N, C, *S) or tokens (N, T, D) with a
@@ -15,29 +21,67 @@ layout)`` builds the run's norm (``NormFactory``); ``ResidualUnit`` places it ar
 sublayer as the run's placement (``cfg["placement"]["name"]``, one of ``PLACEMENTS``) says.
 ``make_norm`` here is the other spelling, a shipped norm by name:
 ``make_norm("groupnorm", 64, "channels", groups=8)``.
+
+Names are imported when first used, so ``import normbench.api`` does not import torch until a
+name that needs it is asked for.
 """
 
 from __future__ import annotations
 
-from normbench.layers.models import NEEDS_FINAL_NORM, PLACEMENTS, ResidualUnit, final_norm
-from normbench.layers.norms import (
-    LAYOUTS,
-    Norm,
-    NormFactory,
-    feature_view,
-    make_norm,
-    masked_moments,
-)
+import importlib
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "LAYOUTS",
-    "NEEDS_FINAL_NORM",
-    "PLACEMENTS",
-    "Norm",
-    "NormFactory",
-    "ResidualUnit",
-    "feature_view",
-    "final_norm",
-    "make_norm",
-    "masked_moments",
-]
+from normbench.core.errors import StoreError, UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torch import nn
+
+# name -> the module that defines it (imported on first use)
+_LAZY = {
+    "LAYOUTS": "normbench.layers.norms",
+    "Norm": "normbench.layers.norms",
+    "NormFactory": "normbench.layers.norms",
+    "feature_view": "normbench.layers.norms",
+    "make_norm": "normbench.layers.norms",
+    "masked_moments": "normbench.layers.norms",
+    "NEEDS_FINAL_NORM": "normbench.layers.models",
+    "PLACEMENTS": "normbench.layers.models",
+    "ResidualUnit": "normbench.layers.models",
+    "final_norm": "normbench.layers.models",
+}
+
+__all__ = ["StoreError", "UsageError", "build_model", "compose", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'normbench.api' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+def compose(overrides: Iterable[str] = ()) -> dict:
+    """The resolved config of one run, validated (and its plugins probed) as ``normbench run``
+    does; a ``UsageError`` carries the CLI's one-line message."""
+    from normbench.experiment.probe import compose_checked
+
+    return compose_checked(list(overrides))
+
+
+def build_model(overrides: Iterable[str] = ()) -> nn.Module:
+    """The model ``normbench run OVERRIDES`` trains, as it is before the first step: built at
+    the run's seed (``seed=``, default 0) for its data's shape, on the CPU, in training mode.
+    The caller's torch random state is left as it was."""
+    import torch
+
+    from normbench.data.datasets import describe
+    from normbench.layers.models import seeded_model
+
+    cfg = compose(overrides)
+    data = describe(cfg["data"])
+    with torch.random.fork_rng(devices=[]):
+        return seeded_model(cfg, data.input_shape, data.num_classes, data.vocab_size)

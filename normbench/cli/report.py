@@ -90,7 +90,7 @@ def report(
     """Compare runs: verdicts against the best, batch-size sensitivity and precision."""
     from normbench.core.errors import UsageError
     from normbench.report import render, tables
-    from normbench.store import catalog, records
+    from normbench.store import catalog
 
     arguments = list(arguments or [])
     if arguments and "=" not in arguments[0]:
@@ -105,21 +105,16 @@ def report(
             check_x(x)
             if plots is None and html is None:
                 raise UsageError(f"--x {x}: for figures; add --plots DIR or --html FILE")
-        selection = catalog.load_runs(runs_dir)
-        if sweep_name:
-            ids, looks, sweep_commands = records.sweep_run_ids(runs_dir, sweep_name)
-            method = tables.Method(**{**method.__dict__, "looks": looks})
-        else:
-            ids, sweep_commands = None, []
-        selection = catalog.select(selection, arguments, ids, tag)
+        selection, looks, sweep_commands = catalog.select_runs(runs_dir, arguments, sweep_name, tag)
+        for warning in selection.warnings:
+            typer.secho(f"warning: {render.plain(warning)}", fg="yellow", err=True)
+        method = tables.Method(**{**method.__dict__, "looks": looks})
         result = tables.build(selection, by.split(",") if by else None, best_over, method)
         if diagnostics:
             tables.attach_diagnostics(result, runs_dir)
         text = None if fmt == "rich" else render.as_text(result, fmt, table, out)
     except UsageError as err:
         raise fail(str(err)) from None
-    for warning in result.warnings:
-        typer.secho(f"warning: {render.plain(warning)}", fg="yellow", err=True)
     if text is not None and out is None:
         typer.echo(text, nl=False)
     elif text is not None:
@@ -130,7 +125,8 @@ def report(
     else:
         console = terminal()
         statuses = ", ".join(f"{n} {status}" for status, n in sorted(result.counts.items()))
-        console.print(f"{sum(result.counts.values())} runs ({statuses})", soft_wrap=True)
+        total = sum(result.counts.values())
+        console.print(f"{total} run{'s' * (total != 1)} ({statuses})", soft_wrap=True)
         for renderable in render.rich_renderables(result, table):
             console.print(renderable)
         if diagnostics:

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from normbench.data.base import NEXT_BYTE_DATA
+from normbench.layers.generators import own_generator
 from normbench.layers.norms import Identity, NormFactory, norm_factory
 
 PLACEMENTS = ("pre", "post", "res_post", "sandwich", "deepnorm")
@@ -174,8 +175,9 @@ class ResidualUnit(nn.Module):
             self.alpha, gain = deepnorm_constants(sublayers)
         elif init == "xavier":  # DeepNet's initialisation at beta = 1 is plain Xavier-normal
             gain = 1.0
-        if gain is not None:
-            getattr(sublayer, "deepnorm_init", partial(deepnorm_init, sublayer))(gain)
+        if gain is not None:  # drawn on a generator of its own: later weights stay the same
+            with own_generator("initialisation"):
+                getattr(sublayer, "deepnorm_init", partial(deepnorm_init, sublayer))(gain)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         n = partial(self.norm, mask=mask)  # N
@@ -343,3 +345,13 @@ def build_model(
             model, make_norm, placement, input_shape, num_classes, vocab_size, causal
         )
     return CNN(model, make_norm, placement, input_shape, num_classes)
+
+
+def seeded_model(
+    cfg: dict, input_shape: tuple[int, ...], num_classes: int, vocab_size: int = 0
+) -> nn.Module:
+    """The model a run starts from: built right after seeding torch's generator with the
+    run's seed, so every initial weight outside the norms is a function of the seed alone
+    (normbench.layers.generators)."""
+    torch.manual_seed(cfg["seed"])
+    return build_model(cfg, input_shape, num_classes, vocab_size)

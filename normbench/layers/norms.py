@@ -15,12 +15,15 @@ otherwise run layer_norm/group_norm/batch_norm in bf16/fp16 and lose the varianc
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from normbench.layers.generators import own_generator
 
 LAYOUTS = ("channels", "tokens")
 LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -488,11 +491,15 @@ def norm_options(norm: dict) -> tuple[Callable[..., nn.Module], dict]:
 
 
 def norm_factory(norm: dict) -> NormFactory:
-    """The run's norm bound to its config section."""
+    """The run's norm bound to its config section. Each norm is built on a generator of its own
+    (normbench.layers.generators): whatever a norm draws, shipped or yours, the rest of the
+    model is initialised as it would be with any other norm at the same seed."""
     cls, options = norm_options(norm)
+    built = itertools.count()
 
     def make(num_features: int, layout: str = "channels") -> nn.Module:
-        return cls(num_features, layout, **options)
+        with own_generator(f"norm {next(built)}"):
+            return cls(num_features, layout, **options)
 
     return make
 

@@ -164,6 +164,11 @@ def build(
     """Every table that applies to a selection, section by section."""
     method = method or Method()
     runs = selection.runs
+    if runs.empty and selection.warnings:
+        raise UsageError(
+            f"no readable runs: {len(selection.warnings)} skipped (the warnings above name "
+            "each run and file)"
+        )
     if runs.empty:
         raise UsageError("no runs match: check the runs directory, --sweep and the filters")
     if by:

@@ -22,6 +22,7 @@ from normbench.core.files import read_json
 from normbench.core.text import plain
 from normbench.experiment.compose import parse_overrides
 from normbench.experiment.schema import LATER_KEYS, flatten
+from normbench.store.records import sweep_run_ids
 from normbench.store.rundir import (
     FINISHED,
     MAX_BYTES,
@@ -112,6 +113,16 @@ def stamp(path: Path) -> list:
     return out
 
 
+def unreadable(err: Exception) -> str:
+    """Why a run could not be read, naming the file: ``metrics.parquet is missing``."""
+    if isinstance(err, StoreError):
+        return str(err)
+    if isinstance(err, FileNotFoundError) and err.filename:
+        return f"{Path(err.filename).name} is missing"
+    where = f"{Path(err.filename).name}: " if getattr(err, "filename", None) else ""
+    return f"{where}{getattr(err, 'strerror', None) or err}"
+
+
 def load_runs(runs_dir: Path) -> Selection:
     """Every run under runs_dir; half-written, corrupt or unsafe ones skipped with a warning
     naming the run and the file; a ``running`` run whose lock is free shown as abandoned."""
@@ -143,8 +154,7 @@ def load_runs(runs_dir: Path) -> Selection:
                 try:
                     row = read_run(Path(entry.path))
                 except (OSError, StoreError) as err:
-                    reason = err if isinstance(err, StoreError) else err.strerror or err
-                    warnings.append(f"skipped {name}: {plain(str(reason))}")
+                    warnings.append(f"skipped {name}: {plain(unreadable(err))}")
                     continue
             fresh[entry.name] = {"stamp": files, "row": row}
             rows.append(row)
@@ -221,3 +231,17 @@ def _same(value, wanted) -> bool:
     if isinstance(wanted, (int, float)) and isinstance(value, (int, float)):
         return math.isclose(value, wanted)
     return str(value) == str(wanted)
+
+
+def select_runs(
+    runs_dir: Path,
+    filters: list[str] = (),
+    sweep: str | None = None,
+    tag: str | None = None,
+) -> tuple[Selection, int, list]:
+    """The runs a report is about: every readable run of ``runs_dir``, narrowed to the latest
+    record of each named sweep (``a,b``), to the filters and to a tag; with the most looks
+    among the sweeps (sweeps run until decided) and their commands."""
+    selection = load_runs(runs_dir)
+    ids, looks, commands = sweep_run_ids(runs_dir, sweep) if sweep else (None, 1, [])
+    return select(selection, list(filters), ids, tag), looks, commands

@@ -24,7 +24,7 @@ from normbench.data.datasets import input_shape, load
 from normbench.data.generated import will_generate
 from normbench.data.pysource import unigram_bits
 from normbench.layers.keys import norm_reads
-from normbench.layers.models import build_model, count_parameters
+from normbench.layers.models import count_parameters, seeded_model
 from normbench.store.rundir import RunDir
 from normbench.training import checkpoint
 from normbench.training.diagnostics import Diagnostics, frozen_buffers
@@ -61,7 +61,7 @@ class Trainer:
         self.tensors = {
             name: self.to_device(getattr(self.data, name)) for name in ("train", "val", "test")
         }
-        self.model = build_model(
+        self.model = seeded_model(
             cfg, input_shape(cfg["data"]), self.data.num_classes, self.data.vocab_size
         ).to(self.device)
         self.lr = train["lr"] * self.lr_scale()

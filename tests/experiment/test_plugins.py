@@ -563,8 +563,8 @@ PADDING = "padding changes no real output or buffer"
         ),
     ],
 )
-def test_check_norm_fails_broken_norms_on_their_row(broken, row, layouts, also):
-    result = runner.invoke(app, ["check-norm", f"broken_norms:{broken}"], env={"COLUMNS": "250"})
+def test_check_norm_fails_user_norms_on_their_row(broken, row, layouts, also):
+    result = runner.invoke(app, ["check-norm", f"user_norms:{broken}"], env={"COLUMNS": "250"})
     assert result.exit_code == 1, result.output
     cells = {}
     for line in result.output.splitlines():

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from broken_norms import ChangesShape, IgnoresEvalMode, LeaksPadding, NaNGradient
 from torch import nn
+from user_norms import ChangesShape, IgnoresEvalMode, LeaksPadding, NaNGradient
 
 from normbench.layers.conformance import check_norm
 from normbench.layers.norms import NORMS
@@ -34,7 +34,7 @@ def test_every_shipped_norm_passes(name):
         ),
     ],
 )
-def test_broken_norms_fail_the_right_row(norm, row, layouts, words):
+def test_user_norms_fail_the_right_row(norm, row, layouts, words):
     failures = failed(check_norm(norm))
     for layout in layouts:
         assert (row, layout) in failures, failures

@@ -1,6 +1,7 @@
-"""Norms that break the contract, each in one way: check-norm must fail each on its own row
-(tests/layers/test_conformance.py, and by import path ``broken_norms:LeaksPadding`` through
-the command line in tests/experiment/test_plugins.py)."""
+"""Norms as a user writes them: one that draws random numbers when it is built (DrawingNorm,
+tests/layers/test_generators.py), and four that break the contract, each in one way, which
+check-norm must fail on its own row (tests/layers/test_conformance.py, and by import path
+``user_norms:LeaksPadding`` through the command line in tests/experiment/test_plugins.py)."""
 
 from __future__ import annotations
 
@@ -51,3 +52,16 @@ class IgnoresEvalMode(nn.Module):
         h = x.transpose(1, 2) if self.layout == "tokens" else x
         y = F.batch_norm(h, self.running_mean, self.running_var, training=True)
         return y.transpose(1, 2) if self.layout == "tokens" else y
+
+
+class DrawingNorm(nn.Module):
+    """A user's norm that draws random numbers when it is built (a random projection)."""
+
+    def __init__(self, num_features, layout):
+        super().__init__()
+        self.layout = layout
+        self.mix = nn.Linear(num_features, num_features)  # kaiming-uniform: draws
+        self.noise = nn.Parameter(torch.randn(num_features))
+
+    def forward(self, x, mask=None, cond=None):
+        return x
