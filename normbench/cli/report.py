@@ -43,6 +43,15 @@ def report(
         float,
         typer.Option("--margin", help="Largest difference that counts as equivalent (> 0)."),
     ] = 0.01,
+    reference: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--reference",
+            help="Compare every group with this one, named before looking: KEY=VALUE "
+            "(repeatable), e.g. norm=layernorm \\[default: the best group]",
+            show_default=False,
+        ),
+    ] = None,
     reference_batch: Annotated[
         int | None,
         typer.Option(
@@ -96,7 +105,9 @@ def report(
     if arguments and "=" not in arguments[0]:
         runs_dir = Path(arguments.pop(0))
     try:
-        method = tables.Method.from_options(alpha, margin, reference_batch, diverged)
+        method = tables.Method.from_options(
+            alpha, margin, reference_batch, diverged, reference or []
+        )
         if fmt not in ("rich", "csv", "markdown", "json"):
             raise UsageError(f"--format {fmt}: valid: rich, csv, markdown, json")
         if x is not None:
@@ -105,10 +116,12 @@ def report(
             check_x(x)
             if plots is None and html is None:
                 raise UsageError(f"--x {x}: for figures; add --plots DIR or --html FILE")
-        selection, looks, sweep_commands = catalog.select_runs(runs_dir, arguments, sweep_name, tag)
+        selection, design, sweep_commands = catalog.select_runs(
+            runs_dir, arguments, sweep_name, tag
+        )
         for warning in selection.warnings:
             typer.secho(f"warning: {render.plain(warning)}", fg="yellow", err=True)
-        method = tables.Method(**{**method.__dict__, "looks": looks})
+        method = method.with_(**design)
         result = tables.build(selection, by.split(",") if by else None, best_over, method)
         if diagnostics:
             tables.attach_diagnostics(result, runs_dir)

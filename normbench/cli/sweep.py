@@ -56,6 +56,15 @@ def sweep(
     margin: Annotated[
         float, typer.Option("--margin", help="With --until-decided: the equivalence margin.")
     ] = 0.01,
+    reference: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--reference",
+            help="With --until-decided: compare with this group, named before looking: "
+            "KEY=VALUE (repeatable) \\[default: the best group]",
+            show_default=False,
+        ),
+    ] = None,
     max_runs: Annotated[
         int, typer.Option("--max-runs", help="Refuse grids with more combinations than this.")
     ] = 10_000,
@@ -100,10 +109,8 @@ def sweep(
         grid = grids.expand(preset, overrides, max_runs)
         if launcher == "local":
             _check_devices({job.cfg["device"] for job in grid.jobs})
-        method = Method.from_options(alpha, margin)
-        plan = (
-            adaptive.design(grid, max_seeds, method.alpha, method.margin) if until_decided else None
-        )
+        method = Method.from_options(alpha, margin, reference=reference or [])
+        plan = adaptive.design(grid, max_seeds, method) if until_decided else None
     except UsageError as err:
         raise fail(str(err)) from None
     grid.name = name or grid.name
@@ -124,10 +131,11 @@ def sweep(
     console.print(planning.plan_summary(grid, planned), soft_wrap=True)
     interrupt_on_sigterm()
     jobs_so_far, counts, views = list(grid.jobs), {}, []
-    todo = planned.todo
+    todo, first, look = planned.todo, None, 1
     for look in range(1, plan.looks + 1 if plan else 2):
         view = live.LiveView(console, grid, todo, title=f"round {look}" if plan else None)
         views.append(view)
+        design = plan.record(look) if plan else None
         try:
             if todo:
                 with view:
@@ -137,11 +145,13 @@ def sweep(
                 planning.discard_record(record, folder)
             else:
                 planning.finish_record(
-                    record, planning.add_counts(counts, view.counts), jobs_so_far
+                    record, planning.add_counts(counts, view.counts), jobs_so_far, True, design
                 )
             raise fail(str(err)) from None
         except KeyboardInterrupt:
-            planning.finish_record(record, planning.add_counts(counts, view.counts), jobs_so_far)
+            planning.finish_record(
+                record, planning.add_counts(counts, view.counts), jobs_so_far, True, design
+            )
             console.print(
                 f"interrupted: {view.counts['complete']} runs completed and kept; "
                 "run the same command again to finish the rest",
@@ -149,10 +159,15 @@ def sweep(
             )
             raise typer.Exit(130) from None
         counts = planning.add_counts(counts, view.counts)
-        if plan is None or look == plan.looks:
+        if plan is None:
             break
-        todo, undecided = adaptive.seeds_to_add(jobs_so_far, runs_dir, plan)
-        if not todo:
+        now = adaptive.look_at(jobs_so_far, runs_dir, plan.at(look))
+        if look == 1:  # the grid alone, reported as a fixed design (full alpha)
+            first = adaptive.tally(
+                adaptive.look_at(jobs_so_far, runs_dir, method), len(jobs_so_far)
+            )
+        todo, undecided = adaptive.seeds_to_add(jobs_so_far, now, plan)
+        if not todo or look == plan.looks:
             console.print(
                 f"round {look}: every verdict decided"
                 if not undecided
@@ -166,17 +181,22 @@ def sweep(
             soft_wrap=True,
         )
         jobs_so_far += todo
-        planning.finish_record(record, counts, jobs_so_far, finished=False)
-    summary = planning.finish_record(record, counts, jobs_so_far)
+        planning.finish_record(record, counts, jobs_so_far, False, plan.record(look + 1))
+    summary = planning.finish_record(
+        record, counts, jobs_so_far, True, plan.record(look) if plan else None
+    )
     console.line()
     console.print(live.summary_table(grid, views))
     if plan:
-        _, undecided = adaptive.seeds_to_add(jobs_so_far, runs_dir, plan)
+        final = adaptive.tally(
+            adaptive.look_at(jobs_so_far, runs_dir, plan.at(look)), len(jobs_so_far)
+        )
         console.print(
-            f"until decided: {len(views)} round(s), {len(jobs_so_far)} runs against "
-            f"{plan.fixed_runs} for the fixed design ({plan.groups} groups x {plan.max_seeds} "
-            f"seeds); {undecided} group(s) still inconclusive; alpha {plan.method.alpha} split "
-            f"over {plan.looks} possible looks",
+            f"until decided: {look} round(s): {final.text()}; the grid alone, a fixed design "
+            f"of {plan.first_seeds} seed(s) per group: {first.text()}; a fixed design of "
+            f"{plan.max_seeds} seeds per group would take {plan.fixed_runs} runs; alpha "
+            f"{plan.method.alpha} spent over {plan.looks} possible looks (O'Brien-Fleming "
+            f"type), {plan.at(look).level:.4g} at look {look}",
             soft_wrap=True,
         )
     console.print(f"results: {report}", soft_wrap=True)

@@ -27,9 +27,15 @@ from normbench.report.tables import Method, Report, Section
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 # render.VERDICT_STYLE's rich colour names as CSS colours readable on white.
-COLOURS = {"green": "#1a7f37", "red": "#cf222e", "yellow": "#9a6700", "dim": "#57606a"}
+COLOURS = {
+    "green": "#1a7f37",
+    "red": "#cf222e",
+    "yellow": "#9a6700",
+    "blue": "#0969da",
+    "dim": "#57606a",
+}
 VERDICTS = {
-    "convergence": ("reference", "equivalent", "worse", "inconclusive"),
+    "convergence": ("reference", "better", "equivalent", "worse", "inconclusive"),
     "batch_sensitivity": ("sensitive", "insensitive", "inconclusive"),
 }
 FIGURES_AFTER = {  # which figures follow which table

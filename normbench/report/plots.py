@@ -42,6 +42,7 @@ X_AXES = {
 }
 VERDICT_COLOURS = {
     "reference": "#1a7f37",
+    "better": "#0969da",
     "equivalent": "#4ac26b",
     "worse": "#cf222e",
     "inconclusive": "#bf8700",

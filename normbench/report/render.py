@@ -33,6 +33,7 @@ DIAGNOSTICS_WHEN = {  # the diagnostics tables, and the step each one shows
 }
 VERDICT_STYLE = {
     "reference": "bold green",
+    "better": "bold blue",
     "equivalent": "green",
     "worse": "red",
     "inconclusive": "yellow",
@@ -100,22 +101,49 @@ def interval(low: float, high: float, digits: int = 3) -> str:
 
 
 # ---------------------------------------------------------------------------------- captions
+def alpha_text(method: Method) -> str:
+    """``alpha 0.05``, or for a sweep run until decided the share of alpha this look spent."""
+    if method.fractions:
+        return (
+            f"alpha {method.alpha} spent over {len(method.fractions)} looks (O'Brien-Fleming "
+            f"type), {method.level:.4g} at look {method.look}"
+        )
+    if method.looks > 1:
+        return f"alpha {method.alpha} split over {method.looks} looks ({method.level:.4g} each)"
+    return f"alpha {method.alpha}"
+
+
+def ci_percent(method: Method) -> str:
+    """The level of the intervals next to a verdict: 1 - 2 alpha, the equivalence test's."""
+    return f"{100 * (1 - 2 * method.level):.4g}%"
+
+
 def convergence_caption(section: Section, method: Method) -> str:
     metric = section.metric
     split = "test" if method.test else "validation"
-    better = "highest" if metric.higher_is_better else "lowest"
-    alpha = (
-        f"alpha {method.alpha} split over {method.looks} looks ({method.alpha_per_look:.4g} each)"
-        if method.looks > 1
-        else f"alpha {method.alpha}"
-    )
+    what = f"Verdicts on {split} {metric.name.split('_')[1]}"
+    tests = "each pair's t test, paired by seed where the seeds match (else Welch, marked unpaired)"
+    if method.reference:
+        against = (
+            f"{what} against the reference {' '.join(method.reference)} (named before "
+            f"looking): better or worse = {tests}, Holm-adjusted over the comparisons with the "
+            "reference, p < alpha"
+        )
+        delta = "Δ ref: difference to the reference"
+    else:
+        better = "highest" if metric.higher_is_better else "lowest"
+        against = (
+            f"{what} against the best group (the {better} mean with 2+ results, chosen after "
+            f"looking): worse = {tests}, Holm-adjusted over every pair of groups, p < alpha"
+        )
+        delta = "Δ best: difference to the best"
     return (
-        f"Verdicts on {split} {metric.name.split('_')[1]} against the best group (the "
-        f"{better} mean with 2+ results): worse = Games-Howell p < alpha; equivalent = "
-        f"within ±{method.margin} by TOST, Holm-adjusted; otherwise inconclusive; {alpha}. "
-        "± is a 95% CI; Δ best: difference to the best ± its 95% CI; n: results; params: "
-        "trainable parameters (a difference may come from capacity); target: median steps to "
-        "target, seeds that reached it; d/f: diverged/failed runs."
+        f"{against}; equivalent = within ±{method.margin} by TOST, Holm-adjusted; otherwise "
+        f"inconclusive; {alpha_text(method)}. ± is a 95% CI; {delta} ± its "
+        f"{ci_percent(method)} CI (1 - 2 alpha: the TOST interval, inside ±{method.margin} "
+        "when equivalent); n: results; params: trainable parameters (a difference may come "
+        "from capacity); target: median steps to target, seeds that reached it; d/f: "
+        "diverged/failed runs."
     )
 
 
@@ -123,9 +151,10 @@ def batch_caption(table: pd.DataFrame, section: Section, method: Method) -> str:
     reference = int(table["reference_batch"].iloc[0])
     return (
         f"Batch sensitivity: mean {section.metric.label} per per-device batch; drop = how much "
-        f"worse the smallest batch is than batch {reference} ± its 95% CI; sensitive = "
-        f"one-sided Welch p < alpha, insensitive = within ±{method.margin} by TOST, both "
-        f"Holm-adjusted over the rows; alpha {method.alpha_per_look:.4g}."
+        f"worse the smallest batch is than batch {reference} ± its {ci_percent(method)} CI "
+        "(1 - 2 alpha); sensitive = one-sided t test (paired by seed where the seeds match) "
+        f"p < alpha, insensitive = within ±{method.margin} by TOST, both Holm-adjusted over "
+        f"the rows; {alpha_text(method)}."
     )
 
 
@@ -142,9 +171,10 @@ def caption_of(name: str, table: pd.DataFrame, section: Section, method: Method)
 def precision_caption(section: Section, method: Method) -> str:
     return (
         f"Precision: mean {section.metric.label} per precision ± 95% CI (div = diverged runs "
-        f"of all runs); vs fp32: the change ± its 95% CI, worse = one-sided Welch p < alpha, "
+        f"of all runs); vs fp32: the change ± its {ci_percent(method)} CI (1 - 2 alpha), "
+        "worse = one-sided t test (paired by seed where the seeds match) p < alpha, "
         f"equivalent = within ±{method.margin} by TOST, both Holm-adjusted over every cell; "
-        f"alpha {method.alpha_per_look:.4g}."
+        f"{alpha_text(method)}."
     )
 
 
@@ -207,7 +237,9 @@ def convergence_rich(section: Section, method: Method):
         caption += f" Every group has {count(data['parameters'].dropna().iloc[0])} parameters."
     table = _table(caption)
     key_columns(table, section.keys, data)
-    for name in ("n", metric.label, metric.test_column.split("_")[0], "Δ best"):
+    against = "reference" if "diff_vs_reference" in data else "best"
+    delta = "Δ ref" if against == "reference" else "Δ best"
+    for name in ("n", metric.label, metric.test_column.split("_")[0], delta):
         table.add_column(name, justify="right", no_wrap=True)
     counts = {v for v in data["parameters"] if v is not None}
     shows_params = len(counts) > 1  # one count for every group goes in the caption
@@ -217,11 +249,19 @@ def convergence_rich(section: Section, method: Method):
     table.add_column("target", justify="right")  # gives way on a narrow terminal
     table.add_column("d/f", justify="right")
     for _, row in data.iterrows():
-        verdict = row["verdict"] + (f" ({row['mixed']} mixed)" if row["mixed"] else "")
+        marks = [f"{row['mixed']} mixed"] * bool(row["mixed"])
+        marks += ["unpaired"] * (row["reason"] == "unpaired (Welch)")
+        verdict = row["verdict"] + (f" ({', '.join(marks)})" if marks else "")
+        value = row[f"diff_vs_{against}"]
         diff = (
             "-"
-            if row["verdict"] == "reference" or math.isnan(row["diff_vs_best"])
-            else f"{row['diff_vs_best']:+.3f}±{(row['diff_ci_high'] - row['diff_ci_low']) / 2:.3f}"
+            if row["verdict"] == "reference" or math.isnan(value)
+            else f"{value:+.3f}"
+            + (
+                ""
+                if math.isnan(row["diff_ci_low"])
+                else f"±{(row['diff_ci_high'] - row['diff_ci_low']) / 2:.3f}"
+            )
         )
         table.add_row(
             *(cell(row[k]) for k in section.keys),
@@ -442,13 +482,20 @@ def to_json(report: Report, only: str | None) -> str:
             "alpha": report.method.alpha,
             "margin": report.method.margin,
             "diverged": report.method.diverged,
-            "looks": report.method.looks,
-            "alpha_per_look": report.method.alpha_per_look,
+            "looks": len(report.method.fractions) or report.method.looks,
+            "look": report.method.look,
+            "alpha_this_look": report.method.level,
+            "ci_level": 1 - 2 * report.method.level,
+            "reference": " ".join(report.method.reference) or None,
             "verdict_split": "test" if report.method.test else "validation",
-            "worse": "Games-Howell (studentized range of Welch t) against the best",
-            "equivalent": "TOST (two one-sided Welch tests) within the margin, Holm-adjusted",
-            "batch": "one-sided Welch (sensitive) and TOST (insensitive), Holm over rows",
-            "interval": "95% Student-t / Welch",
+            "worse": (
+                "t test of the pair, paired by seed where the seeds match (else Welch); Holm "
+                "over the k - 1 comparisons with a named reference, over every pair of groups "
+                "against the best"
+            ),
+            "equivalent": "TOST within the margin, paired where possible, Holm-adjusted",
+            "batch": "one-sided t (sensitive) and TOST (insensitive), paired, Holm over rows",
+            "interval": "group means: 95% Student-t; differences: 1 - 2 alpha (the TOST's)",
         },
         statuses=report.counts,
         warnings=report.warnings,

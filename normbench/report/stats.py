@@ -1,78 +1,106 @@
-"""The statistics behind every verdict: pure functions of arrays of per-seed results.
+"""The statistics behind every verdict: pure functions of per-seed results.
 
 numpy and scipy only: no pandas, no rendering, no knowledge of runs. Each function states its
-formula and where it comes from; scipy computes whatever scipy has. Conventions: ``a`` and
-``b`` are 1-D arrays of independent results (one per seed), NaN-free (callers drop NaN);
-"higher is better" (a caller whose metric is better when lower negates it first).
+formula and its source; scipy computes what scipy has. Conventions:
+
+- A group's results are ``Results``, a dict {seed: value}: runs at one seed share their data
+  order and every initial weight outside the norm (normbench.layers.generators), so two
+  groups' results pair up by seed.
+- "Higher is better": a caller whose metric is better when lower negates it first.
+- ``resolution``: the smallest step the metric can move by (1 / validation samples for an
+  accuracy; 0 when continuous). Identical values across seeds are not a noise-free
+  measurement: standard deviations are floored at the resolution (``difference``), and with
+  no resolution known a comparison without spread is inconclusive, never "known".
 
 The verdicts (docs/statistics.md explains them to a user):
 
-- comparison with the best: ``compare_with_best`` (Games-Howell for "worse", TOST with Holm
-  for "equivalent");
-- a pre-specified contrast per row (batch sensitivity): ``contrast`` (one-sided Welch with
-  Holm for "sensitive", TOST with Holm for "insensitive").
+- every group against the best, chosen after looking: ``compare_with_best``;
+- every group against a reference named before looking: ``compare_with_reference``;
+- a pre-specified contrast per row (batch sensitivity, precision): ``contrast``;
+- seeds until decided: alpha spent over the looks, ``spent_alpha``.
 """
 
 from __future__ import annotations
 
-import functools
 import math
-import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-CONFIDENCE = 0.95  # every interval in a report is a 95% interval
+CONFIDENCE = 0.95  # a group's own mean is shown with a 95% interval
+Results = dict[int, float]  # seed -> result
 
 
 @dataclass(frozen=True)
-class Welch:
-    """The difference of two means, mean(a) - mean(b), with Welch's standard error and
-    Welch-Satterthwaite degrees of freedom (Welch 1947):
+class Difference:
+    """mean(a) - mean(b), with its standard error and degrees of freedom.
+
+    ``paired``: computed from the per-seed differences of the seeds both groups have
+    (Student's paired t, as scipy.stats.ttest_rel: se = sd(d) / sqrt(n), df = n - 1).
+    Otherwise Welch's (Welch 1947, as scipy.stats.ttest_ind(equal_var=False)):
 
         se^2 = s_a^2 / n_a + s_b^2 / n_b
         df   = se^4 / ((s_a^2/n_a)^2 / (n_a - 1) + (s_b^2/n_b)^2 / (n_b - 1))
 
-    ``se`` is 0 when both samples are constant (df is then infinite: the difference is known).
+    ``se`` is 0 only when every value is identical and no resolution is known: then nothing
+    measures the noise and every test is inconclusive (``known_noise``).
     """
 
     diff: float
     se: float
     df: float
+    paired: bool
+    n: int  # pairs (paired) or results on both sides (Welch)
 
     @property
     def t(self) -> float:
-        return self.diff / self.se if self.se > 0 else math.copysign(math.inf, self.diff)
+        return self.diff / self.se
+
+    @property
+    def known_noise(self) -> bool:
+        return self.se > 0 and math.isfinite(self.df)
+
+    @property
+    def how(self) -> str:
+        """How it was computed, for a report's reason column."""
+        return f"paired, {self.n} seeds" if self.paired else "unpaired (Welch)"
 
 
-def welch(a: np.ndarray, b: np.ndarray) -> Welch:
-    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+def difference(a: Results, b: Results, resolution: float = 0.0) -> Difference:
+    """mean(a) - mean(b), paired by seed when the two share at least two seeds (on those
+    seeds), else unpaired. Both need two results at least (the caller checks).
+
+    Floors, for a metric that moves in steps of ``resolution`` (accuracy on V samples: 1/V):
+    the sd of the per-seed differences is at least resolution / sqrt(3), the sd of a rounding
+    error spread evenly over (-resolution, resolution), which is how far two rounded values
+    can disagree; a group's own sd at least resolution / sqrt(6), so that the floor of an
+    unpaired difference is the same. tests/report/test_stats.py simulates the false
+    "equivalent" rate of quantised results at the margin with these floors."""
+    common = sorted(set(a) & set(b))
+    if len(common) >= 2:
+        d = np.array([a[s] - b[s] for s in common])
+        sd = max(float(d.std(ddof=1)), resolution / math.sqrt(3))
+        n = len(d)
+        return Difference(float(d.mean()), sd / math.sqrt(n), float(n - 1), True, n)
+    x, y = np.array(list(a.values())), np.array(list(b.values()))
+    floor = resolution / math.sqrt(6)
+    va = max(float(x.std(ddof=1)), floor) ** 2 / len(x)
+    vb = max(float(y.std(ddof=1)), floor) ** 2 / len(y)
     se2 = va + vb
-    if se2 <= 1e-24:  # both constant (up to rounding): no sampling noise left
-        return Welch(float(a.mean() - b.mean()), 0.0, math.inf)
-    df = se2**2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
-    return Welch(float(a.mean() - b.mean()), math.sqrt(se2), float(df))
+    n = len(x) + len(y)
+    if se2 <= 1e-24:  # identical values, no resolution: no noise to test against
+        return Difference(float(x.mean() - y.mean()), 0.0, math.inf, False, n)
+    df = se2**2 / (va**2 / (len(x) - 1) + vb**2 / (len(y) - 1))
+    return Difference(float(x.mean() - y.mean()), math.sqrt(se2), float(df), False, n)
 
 
-def paired(a: np.ndarray, b: np.ndarray) -> Welch:
-    """mean(a - b) for results that pair up (a[i] and b[i] share a seed: the same
-    initialisation and data order, one setting changed), with the standard error of the
-    per-pair differences, sd(d) / sqrt(n), and n - 1 degrees of freedom (Student's paired t,
-    as scipy.stats.ttest_rel). Pairing removes the seed's own effect, which in normbench's
-    runs is most of the spread: two precisions or two ghost batches of one seed land close
-    together even when seeds land far apart."""
-    d = a - b
-    sd = d.std(ddof=1)
-    if sd <= 1e-12:
-        return Welch(float(d.mean()), 0.0, math.inf)
-    return Welch(float(d.mean()), float(sd / math.sqrt(len(d))), float(len(d) - 1))
-
-
-def mean_ci(values: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:
+def mean_ci(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float]:
     """Mean and the half-width of its Student-t confidence interval,
     t_{(1+c)/2, n-1} * s / sqrt(n); the half-width is NaN for fewer than two values."""
     from scipy import stats
 
+    values = np.asarray(values, dtype=float)
     if len(values) == 0:
         return math.nan, math.nan
     if len(values) == 1:
@@ -81,57 +109,55 @@ def mean_ci(values: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, 
     return float(values.mean()), float(stats.t.ppf((1 + confidence) / 2, len(values) - 1) * sem)
 
 
-def diff_ci(w: Welch, confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """Welch's confidence interval of the difference: diff -+ t_{(1+c)/2, df} * se."""
-    from scipy import stats
-
-    if w.se == 0:
-        return w.diff, w.diff
-    half = float(stats.t.ppf((1 + confidence) / 2, w.df)) * w.se
-    return w.diff - half, w.diff + half
-
-
-def p_lower(a: np.ndarray, b: np.ndarray) -> float:
-    """One-sided Welch test that mean(a) < mean(b): the p-value scipy.stats.ttest_ind(a, b,
-    equal_var=False, alternative="less") gives (computed from ``welch``: see p_below)."""
-    return p_below(welch(a, b))
-
-
-def p_equivalent(a: np.ndarray, b: np.ndarray, margin: float) -> float:
-    """Two one-sided Welch tests (TOST; Schuirmann 1987) that -margin < mean(a) - mean(b) <
-    margin (see p_within)."""
-    return p_within(welch(a, b), margin)
-
-
-def p_below(w: Welch) -> float:
-    """p-value of the one-sided t test that the difference is below 0: P(T_df <= diff / se),
-    with scipy.special.stdtr, the Student-t CDF (a hundred times faster than scipy.stats'
-    test wrappers). A known difference (se 0): 0 when it is negative, else 1."""
+def interval(d: Difference, alpha: float) -> tuple[float, float]:
+    """The (1 - 2 alpha) confidence interval of a difference, diff -+ t_{1-alpha, df} * se:
+    the interval of the equivalence test at level alpha (Schuirmann 1987: TOST rejects
+    exactly when this interval lies inside +-margin). NaN without known noise."""
     from scipy import special
 
-    if w.se == 0:
-        return 0.0 if w.diff < 0 else 1.0
-    return float(special.stdtr(w.df, w.t))
+    if not d.known_noise:
+        return math.nan, math.nan
+    half = float(special.stdtrit(d.df, 1 - alpha)) * d.se
+    return d.diff - half, d.diff + half
 
 
-def p_within(w: Welch, margin: float) -> float:
-    """TOST: the larger p of the tests of diff > -margin, P(T_df >= (diff + margin) / se), and
-    of diff < margin, P(T_df <= (diff - margin) / se). A known difference: 0 inside the margin,
-    else 1."""
+def p_two_sided(d: Difference) -> float:
+    """Two-sided t test that the difference is 0: 2 P(T_df >= |diff| / se), with
+    scipy.special.stdtr (the Student-t CDF scipy.stats' tests use). 1 without known noise."""
     from scipy import special
 
-    if w.se == 0:
-        return 0.0 if abs(w.diff) < margin else 1.0
-    above = special.stdtr(w.df, -(w.diff + margin) / w.se)
-    below = special.stdtr(w.df, (w.diff - margin) / w.se)
+    if not d.known_noise:
+        return 1.0
+    return float(min(1.0, 2 * special.stdtr(d.df, -abs(d.t))))
+
+
+def p_below(d: Difference) -> float:
+    """One-sided t test that the difference is below 0: P(T_df <= diff / se)."""
+    from scipy import special
+
+    if not d.known_noise:
+        return 1.0
+    return float(special.stdtr(d.df, d.t))
+
+
+def p_within(d: Difference, margin: float) -> float:
+    """TOST (two one-sided tests; Schuirmann 1987) that -margin < diff < margin: the larger p
+    of diff > -margin, P(T_df >= (diff + margin) / se), and of diff < margin,
+    P(T_df <= (diff - margin) / se)."""
+    from scipy import special
+
+    if not d.known_noise:
+        return 1.0
+    above = special.stdtr(d.df, -(d.diff + margin) / d.se)
+    below = special.stdtr(d.df, (d.diff - margin) / d.se)
     return float(max(above, below))
 
 
-def holm(pvalues: list[float]) -> list[float]:
+def holm(pvalues: Sequence[float]) -> list[float]:
     """Holm's step-down adjusted p-values (Holm 1979): sorted ascending, the i-th smallest
     (i = 0, 1, ...) becomes max over j <= i of min(1, (m - j) * p_(j)). Rejecting where the
-    adjusted value is below alpha controls the family-wise error rate at alpha. NaN entries
-    (comparisons not made) stay NaN and do not count in m."""
+    adjusted value is below alpha controls the family-wise error rate at alpha whatever the
+    dependence between the tests. NaN entries (tests not made) stay NaN, not counted in m."""
     p = np.asarray(pvalues, dtype=float)
     made = np.flatnonzero(~np.isnan(p))
     adjusted = np.full(len(p), math.nan)
@@ -142,158 +168,171 @@ def holm(pvalues: list[float]) -> list[float]:
     return adjusted.tolist()
 
 
-def p_worse_than_best(group: np.ndarray, best: np.ndarray, groups: int) -> float:
-    """Games-Howell p-value (Games & Howell 1976) that ``group`` is below ``best``, the group
-    with the highest mean among ``groups`` groups:
-
-        q = sqrt(2) * (mean(best) - mean(group)) / se_Welch,   p = P(Q_{groups, df} >= q)
-
-    with Q the studentized range (scipy.stats.studentized_range) and df Welch's. Why not Holm
-    over Welch tests: the best is chosen after looking, so under no difference its gap to
-    the others is the range of all the means. Holm at alpha = 0.05 then finds some "worse" in
-    13% of tables of ten identical groups with four seeds each (tests/test_stats.py
-    simulates it); the range distribution keeps that share at alpha."""
-    from scipy import stats
-
-    q, df = _range_statistic(group, best)
-    if math.isinf(df):
-        return 0.0 if q > 0 else 1.0
-    if q <= 0:
-        return 1.0
-    with warnings.catch_warnings():  # the integration warns about accuracy far in the tail
-        warnings.simplefilter("ignore")
-        return min(1.0, max(0.0, float(stats.studentized_range.sf(q, groups, df))))
-
-
-def is_worse_than_best(group: np.ndarray, best: np.ndarray, groups: int, alpha: float) -> bool:
-    """``p_worse_than_best(...) < alpha``, decided mostly without computing p: scipy's
-    studentized range takes ~25 ms a value (adaptive integration to 1e-11), too slow for the
-    thousands of comparisons of a simulation or of rounds of ``--until-decided``. The
-    critical value q_crit(df) falls as df grows, so the critical values at the grid points
-    around df (cached) bracket it; only a q inside the bracket needs the exact p."""
-    q, df = _range_statistic(group, best)
-    if math.isinf(df) or q <= 0:
-        return q > 0
-    step = math.log2(df) * DF_GRID
-    below, above = 2 ** (math.floor(step) / DF_GRID), 2 ** (math.ceil(step) / DF_GRID)
-    if q > _critical_q(groups, below, alpha):
-        return True
-    if q <= _critical_q(groups, above, alpha):
-        return False
-    return p_worse_than_best(group, best, groups) < alpha
-
-
-DF_GRID = 16  # grid points per doubling of df for the cached critical values (4.4% apart)
-
-
-@functools.lru_cache(maxsize=4096)
-def _critical_q(groups: int, df: float, alpha: float) -> float:
-    from scipy import stats
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return float(stats.studentized_range.isf(alpha, groups, df))
-
-
-def _range_statistic(group: np.ndarray, best: np.ndarray) -> tuple[float, float]:
-    """Games-Howell's q = sqrt(2) * t_Welch of best over group, and Welch's df (inf when both
-    samples are constant: then q is +-inf or 0)."""
-    w = welch(best, group)
-    if w.se == 0:
-        return (math.copysign(math.inf, w.diff) if w.diff else 0.0), math.inf
-    return math.sqrt(2) * w.t, w.df
-
-
 @dataclass(frozen=True)
 class Verdict:
-    """One comparison's outcome: the verdict word, the difference with its CI, the adjusted
-    p-values, and (for inconclusive verdicts that could not be tested) the reason."""
+    """One comparison's outcome: the verdict word, the difference (group - reference) with its
+    (1 - 2 alpha) interval, the adjusted p-values, and how it was computed (or why no test
+    was made)."""
 
     verdict: str
     diff: float = math.nan
     ci_low: float = math.nan
     ci_high: float = math.nan
-    p_worse: float = math.nan
-    p_equivalent: float = math.nan
+    p_differs: float = math.nan  # worse (or better): adjusted
+    p_equivalent: float = math.nan  # within the margin: adjusted
     reason: str = ""
 
 
-def compare_with_best(
-    samples: list[np.ndarray], alpha: float, margin: float, with_p: bool = True
-) -> tuple[int | None, list[Verdict]]:
-    """Every group against the best: the group with the highest mean among groups with at
-    least two results (None when there is no such group).
+NO_NOISE = "identical results at every seed and no known resolution: no noise to test against"
 
-    Returns the best's index and one Verdict per group: ``reference`` for the best;
-    ``worse`` when the Games-Howell p-value is below alpha; ``equivalent`` when the TOST
-    p-value, Holm-adjusted over the table's comparisons, is below alpha (a difference can be
-    both statistically clear and smaller than the margin: the margin says which differences
-    matter, so such a group is ``equivalent`` and its CI shows the size); ``inconclusive``
-    otherwise, and always for fewer than two results. ``with_p=False`` skips the exact
-    Games-Howell p-values (slow; the verdicts do not need them)."""
-    testable = [i for i, s in enumerate(samples) if len(s) >= 2]
+
+def _decided(
+    d: Difference, p_differs: float, p_same: float, alpha: float, directions: tuple[str, ...]
+) -> Verdict:
+    """The verdict of one comparison from its adjusted p-values: ``equivalent`` when the
+    difference is shown within the margin (a difference both clear and smaller than the
+    margin is equivalent: the margin says which differences matter); else ``worse`` (or
+    ``better``, when in ``directions``) when shown to differ; else ``inconclusive``."""
+    if not d.known_noise:
+        return Verdict("inconclusive", d.diff, reason=NO_NOISE)
+    low, high = interval(d, alpha)
+    if p_same < alpha:
+        word = "equivalent"
+    elif p_differs < alpha and d.diff < 0:
+        word = "worse"
+    elif p_differs < alpha and "better" in directions:
+        word = "better"
+    else:
+        word = "inconclusive"
+    return Verdict(word, d.diff, low, high, p_differs, p_same, d.how)
+
+
+def compare_with_best(
+    groups: Sequence[Results], alpha: float, margin: float, resolution: float = 0.0
+) -> tuple[int | None, list[Verdict]]:
+    """Every group against the best: the highest mean among groups with at least two results
+    (None when there is none). Returns the best's index and one Verdict per group:
+    ``reference`` for the best; ``worse``, ``equivalent`` or ``inconclusive`` for the others
+    (always inconclusive with fewer than two results).
+
+    *worse*: the best is chosen after looking, so the claim "j is worse than the best" is one
+    of the claims "i differs from j" over every pair of groups (the luckiest group's gap to
+    the others is the range of all the means). Each pair gets its two-sided t test, paired by
+    seed where the pair shares its seeds (``difference``), and Holm's correction runs over all
+    k(k-1)/2 of them: the family-wise error of *worse* is at most alpha whatever the spreads and
+    correlations of the groups (Holm 1979; exact t tests under normality). A studentized range
+    would be exact only with one common spread, which batch-statistics norms break.
+
+    *equivalent*: TOST within +-margin against the best, Holm over the k - 1 comparisons.
+    Choosing the luckiest group as reference makes the others look less equivalent, not more
+    (tests/report/test_stats.py simulates it)."""
+    testable = [i for i, g in enumerate(groups) if len(g) >= 2]
     if not testable:
         reason = "fewer than 2 results in every group"
-        return None, [Verdict("inconclusive", reason=reason) for _ in samples]
-    best = max(testable, key=lambda i: samples[i].mean())
+        return None, [Verdict("inconclusive", reason=reason) for _ in groups]
+    best = max(testable, key=lambda i: float(np.mean(list(groups[i].values()))))
+    pairs = [(i, j) for n, i in enumerate(testable) for j in testable[n + 1 :]]
+    differs = holm([p_two_sided(difference(groups[i], groups[j], resolution)) for i, j in pairs])
+    p_pair = {frozenset(pair): p for pair, p in zip(pairs, differs, strict=True)}
     others = [i for i in testable if i != best]
-    p_same = holm([p_equivalent(samples[i], samples[best], margin) for i in others])
+    against = {i: difference(groups[i], groups[best], resolution) for i in others}
+    same = dict(zip(others, holm([p_within(against[i], margin) for i in others]), strict=True))
     verdicts = []
-    for i, sample in enumerate(samples):
+    for i, group in enumerate(groups):
         if i == best:
             verdicts.append(Verdict("reference", diff=0.0))
-            continue
-        if i not in others:
-            verdicts.append(Verdict("inconclusive", reason=f"{len(sample)} result(s); needs 2"))
-            continue
-        same = p_same[others.index(i)]
-        if same < alpha:
-            word = "equivalent"
-        elif is_worse_than_best(sample, samples[best], len(testable), alpha):
-            word = "worse"
+        elif i not in against:
+            verdicts.append(Verdict("inconclusive", reason=f"{len(group)} result(s); needs 2"))
         else:
-            word = "inconclusive"
-        worse = p_worse_than_best(sample, samples[best], len(testable)) if with_p else math.nan
-        w = welch(sample, samples[best])
-        verdicts.append(Verdict(word, w.diff, *diff_ci(w), worse, same))
+            p = p_pair[frozenset((i, best))]
+            verdicts.append(_decided(against[i], p, same[i], alpha, ("worse",)))
     return best, verdicts
 
 
-def contrast(
-    pairs: list[tuple[np.ndarray, np.ndarray]],
+def compare_with_reference(
+    groups: Sequence[Results],
+    reference: int,
     alpha: float,
     margin: float,
-    matched: list[bool] | None = None,
+    resolution: float = 0.0,
 ) -> list[Verdict]:
-    """Pre-specified contrasts, one per row: ``(reference, other)`` where the question is
-    whether ``other`` is lower (batch sensitivity: largest batch against smallest; precision:
-    fp32 against bf16/fp16). The difference reported is mean(reference) - mean(other) (the
-    drop) with its 95% CI: paired by seed (``paired``) where ``matched[i]`` says the two
-    arrays are the same seeds in the same order, else Welch's. ``sensitive``: the one-sided
-    test that other is lower, Holm-adjusted over the rows, below alpha; ``insensitive``: TOST
-    within the margin, Holm-adjusted, below alpha (it wins when both hold, as in
-    ``compare_with_best``); ``inconclusive`` otherwise and for rows with fewer than two
-    results on either side. Holm is valid here because nothing was chosen after looking."""
-    matched = matched or [False] * len(pairs)
-    testable = [i for i, (r, o) in enumerate(pairs) if len(r) >= 2 and len(o) >= 2]
-    differences = {i: paired(*pairs[i]) if matched[i] else welch(*pairs[i]) for i in testable}
-    p_drop = holm([p_below(flip(differences[i])) for i in testable])
-    p_same = holm([p_within(differences[i], margin) for i in testable])
-    adjusted = {i: (p_drop[j], p_same[j]) for j, i in enumerate(testable)}
+    """Every group against a reference named before looking (``--reference``): Dunnett's
+    many-to-one question, answered with Holm's correction over the k - 1 paired (or Welch)
+    t tests (valid whatever the dependence between them; Holm 1979). ``better`` or
+    ``worse``: the two-sided test, Holm-adjusted, below alpha, by the sign of the difference;
+    ``equivalent``: TOST within +-margin, Holm-adjusted; else ``inconclusive`` (always with
+    fewer than two results on either side)."""
+    if len(groups[reference]) < 2:
+        reason = f"the reference has {len(groups[reference])} result(s); needs 2"
+        missing = Verdict("inconclusive", reason=reason)
+        return [
+            Verdict("reference", diff=0.0) if i == reference else missing
+            for i in range(len(groups))
+        ]
+    others = [i for i, g in enumerate(groups) if i != reference and len(g) >= 2]
+    against = {i: difference(groups[i], groups[reference], resolution) for i in others}
+    differs = dict(zip(others, holm([p_two_sided(against[i]) for i in others]), strict=True))
+    same = dict(zip(others, holm([p_within(against[i], margin) for i in others]), strict=True))
     verdicts = []
-    for i, (reference, other) in enumerate(pairs):
-        if i not in adjusted:
-            counts = f"{len(reference)} and {len(other)} results"
-            verdicts.append(Verdict("inconclusive", reason=f"{counts}; needs 2 each"))
-            continue
-        low, high = diff_ci(differences[i])
-        drop, same = adjusted[i]
-        word = "insensitive" if same < alpha else "sensitive" if drop < alpha else "inconclusive"
-        reason = "paired by seed" if matched[i] else ""
-        verdicts.append(Verdict(word, differences[i].diff, low, high, drop, same, reason))
+    for i, group in enumerate(groups):
+        if i == reference:
+            verdicts.append(Verdict("reference", diff=0.0))
+        elif i not in against:
+            verdicts.append(Verdict("inconclusive", reason=f"{len(group)} result(s); needs 2"))
+        else:
+            verdicts.append(_decided(against[i], differs[i], same[i], alpha, ("worse", "better")))
     return verdicts
 
 
-def flip(w: Welch) -> Welch:
-    """The same difference the other way round (b - a)."""
-    return Welch(-w.diff, w.se, w.df)
+def contrast(
+    pairs: Sequence[tuple[Results, Results]],
+    alpha: float,
+    margin: float,
+    resolution: float = 0.0,
+) -> list[Verdict]:
+    """Pre-specified contrasts, one per row: ``(reference, other)``, the question being whether
+    ``other`` is lower (batch sensitivity: the largest batch against the smallest; precision:
+    fp32 against bf16 or fp16). ``diff`` is other - reference (negative: a drop), paired by
+    seed where the two share their seeds. *worse*: the one-sided test that other is lower,
+    Holm-adjusted over the rows; *equivalent*: TOST within the margin, Holm-adjusted;
+    *inconclusive* otherwise, and for rows with fewer than two results on either side. Holm is
+    valid here because nothing was chosen after looking."""
+    testable = [i for i, (r, o) in enumerate(pairs) if len(r) >= 2 and len(o) >= 2]
+    differences = {i: difference(pairs[i][1], pairs[i][0], resolution) for i in testable}
+    lower = dict(zip(testable, holm([p_below(differences[i]) for i in testable]), strict=True))
+    same = holm([p_within(differences[i], margin) for i in testable])
+    same = dict(zip(testable, same, strict=True))
+    verdicts = []
+    for i, (reference, other) in enumerate(pairs):
+        if i not in differences:
+            counts = f"{len(reference)} and {len(other)} results"
+            verdicts.append(Verdict("inconclusive", reason=f"{counts}; needs 2 each"))
+        else:
+            verdicts.append(_decided(differences[i], lower[i], same[i], alpha, ("worse",)))
+    return verdicts
+
+
+# ------------------------------------------------------------------------- seeds until decided
+def spent_alpha(alpha: float, fraction: float) -> float:
+    """Alpha spent by information fraction ``fraction`` (0 < t <= 1): Lan and DeMets' (1983)
+    O'Brien-Fleming-type spending function,
+
+        alpha(t) = 2 - 2 Phi(z_{1 - alpha/2} / sqrt(t)),
+
+    which spends almost nothing at the first looks and most at the last, where the most seeds
+    are in. alpha(1) = alpha."""
+    from scipy import special
+
+    if fraction <= 0:
+        return 0.0
+    z = special.ndtri(1 - alpha / 2)
+    return float(2 - 2 * special.ndtr(z / math.sqrt(min(1.0, fraction))))
+
+
+def look_alpha(alpha: float, fractions: Sequence[float], look: int) -> float:
+    """The level of look ``look`` (1-based) of a design whose looks fall at information
+    fractions ``fractions``: alpha(t_look) - alpha(t_look-1). Tests at each look at its own
+    level; by the union bound the error over all looks, whatever the stopping rule, is at most
+    their sum, alpha(1) = alpha."""
+    previous = spent_alpha(alpha, fractions[look - 2]) if look > 1 else 0.0
+    return spent_alpha(alpha, fractions[look - 1]) - previous

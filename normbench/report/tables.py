@@ -10,6 +10,7 @@ aggregated); every table states the settings held fixed.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,9 +20,11 @@ import numpy as np
 import pandas as pd
 
 from normbench.core.errors import UsageError
+from normbench.experiment.compose import parse_overrides
 from normbench.experiment.schema import EXECUTION_KEYS, OBSERVATION_KEYS
 from normbench.layers.keys import NORM_KEYS, NORM_SPECIFIC_KEYS
 from normbench.report import stats
+from normbench.report.stats import Results
 from normbench.store.catalog import NOT_CONFIG, Selection
 
 RESULT_STATUSES = ("complete", "diverged")  # runs whose numbers are results
@@ -98,18 +101,32 @@ BITS_PER_BYTE = Metric("val_bpb", higher_is_better=False)
 
 @dataclass(frozen=True)
 class Method:
-    """How verdicts are reached: error rate, margin, diverged runs, repeated looks."""
+    """How verdicts are reached: error rate, margin, diverged runs, the reference, repeated
+    looks."""
 
     alpha: float = 0.05
     margin: float = 0.01
     diverged: str = "chance"  # chance | exclude
-    looks: int = 1  # --until-decided: alpha is split over this many looks
     reference_batch: int | None = None
     test: bool = False  # verdicts on the test split (set when --best-over chose on validation)
+    reference: tuple[str, ...] = ()  # --reference KEY=VALUE ...: the group named before looking
+    # --until-decided: the information fraction of each look the design can take and the look
+    # this report is (alpha spent over them, normbench.report.stats.look_alpha); a record of
+    # an older normbench has only its number of looks (alpha split evenly: ``looks``).
+    fractions: tuple[float, ...] = ()
+    look: int = 1
+    looks: int = 1
 
     @property
-    def alpha_per_look(self) -> float:
+    def level(self) -> float:
+        """The alpha of this look: alpha itself for a report of a fixed design."""
+        if self.fractions:
+            return stats.look_alpha(self.alpha, self.fractions, self.look)
         return self.alpha / self.looks
+
+    @property
+    def sequential(self) -> bool:
+        return bool(self.fractions) or self.looks > 1
 
     @classmethod
     def from_options(
@@ -118,18 +135,38 @@ class Method:
         margin: float,
         reference_batch: int | None = None,
         diverged: str = "chance",
+        reference: list[str] | tuple[str, ...] = (),
     ) -> Method:
         """The report's options (``--alpha``, ``--margin``, ...), each refused in one line when
         out of range."""
-        if not 0 < alpha < 1:
-            raise UsageError(f"--alpha {alpha}: valid: a number strictly between 0 and 1")
+        if not 0 < alpha < 0.5:
+            raise UsageError(f"--alpha {alpha}: valid: a number strictly between 0 and 0.5")
         if not (margin > 0 and math.isfinite(margin)):
             raise UsageError(f"--margin {margin}: valid: a positive number (in the metric's units)")
         if reference_batch is not None and reference_batch < 1:
             raise UsageError(f"--reference-batch {reference_batch}: valid: a per-device batch >= 1")
         if diverged not in ("chance", "exclude"):
             raise UsageError(f"--diverged {diverged}: valid: chance, exclude")
-        return cls(alpha, margin, diverged, reference_batch=reference_batch)
+        return cls(alpha, margin, diverged, reference_batch, reference=parse_reference(reference))
+
+    def with_(self, **changes) -> Method:
+        return dataclasses.replace(self, **changes)
+
+
+def parse_reference(given: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """``--reference norm=layernorm`` (repeatable, or several KEY=VALUE in one argument):
+    each a plain KEY=VALUE in override syntax, one value per key."""
+    items = [item for text in given for item in text.split()]
+    for override in parse_overrides(items):
+        if override.is_sweep_override() or override.is_delete() or override.is_add():
+            raise UsageError(
+                f"--reference {override.input_line}: one KEY=VALUE per key, naming one group "
+                "(e.g. --reference norm=layernorm)"
+            )
+    keys = [item.split("=", 1)[0] for item in items]
+    if len(set(keys)) < len(keys):
+        raise UsageError(f"--reference {' '.join(items)}: a key is given twice")
+    return tuple(items)
 
 
 @dataclass
@@ -283,16 +320,15 @@ def results(part: pd.DataFrame, column: str, metric: Metric, method: Method) -> 
     return np.array(list(seeded_results(part, column, metric, method).values()), dtype=float)
 
 
-def seeded_results(
-    part: pd.DataFrame, column: str, metric: Metric, method: Method
-) -> dict[int, float]:
-    """``results`` by seed, in seed order. Bits per byte have no worst value: a run that
-    exploded without a NaN (a finite 1e10 bits per byte) counts at chance, as a diverged run
-    does, never beyond it; its excess measures nothing but would swamp every mean and CI."""
+def seeded_results(part: pd.DataFrame, column: str, metric: Metric, method: Method) -> Results:
+    """``results`` by seed, in seed order, oriented as the metric reads (not negated). Bits per
+    byte have no worst value: a run that exploded without a NaN (a finite 1e10 bits per byte)
+    counts at chance, as a diverged run does, never beyond it; its excess measures nothing
+    but would swamp every mean and CI."""
     part = part.sort_values("seed") if "seed" in part else part
     values = {}
     for index, run in part.iterrows():
-        seed = run.get("seed", index)
+        seed = int(run.get("seed", index))
         chance = metric.chance(float(run["num_classes"]))
         if run["status"] == "diverged" and method.diverged == "chance":
             values[seed] = chance
@@ -302,18 +338,36 @@ def seeded_results(
     return values
 
 
-def matched_pair(
-    reference: pd.DataFrame, other: pd.DataFrame, metric: Metric, method: Method
-) -> tuple[np.ndarray, np.ndarray, bool]:
-    """Two cells' results for a contrast, paired by seed when both have results for the
-    same seeds (same initialisation and data order: only the contrasted setting differs),
-    else each cell's own results, unpaired."""
-    a = seeded_results(reference, metric.column, metric, method)
-    b = seeded_results(other, metric.column, metric, method)
-    if a.keys() == b.keys() and len(a) >= 2:
-        seeds = sorted(a)
-        return np.array([a[s] for s in seeds]), np.array([b[s] for s in seeds]), True
-    return np.array(list(a.values())), np.array(list(b.values())), False
+def scored(values: Results, metric: Metric) -> Results:
+    """Results oriented so that higher is better (what normbench.report.stats expects)."""
+    return values if metric.higher_is_better else {seed: -v for seed, v in values.items()}
+
+
+def resolution(runs: pd.DataFrame, metric: Metric, test: bool = False) -> float:
+    """The smallest step the metric moves by in these runs: 1 / the number of samples (or
+    bytes) an accuracy is counted over; 0 for bits per byte (continuous). The number comes from
+    the run's summary (``val_size``, ``test_size``); runs made before it was recorded get it
+    from their data config where that needs no file (mnist1d, digits, tokens: the split
+    arithmetic; pysource: windows x context), else 0 (unknown)."""
+    if not metric.higher_is_better:
+        return 0.0
+    column = "test_size" if test else "val_size"
+    recorded = runs[column].dropna() if column in runs else pd.Series(dtype=float)
+    if len(recorded):
+        return 1 / float(recorded.max())
+    first = runs.iloc[0]
+    data = {k.removeprefix("data."): first[k] for k in runs.columns if k.startswith("data.")}
+    if data.get("name") == "pysource":
+        return 1 / (float(data["eval_windows"]) * float(data["context"]))
+    if data.get("name") in ("mnist1d", "digits", "tokens"):
+        from normbench.data.datasets import split_sizes
+
+        try:
+            size = split_sizes({k: _plain(v) for k, v in data.items()})["test" if test else "val"]
+        except (KeyError, TypeError, ValueError):  # a config of another normbench
+            return 0.0
+        return 1 / size if size else 0.0
+    return 0.0
 
 
 def _finite(value) -> bool:
@@ -325,17 +379,18 @@ def convergence_table(
     runs: pd.DataFrame, keys: list[str], metric: Metric, method: Method
 ) -> pd.DataFrame:
     """One row per group: counts, the metric's mean and 95% CI on validation and test, steps
-    and time to target, training-loss AUC, parameters, and the verdict against the best
-    (normbench.stats.compare_with_best); best first."""
+    and time to target, training-loss AUC, parameters, and the verdict against the reference
+    group: the one ``--reference`` names (normbench.report.stats.compare_with_reference), or
+    the best (compare_with_best); reference first, then by mean."""
     name = metric.name
     test = metric.test_column
     rows, samples = [], []
     for values, part in groups(runs, keys):
-        val = results(part, metric.column, metric, method)
-        tested = results(part, test, metric, method)
+        val = seeded_results(part, metric.column, metric, method)
+        tested = seeded_results(part, test, metric, method)
         reached = part["steps_to_target"].dropna()
-        mean, ci = stats.mean_ci(val)
-        test_mean, test_ci = stats.mean_ci(tested)
+        mean, ci = stats.mean_ci(list(val.values()))
+        test_mean, test_ci = stats.mean_ci(list(tested.values()))
         rows.append(
             {
                 **values,
@@ -356,27 +411,71 @@ def convergence_table(
                 "train_loss_auc": _nanmean(part, "train_loss_auc"),
                 "parameters": _first_int(part, "parameters"),
                 "mixed": mixed_provenance(part),
-                "values": [round(v, 6) for v in (tested if method.test else val)],
+                "seeds": list(tested if method.test else val),
+                "values": [round(v, 6) for v in (tested if method.test else val).values()],
             }
         )
-        samples.append(metric.score(tested if method.test else val))
+        samples.append(scored(tested if method.test else val, metric))
     table = frame(rows, keys)
     if table.empty:
         return table
-    best, verdicts = stats.compare_with_best(samples, method.alpha_per_look, method.margin)
+    step = resolution(runs, metric, method.test)
+    named = reference_index(rows, keys, method.reference)
+    if named is None:
+        best, verdicts = stats.compare_with_best(samples, method.level, method.margin, step)
+        against = "best"
+    else:
+        best = named
+        verdicts = stats.compare_with_reference(samples, named, method.level, method.margin, step)
+        against = "reference"
     sign = 1 if metric.higher_is_better else -1  # differences in the metric's own units
     table["verdict"] = [v.verdict for v in verdicts]
-    table["diff_vs_best"] = [sign * v.diff for v in verdicts]
+    table[f"diff_vs_{against}"] = [sign * v.diff for v in verdicts]
     low_high = [(v.ci_low, v.ci_high) if sign > 0 else (-v.ci_high, -v.ci_low) for v in verdicts]
     table["diff_ci_low"] = [low for low, _ in low_high]
     table["diff_ci_high"] = [high for _, high in low_high]
-    table["p_worse_adj"] = [v.p_worse for v in verdicts]
+    table["p_worse_adj" if against == "best" else "p_differs_adj"] = [v.p_differs for v in verdicts]
     table["p_equivalent_adj"] = [v.p_equivalent for v in verdicts]
     table["reason"] = [v.reason for v in verdicts]
-    order = np.argsort([-s.mean() if len(s) else math.inf for s in samples], kind="stable")
+    means = [np.mean(list(s.values())) if s else -math.inf for s in samples]
+    order = list(np.argsort([-m for m in means], kind="stable"))
     if best is not None:  # the reference first even when a one-seed group has a higher mean
         order = [best, *[i for i in order if i != best]]
-    return table.iloc[list(order)].reset_index(drop=True)
+    return table.iloc[order].reset_index(drop=True)
+
+
+def reference_index(rows: list[dict], keys: list[str], reference: tuple[str, ...]) -> int | None:
+    """The row of the group ``--reference`` names (KEY=VALUE for some of the grouping keys;
+    ``norm=`` for ``norm.name``), or None without one. A reference that matches no group, or
+    several, is refused in one line naming the groups it could mean."""
+    if not reference:
+        return None
+    wanted = {}
+    for item in reference:
+        key, _, value = item.partition("=")
+        column = f"{key}.name" if f"{key}.name" in keys or key in GROUP_NAMES else key
+        if column not in keys:
+            raise UsageError(
+                f"--reference {item}: {key} does not tell the groups of this table apart; "
+                f"valid keys: {', '.join(k.removesuffix('.name') for k in keys) or 'none'}"
+            )
+        wanted[column] = value
+    matches = [
+        i for i, row in enumerate(rows) if all(label(row[k]) == v for k, v in wanted.items())
+    ]
+    if len(matches) == 1:
+        return matches[0]
+    shown = " | ".join(
+        " ".join(f"{k.removesuffix('.name')}={label(row[k])}" for k in keys)
+        for row in (rows if not matches else [rows[i] for i in matches])
+    )
+    problem = "matches no group" if not matches else f"matches {len(matches)} groups"
+    raise UsageError(
+        f"--reference {' '.join(reference)} {problem}; add keys to name one of: {shown[:300]}"
+    )
+
+
+GROUP_NAMES = ("model", "norm", "placement", "data", "precision")
 
 
 def mixed_provenance(part: pd.DataFrame) -> str:
@@ -436,8 +535,8 @@ def batch_table(
     """Rows: the groups without the batch keys; per per-device batch, the mean and 95% CI;
     then the pre-specified contrast, the reference batch (the largest, or
     ``--reference-batch``) against the smallest: the drop (how much worse the smallest is, in
-    the metric's units), its 95% CI and a verdict (normbench.stats.contrast). None when the
-    per-device batch does not vary.
+    the metric's units), its (1 - 2 alpha) CI and a verdict (normbench.report.stats.contrast,
+    paired by seed where the seeds match). None when the per-device batch does not vary.
 
     A norm that ignores norm.ghost_batch has one result for every ghost batch: its row shows
     the same runs in each column and is ``insensitive`` by construction ("same runs")."""
@@ -453,7 +552,7 @@ def batch_table(
         )
     ghost_study = runs["batch_size"].nunique() == 1
     row_keys = [k for k in keys if k not in BATCH_KEYS]
-    rows, pairs, matched = [], [], []
+    rows, pairs = [], []
     for values, part in groups(runs, row_keys):
         same_runs = ghost_study and not any(
             "ghost_batch" in NORM_KEYS.get(n, set()) for n in part["norm.name"]
@@ -470,27 +569,32 @@ def batch_table(
             reference_batch=int(reference), smallest_batch=int(smallest), same_runs=same_runs
         )
         rows.append(row)
-        ref, small, paired = matched_pair(
-            part[part["device_batch"] == reference],
-            part[part["device_batch"] == smallest],
-            metric,
-            method,
+        pairs.append(
+            tuple(
+                scored(
+                    seeded_results(
+                        part[part["device_batch"] == size], metric.column, metric, method
+                    ),
+                    metric,
+                )
+                for size in (reference, smallest)
+            )
         )
-        pairs.append((metric.score(ref), metric.score(small)))
-        matched.append(paired and not same_runs)
-    verdicts = stats.contrast(pairs, method.alpha_per_look, method.margin, matched)
+    step = resolution(runs, metric)
+    verdicts = stats.contrast(pairs, method.level, method.margin, step)
+    words = {"worse": "sensitive", "equivalent": "insensitive"}
     for row, verdict in zip(rows, verdicts, strict=True):
         if row["same_runs"]:
-            verdict = stats.Verdict("insensitive", 0.0, 0.0, 0.0, reason="same runs")
+            verdict = stats.Verdict("equivalent", 0.0, 0.0, 0.0, reason="same runs")
         elif row["smallest_batch"] == row["reference_batch"]:
             verdict = stats.Verdict("inconclusive", reason="results at one batch size only")
-        row.update(
-            drop=verdict.diff,
-            drop_ci_low=verdict.ci_low,
-            drop_ci_high=verdict.ci_high,
-            p_sensitive_adj=verdict.p_worse,
+        row.update(  # the drop: reference minus smallest, as scored (worse is positive)
+            drop=-verdict.diff,
+            drop_ci_low=-verdict.ci_high,
+            drop_ci_high=-verdict.ci_low,
+            p_sensitive_adj=verdict.p_differs,
             p_insensitive_adj=verdict.p_equivalent,
-            verdict=verdict.verdict,
+            verdict=words.get(verdict.verdict, verdict.verdict),
             reason=verdict.reason,
         )
     table = frame(rows, row_keys)
@@ -504,20 +608,21 @@ def precision_table(
 ) -> pd.DataFrame | None:
     """Rows: groups without precision; per precision the mean metric and 95% CI, the diverged
     and total counts, and for each lower precision a pre-specified contrast against fp32 (the
-    change, its CI and a verdict: worse or equivalent, as normbench.stats.contrast decides,
-    Holm over every row and precision). None when precision does not vary."""
+    change, its (1 - 2 alpha) CI and a verdict: worse or equivalent, as
+    normbench.report.stats.contrast decides, paired by seed, Holm over every row and
+    precision). None when precision does not vary."""
     if "precision.name" not in runs or runs["precision.name"].nunique() < 2:
         return None
     row_keys = [k for k in keys if k != "precision.name"]
     precisions = [p for p in ("fp32", "bf16", "fp16") if p in set(runs["precision.name"])]
-    rows, pairs, cells, matched = [], [], [], []
+    rows, pairs, cells = [], [], []
     for values, part in groups(runs, row_keys):
         row = {**values}
-        samples = {}
+        by_precision = {}
         for precision in precisions:
             cell = part[part["precision.name"] == precision]
-            samples[precision] = results(cell, metric.column, metric, method)
-            mean, ci = stats.mean_ci(samples[precision])
+            by_precision[precision] = seeded_results(cell, metric.column, metric, method)
+            mean, ci = stats.mean_ci(list(by_precision[precision].values()))
             row.update(
                 {
                     f"{precision}_mean": mean,
@@ -527,31 +632,22 @@ def precision_table(
                 }
             )
         for precision in precisions[1:]:
-            if "fp32" in samples:
-                fp32, low, paired = matched_pair(
-                    part[part["precision.name"] == "fp32"],
-                    part[part["precision.name"] == precision],
-                    metric,
-                    method,
+            if "fp32" in by_precision:
+                pairs.append(
+                    (scored(by_precision["fp32"], metric), scored(by_precision[precision], metric))
                 )
-                pairs.append((metric.score(fp32), metric.score(low)))
-                matched.append(paired)
                 cells.append((len(rows), precision))
         rows.append(row)
-    verdicts = stats.contrast(pairs, method.alpha_per_look, method.margin, matched)
+    verdicts = stats.contrast(pairs, method.level, method.margin, resolution(runs, metric))
+    sign = 1 if metric.higher_is_better else -1  # the change in the metric's own units
     for (index, precision), verdict in zip(cells, verdicts, strict=True):
-        word = {"sensitive": "worse", "insensitive": "equivalent"}.get(
-            verdict.verdict, verdict.verdict
-        )
-        sign = 1 if metric.higher_is_better else -1  # the change in the metric's own units
+        low, high = sign * verdict.ci_low, sign * verdict.ci_high
         rows[index].update(
             {
-                f"{precision}_delta": -sign * verdict.diff,
-                f"{precision}_delta_ci_low": -sign
-                * (verdict.ci_high if sign > 0 else verdict.ci_low),
-                f"{precision}_delta_ci_high": -sign
-                * (verdict.ci_low if sign > 0 else verdict.ci_high),
-                f"{precision}_verdict": word,
+                f"{precision}_delta": sign * verdict.diff,
+                f"{precision}_delta_ci_low": min(low, high),
+                f"{precision}_delta_ci_high": max(low, high),
+                f"{precision}_verdict": verdict.verdict,
             }
         )
     return frame(rows, row_keys)

@@ -238,10 +238,10 @@ def select_runs(
     filters: list[str] = (),
     sweep: str | None = None,
     tag: str | None = None,
-) -> tuple[Selection, int, list]:
+) -> tuple[Selection, dict, list]:
     """The runs a report is about: every readable run of ``runs_dir``, narrowed to the latest
-    record of each named sweep (``a,b``), to the filters and to a tag; with the most looks
-    among the sweeps (sweeps run until decided) and their commands."""
+    record of each named sweep (``a,b``), to the filters and to a tag; with the sequential
+    design of a sweep run until decided (records.sequential_design) and the sweeps' commands."""
     selection = load_runs(runs_dir)
-    ids, looks, commands = sweep_run_ids(runs_dir, sweep) if sweep else (None, 1, [])
-    return select(selection, list(filters), ids, tag), looks, commands
+    ids, design, commands = sweep_run_ids(runs_dir, sweep) if sweep else (None, {}, [])
+    return select(selection, list(filters), ids, tag), design, commands

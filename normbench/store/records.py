@@ -26,16 +26,36 @@ def check_name(name: str, option: str = "--name") -> str:
     return name
 
 
-def sweep_run_ids(runs_dir: Path, names: str) -> tuple[list[str], int, list]:
+def sweep_run_ids(runs_dir: Path, names: str) -> tuple[list[str], dict, list]:
     """The run ids of the latest record of each named sweep (``a,b`` compares sweeps), the
-    largest number of looks among them (sweeps run until decided), and their commands."""
-    ids, looks, commands = [], 1, []
+    sequential design the verdicts must honour (``sequential_design``; of the sweep with the
+    most looks), and the sweeps' commands."""
+    ids, design, commands = [], {}, []
     for name in names.split(","):
         record = sweep_record(runs_dir, name)
         ids += [run["run_id"] for run in record["runs"] if run["run_id"] not in ids]
-        looks = max(looks, int(record.get("looks") or 1))
+        found = sequential_design(record)
+        if len(found.get("fractions", ())) + found.get("looks", 0) > len(
+            design.get("fractions", ())
+        ) + design.get("looks", 0):
+            design = found
         commands.append(record.get("command"))
-    return ids, looks, commands
+    return ids, design, commands
+
+
+def sequential_design(record: dict) -> dict:
+    """How a sweep run until decided spent its alpha, as normbench.report.tables.Method keys:
+    ``fractions`` (the information fraction of each look it could take) and ``look`` (the
+    last it took); a record of an older normbench, which split alpha evenly, gives ``looks``;
+    a fixed design gives nothing."""
+    design = record.get("until_decided")
+    if isinstance(design, dict) and isinstance(design.get("fractions"), list):
+        fractions = [f for f in design["fractions"] if isinstance(f, (int, float))]
+        look = design.get("looks_taken")
+        if fractions and isinstance(look, int) and 1 <= look <= len(fractions):
+            return {"fractions": tuple(float(f) for f in fractions), "look": look}
+    looks = record.get("looks")
+    return {"looks": looks} if isinstance(looks, int) and looks > 1 else {}
 
 
 RECORD_STAMP = re.compile(r"\d{8}-\d{6}(-[0-9a-f]+)?")

@@ -121,15 +121,9 @@ def write_record(sweep: Sweep, runs_dir: Path, launcher: str, started: datetime,
         "axes": sweep.axes,
         "runs": [{"run_id": job.run_id, "overrides": job.overrides} for job in sweep.jobs],
         "counts": {},
-        "looks": plan.looks if plan else 1,
     }
     if plan:
-        record["until_decided"] = {
-            "max_seeds": plan.max_seeds,
-            "alpha": plan.method.alpha,
-            "margin": plan.method.margin,
-            "fixed_design_runs": plan.fixed_runs,
-        }
+        record["until_decided"] = plan.record(looks_taken=1)
     atomic_write(path, json.dumps(record, indent=2) + "\n")
     return path
 
@@ -145,15 +139,21 @@ def discard_record(path: Path, submitit_folder: Path) -> None:
 
 
 def finish_record(
-    path: Path, counts: dict[str, int], jobs: list[Job], finished: bool = True
+    path: Path,
+    counts: dict[str, int],
+    jobs: list[Job],
+    finished: bool = True,
+    until_decided: dict | None = None,
 ) -> dict[str, int]:
-    """Store the runs (a sweep run until decided adds seeds) and the counts so far; returns
-    the counts."""
+    """Store the runs (a sweep run until decided adds seeds), the counts so far and, until
+    decided, the design with the looks taken; returns the counts."""
     record = json.loads(path.read_text())
     record.update(
         counts=counts,
         runs=[{"run_id": job.run_id, "overrides": job.overrides} for job in jobs],
     )
+    if until_decided:
+        record["until_decided"] = until_decided
     if finished:
         record["finished"] = datetime.now().isoformat(timespec="seconds")
     atomic_write(path, json.dumps(record, indent=2) + "\n")

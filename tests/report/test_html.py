@@ -88,7 +88,8 @@ def test_the_page_is_self_contained(page):
 
 def test_every_table_caption_note_and_command_is_in_the_page(page):
     assert page.count("<table>") == 2 and page.count("<caption>") == 2
-    assert "Games-Howell p &lt; alpha" in page and "one-sided Welch p &lt; alpha" in page
+    assert "Holm-adjusted over every pair of groups, p &lt; alpha" in page
+    assert "one-sided t test (paired by seed where the seeds match) p &lt; alpha" in page
     assert "within ±0.01 by TOST" in page  # the margin, in the captions render.py writes
     for verdict in ("reference", "worse", "inconclusive", "sensitive", "insensitive"):
         assert f">{verdict}</span>" in page  # the legend's colour chips

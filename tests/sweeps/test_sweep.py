@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from normbench.cli import app
 from normbench.core.errors import UsageError
+from normbench.report.stats import look_alpha
 from normbench.store.rundir import RunDir
 from normbench.sweeps.grid import expand
 from normbench.sweeps.launchers import SubmititLauncher, launcher_settings, submitit_parameters
@@ -394,24 +395,39 @@ def test_stale_runs_are_counted_kept_and_rerun_on_request(tmp_path):
 
 
 @pytest.mark.slow
-def test_until_decided_adds_seeds_only_to_open_groups_and_splits_alpha(tmp_path):
+def test_until_decided_adds_seeds_only_to_open_groups_and_spends_alpha(tmp_path):
     runs = tmp_path / "runs"
     args = [*QUICK, "norm=batchnorm,groupnorm,none", "seed=0,1", "train.max_steps=12"]
     result = sweep_cli(
-        runs, *args, "--jobs", "2", "--until-decided", "--max-seeds", "3", "--name", "adaptive"
+        runs,
+        *args,
+        "--jobs",
+        "2",
+        "--until-decided",
+        "--max-seeds",
+        "3",
+        "--name",
+        "adaptive",
+        "--reference",
+        "norm=groupnorm",
     )
     assert result.returncode == 0, result.stdout + result.stderr
     (record_path,) = (runs / "sweeps").glob("adaptive-*.json")
     record = json.loads(record_path.read_text())
-    assert record["looks"] == 2 and record["until_decided"]["fixed_design_runs"] == 9
+    design = record["until_decided"]
+    assert design["fixed_design_runs"] == 9 and design["fractions"] == [2 / 3, 1.0]
+    assert design["reference"] == ["norm=groupnorm"] and design["looks_taken"] in (1, 2)
     seeds = [dict(o.split("=", 1) for o in r["overrides"])["seed"] for r in record["runs"]]
     assert seeds.count("0") == seeds.count("1") == 3 and seeds.count("2") <= 3
-    assert "until decided:" in result.stdout and "against 9 for the fixed design" in result.stdout
-    assert f"{len(record['runs'])} runs against 9" in result.stdout
+    assert "until decided:" in result.stdout and "comparisons decided from" in result.stdout
+    assert "a fixed design of 3 seeds per group would take 9 runs" in result.stdout
     report = runner.invoke(
         app, ["report", "--sweep", "adaptive", "--runs-dir", str(runs), "--format", "json"]
     )
-    assert json.loads(report.stdout)["method"]["alpha_per_look"] == pytest.approx(0.025)
+    method = json.loads(report.stdout)["method"]
+    look = design["looks_taken"]
+    assert method["alpha_this_look"] == pytest.approx(look_alpha(0.05, design["fractions"], look))
+    assert method["ci_level"] == pytest.approx(1 - 2 * method["alpha_this_look"])
     bad = sweep_cli(runs, *args, "--until-decided", "--max-seeds", "1")
     assert bad.returncode == 2 and "--max-seeds 1: the grid already has 2 seed(s)" in bad.stderr
 
