@@ -352,6 +352,9 @@ class Trainer:
             best_val_acc=max(row["val_acc"] for row in evaluated) if evaluated else None,
             train_loss_auc=self.train_loss_auc(),
             parameters=count_parameters(self.model),
+            # what an accuracy is counted over: its resolution is 1 / size (report.tables)
+            val_size=self.tensors["val"]["y"].numel(),
+            test_size=self.tensors["test"]["y"].numel(),
         )
 
     def train_loss_auc(self) -> float | None:
