@@ -91,7 +91,8 @@ def count(value) -> str:
 
 
 def with_ci(mean: float, half: float, digits: int = 3) -> str:
-    return fmt(mean, digits) + ("" if math.isnan(half) else f"±{fmt(half, digits)}")
+    """``0.910 ±0.025``: the space lets a narrow terminal wrap the interval under the mean."""
+    return fmt(mean, digits) + ("" if math.isnan(half) else f" ±{fmt(half, digits)}")
 
 
 def interval(low: float, high: float, digits: int = 3) -> str:
@@ -209,22 +210,24 @@ def _table(caption: str):
     from rich import box
     from rich.table import Table
 
-    # One space between columns (collapsed padding): a table of ten columns fits 100.
+    # One space between columns (the box's blank separator, no padding): a table of eleven
+    # columns fits 80; intervals wrap under their means when it must.
     return Table(
         caption=caption,
         caption_justify="left",
         box=box.SIMPLE_HEAD,
+        padding=(0, 0),
         pad_edge=False,
-        collapse_padding=True,
     )
 
 
 def key_columns(table, keys: list[str], data: pd.DataFrame) -> None:
-    """Grouping-key columns as wide as their longest value (names are never truncated; a
-    very long one folds onto a second line)."""
+    """Grouping-key columns as wide as their longest value, up to 24 characters (a longer
+    name folds onto a second line, never truncated). Fixed widths: when a table must narrow,
+    the intervals wrap under their numbers first."""
     for key in keys:
         longest = max([len(short(key)), *(len(label(v)) for v in data[key])])
-        table.add_column(short(key), min_width=min(longest, 24), overflow="fold")
+        table.add_column(short(key), width=min(longest, 24), overflow="fold")
 
 
 def convergence_rich(section: Section, method: Method):
@@ -239,8 +242,10 @@ def convergence_rich(section: Section, method: Method):
     key_columns(table, section.keys, data)
     against = "reference" if "diff_vs_reference" in data else "best"
     delta = "Δ ref" if against == "reference" else "Δ best"
-    for name in ("n", metric.label, metric.test_column.split("_")[0], delta):
-        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column("n", justify="right", no_wrap=True)
+    table.add_column(metric.label, justify="right")  # "0.910 ±0.025" wraps when narrow
+    table.add_column(metric.test_column.split("_")[0], justify="right", no_wrap=True)
+    table.add_column(delta, justify="right")
     counts = {v for v in data["parameters"] if v is not None}
     shows_params = len(counts) > 1  # one count for every group goes in the caption
     if shows_params:
@@ -260,7 +265,7 @@ def convergence_rich(section: Section, method: Method):
             + (
                 ""
                 if math.isnan(row["diff_ci_low"])
-                else f"±{(row['diff_ci_high'] - row['diff_ci_low']) / 2:.3f}"
+                else f" ±{(row['diff_ci_high'] - row['diff_ci_low']) / 2:.3f}"
             )
         )
         table.add_row(
@@ -287,13 +292,13 @@ def batch_rich(section: Section, method: Method):
     key_columns(table, row_keys, data)
     for size in sizes:
         table.add_column(f"b{size}", justify="right", no_wrap=True)
-    table.add_column("drop", justify="right", no_wrap=True)
+    table.add_column("drop", justify="right")
     table.add_column("verdict")  # its reason wraps: "sensitive (paired by seed)"
     for _, row in data.iterrows():
         drop = (
             "-"
             if math.isnan(row["drop"])
-            else f"{row['drop']:+.3f}±{(row['drop_ci_high'] - row['drop_ci_low']) / 2:.3f}"
+            else f"{row['drop']:+.3f} ±{(row['drop_ci_high'] - row['drop_ci_low']) / 2:.3f}"
         )
         word = row["verdict"] + (f" ({row['reason']})" if row["reason"] else "")
         table.add_row(
@@ -314,7 +319,7 @@ def precision_rich(section: Section, method: Method):
     table = _table(precision_caption(section, method))
     key_columns(table, row_keys, data)
     for precision in precisions:
-        table.add_column(precision, justify="right", no_wrap=True)
+        table.add_column(precision, justify="right")
         if precision != "fp32":
             table.add_column(f"{precision} vs fp32")  # "+0.001±0.002 inconclusive" wraps
     for _, row in data.iterrows():
@@ -331,7 +336,7 @@ def precision_rich(section: Section, method: Method):
                     row.get(f"{p}_delta_ci_high", math.nan) - row.get(f"{p}_delta_ci_low", math.nan)
                 ) / 2
                 word = row.get(f"{p}_verdict", "-")
-                shown = "-" if math.isnan(delta) else f"{delta:+.3f}±{half:.3f} "
+                shown = "-" if math.isnan(delta) else f"{delta:+.3f} ±{half:.3f} "
                 cells.append(Text(shown + str(word), style=VERDICT_STYLE.get(word, "")))
         table.add_row(*(cell(row[k]) for k in row_keys), *cells)
     return table

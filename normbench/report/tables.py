@@ -589,9 +589,9 @@ def batch_table(
         elif row["smallest_batch"] == row["reference_batch"]:
             verdict = stats.Verdict("inconclusive", reason="results at one batch size only")
         row.update(  # the drop: reference minus smallest, as scored (worse is positive)
-            drop=-verdict.diff,
-            drop_ci_low=-verdict.ci_high,
-            drop_ci_high=-verdict.ci_low,
+            drop=0.0 - verdict.diff,  # never -0.0
+            drop_ci_low=0.0 - verdict.ci_high,
+            drop_ci_high=0.0 - verdict.ci_low,
             p_sensitive_adj=verdict.p_differs,
             p_insensitive_adj=verdict.p_equivalent,
             verdict=words.get(verdict.verdict, verdict.verdict),

@@ -6,14 +6,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import secrets
 import shutil
+import signal
 import socket
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -110,6 +113,33 @@ def train_replacing(
         shutil.rmtree(staging, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM that arrive inside the block act when it ends, for writes that must
+    happen together: their handlers are swapped for ones that note the signal, and the signal
+    is raised again afterwards. (Blocking them with pthread_sigmask would not do: the kernel
+    may deliver a signal to any thread, torch's among them, and Python then runs the handler
+    in the main thread anyway.) Only the main thread can swap handlers; elsewhere nothing is
+    deferred. SIGKILL cannot wait: a run directory it leaves without meta.json is skipped as
+    half-written and trained again."""
+    received: list[int] = []
+    try:
+        previous = {s: signal.signal(s, lambda n, f: received.append(n)) for s in DEFERRED}
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if received:
+            signal.raise_signal(received[0])
+
+
+DEFERRED = (signal.SIGINT, signal.SIGTERM)
+
+
 def train_and_record(
     cfg: dict, run: RunDir, device: torch.device, progress: bool, labels: Labels
 ) -> Outcome:
@@ -141,9 +171,8 @@ def train_and_record(
         "resumed_from": previous.get("resumed_from", []) if resuming else [],
     }
     meta = labels.apply(meta)
-    try:  # even a Ctrl-C between the two writes leaves no run directory without meta.json
+    with signals_deferred():  # a Ctrl-C or SIGTERM now would leave a run without meta.json
         run.write_config(cfg)
-    finally:
         run.write_meta(meta)
     if not resuming:
         run.metrics_path.unlink(missing_ok=True)  # a forced re-run starts a fresh log

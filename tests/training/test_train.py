@@ -362,3 +362,20 @@ def test_normbench_run_trains_a_language_model_from_the_command_line(tmp_path):
     assert result.returncode == 0, result.stderr
     line = result.stdout.strip().splitlines()[-1]
     assert line.startswith("complete  val bpb ") and "test bpb" in line and "val_bpb <= 2.5" in line
+
+
+def test_a_signal_between_the_config_and_meta_writes_waits_for_both():
+    """A Ctrl-C arriving while a run directory is being made acts after its config.yaml and
+    meta.json are both written (a run directory without meta.json looks half-written)."""
+    import os
+    import signal
+
+    from normbench.training.run import signals_deferred
+
+    finished = []
+    with pytest.raises(KeyboardInterrupt), signals_deferred():
+        os.kill(os.getpid(), signal.SIGINT)
+        finished.append("config")
+        finished.append("meta")
+    assert finished == ["config", "meta"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
