@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerate docs/findings.md (add --quick for the 5-minute version).
+# Regenerate docs/findings.md (add --quick for a shorter version): `normbench findings`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec python scripts/findings.py "$@"
+exec python -m normbench findings "$@"

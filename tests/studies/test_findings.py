@@ -1,15 +1,12 @@
-"""scripts/findings.py end to end at the smoke scale: every study runs, every finding is
+"""`normbench findings` end to end at the smoke scale: every study runs, every finding is
 computed (a verdict, a table), and the figures are written beside the document."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "findings.py"
 
 
 @pytest.mark.slow
@@ -18,7 +15,9 @@ def test_findings_script_at_smoke_scale(tmp_path):
     result = subprocess.run(
         [
             sys.executable,
-            str(SCRIPT),
+            "-m",
+            "normbench",
+            "findings",
             "--smoke",
             "--runs-dir",
             str(tmp_path / "runs"),

@@ -1,0 +1,38 @@
+"""`normbench findings`: run the studies of the literature and write the findings document."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from normbench.cli.app import app, fail
+
+
+@app.command(short_help="Reproduce the literature's claims: run the studies, write findings.md.")
+def findings(
+    quick: Annotated[bool, typer.Option("--quick", help="Fewer seeds and steps.")] = False,
+    smoke: Annotated[bool, typer.Option("--smoke", help="Tiny runs: does it all work?")] = False,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Worker processes per study.")] = 2,
+    runs_dir: Annotated[
+        Path, typer.Option("--runs-dir", help="Where the studies' runs are stored.")
+    ] = Path("runs/findings"),
+    out: Annotated[Path, typer.Option("--out", help="The document to write.")] = Path(
+        "docs/findings.md"
+    ),
+) -> None:
+    """Run every study (a batch-size, placement, no-norm, precision and LayerNorm-claims sweep;
+    a second call only reports), then write the findings document: per claim of the
+    literature its command, tables, figures (beside it, in img/) and a computed verdict."""
+    from normbench.studies import findings as document
+
+    if quick and smoke:
+        raise fail("--quick and --smoke: choose one scale")
+    if jobs < 1:
+        raise fail(f"--jobs {jobs}: must be at least 1")
+    scale = "smoke" if smoke else "quick" if quick else "full"
+    complete = document.write(runs_dir, out, jobs, scale, lambda line: typer.echo(line, err=True))
+    typer.echo(f"wrote {out}")
+    if not complete:
+        raise typer.Exit(1)

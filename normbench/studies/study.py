@@ -1,0 +1,140 @@
+"""What every study shares: its sweep (a preset or axes, and what --quick and --smoke change),
+where its runs and figures go, and the helpers that turn a report into a findings section.
+
+Every number in a section comes from runs; every verdict is computed by the report's
+statistics (docs/statistics.md), never written by hand. A claim is *Reproduced* when the runs
+decided for it, *Not reproduced* when they decided against it, *Inconclusive* otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from normbench.report import plots, render, tables
+from normbench.store import catalog, records
+from normbench.store.catalog import Selection
+
+# --smoke: the quick settings on a tiny model and a few steps, for the test suite.
+SMOKE = [
+    "model.width=16",
+    "norm.groups=4",
+    "train.max_steps=20",
+    "train.eval_every=10",
+    "seed=0,1",
+]
+SMOKE_DATA = {"mnist1d": ["data.num_samples=500"], "pysource": ["data.eval_windows=16"]}
+
+
+@dataclass
+class Study:
+    """One sweep: its arguments for `normbench sweep`, and what --quick changes."""
+
+    name: str
+    args: list[str]
+    quick: list[str]
+    data: str = "mnist1d"
+    smoke: tuple[str, ...] = ()  # --smoke: fewer points on an axis (the test suite's budget)
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where a findings document reads its runs and writes its figures, and at which scale."""
+
+    runs: Path
+    scale: str  # full | quick | smoke
+    img: Path  # figures go beside the document: docs/img/<study>/
+
+
+def arguments(study: Study, scale: str) -> list[str]:
+    """The study's sweep arguments at a scale; a later override replaces one of its key."""
+    extra = {
+        "full": [],
+        "quick": study.quick,
+        "smoke": [*study.quick, *SMOKE, *SMOKE_DATA[study.data], *study.smoke],
+    }[scale]
+    presets = [arg for arg in study.args if "=" not in arg]
+    merged: dict[str, str] = {}
+    for arg in [*study.args, *extra]:
+        if "=" in arg:
+            merged[arg.split("=", 1)[0]] = arg
+    return presets + list(merged.values())
+
+
+def load(runs: Path, study: str, filters: list[str] = ()) -> Selection:
+    ids, _, _ = records.sweep_run_ids(runs, f"findings-{study}")
+    return catalog.select(catalog.load_runs(runs), list(filters), ids)
+
+
+def subset(selection: Selection, keep: Callable[[pd.DataFrame], pd.Series]) -> Selection:
+    return Selection(selection.runs[keep(selection.runs)], selection.warnings)
+
+
+def report(selection: Selection, by: list[str] | None = None) -> tables.Report:
+    return tables.build(selection, by=by)
+
+
+def command_of(study: Study, scale: str) -> str:
+    return "normbench sweep " + " ".join(arguments(study, scale))
+
+
+def md(frame: pd.DataFrame, columns: list[str]) -> str:
+    return render.to_markdown(frame[[c for c in columns if c in frame.columns]])
+
+
+def figures(
+    ctx: Context, result: tables.Report, name: str, only: tuple[str, ...] = ()
+) -> list[str]:
+    """The report's figures as PNG files under docs/img/NAME, as markdown image links."""
+    drawings = plots.draw(result, ctx.runs, only=only)
+    paths = plots.write_pngs(result, drawings, ctx.img / name)
+    return [f"![{p.stem.replace('_', ' ')}](img/{name}/{p.name})" for p in paths]
+
+
+def verdict(ok: bool | None) -> str:
+    """Reproduced / Not reproduced, or Inconclusive when the runs could not decide."""
+    if ok is None:
+        return "**Inconclusive.**"
+    return "**Reproduced.**" if ok else "**Not reproduced.**"
+
+
+def row_of(table: pd.DataFrame, **values) -> pd.Series:
+    mask = pd.Series(True, index=table.index)
+    for key, value in values.items():
+        mask &= table[key].map(tables.label) == tables.label(value)
+    return table[mask].iloc[0]
+
+
+def diff_text(row: pd.Series) -> str:
+    if row["verdict"] == "reference":
+        return "the reference"
+    half = (row["diff_ci_high"] - row["diff_ci_low"]) / 2
+    return f"{row['verdict']} ({row['diff_vs_best']:+.3f} ± {half:.3f} against the best)"
+
+
+CONVERGENCE_COLUMNS = [
+    "n",
+    "val_acc_mean",
+    "val_acc_ci95",
+    "val_bpb_mean",
+    "val_bpb_ci95",
+    "test_acc_mean",
+    "test_bpb_mean",
+    "verdict",
+    "diff_vs_best",
+    "diff_ci_low",
+    "diff_ci_high",
+    "diverged",
+]
+
+
+def named(table: pd.DataFrame, norm: str) -> pd.Series:
+    return row_of(table, **{"norm.name": norm})
+
+
+def section_of(result: tables.Report) -> tables.Section:
+    (section,) = result.sections
+    return section
