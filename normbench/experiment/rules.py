@@ -147,7 +147,7 @@ RULES: tuple[Rule, ...] = (
         lambda cfg: _tokens_rule(cfg),
     ),
     Rule(
-        "log.tensorboard=DIR without TensorBoard installed (pip install 'normbench[tracking]')",
+        "log.tensorboard=DIR without TensorBoard installed (it comes with the tracking extra)",
         lambda cfg: (
             missing(("tensorboard",), f"log.tensorboard={cfg['log']['tensorboard']}")
             if cfg["log"]["tensorboard"] is not None

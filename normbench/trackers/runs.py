@@ -11,13 +11,15 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from normbench.core.errors import StoreError
+from normbench.core.text import plain
 from normbench.experiment.schema import flatten
 from normbench.store.rundir import METRIC_COLUMNS, RunDir
 
@@ -30,19 +32,23 @@ class TrackedRun:
     path: Path
     status: str  # as report shows it: a dead `running` run is `abandoned`
     config: dict
-    tags: tuple[str, ...] = ()
-    note: str | None = None
-    started: float | None = None  # seconds since the epoch
-    finished: float | None = None
-    code_hash: str = "unrecorded"
-    metrics: pd.DataFrame = field(default_factory=pd.DataFrame)
+    tags: tuple[str, ...]
+    note: str | None
+    started: float | None  # seconds since the epoch
+    finished: float | None
+    code_hash: str
+    metrics: pd.DataFrame
 
 
 def tracked_run(row: Mapping[str, Any], runs_dir: Path) -> TrackedRun:
     """The run of one catalog row (``normbench.store.catalog``): its config and metrics read
     again through the trusted reader (StoreError when a file is refused); a run that has
-    logged nothing yet has no metrics."""
-    run = RunDir(runs_dir, row["run_id"])
+    logged nothing yet has no metrics. The run id names the directory a tracker writes
+    (DIR/<run_id>/): one that is not a plain name inside the runs directory is refused."""
+    name = str(row["run_id"])
+    if name != Path(name).name or name.startswith("."):
+        raise StoreError(f"{plain(name)[:80]}: not the name of a run directory")
+    run = RunDir(runs_dir, name)
     try:
         metrics = run.read_metrics()
     except FileNotFoundError:

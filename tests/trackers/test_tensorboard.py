@@ -12,8 +12,10 @@ from helpers import make_run, tiny
 from typer.testing import CliRunner
 
 from normbench.cli import app
+from normbench.core.errors import StoreError
 from normbench.experiment.compose import compose
 from normbench.store.rundir import RunDir, run_id
+from normbench.trackers.runs import tracked_run
 from normbench.training.run import run_experiment
 
 pytest.importorskip("tensorboard", reason="the tracking extra: pip install 'normbench[tracking]'")
@@ -86,3 +88,9 @@ def test_log_tensorboard_writes_the_same_while_training_and_keeps_the_run_id(tmp
     events = read_back(tmp_path / "board" / outcome.run_id)
     assert_scalars_are_the_metrics(events, metrics)
     assert hparams(events).hparams["model.name"].string_value == "cnn"
+
+
+@pytest.mark.parametrize("name", ["../victim", "/tmp/victim", ".locks", "a/b"])
+def test_a_run_id_that_is_not_a_directory_name_is_refused(tmp_path, name):
+    with pytest.raises(StoreError, match="not the name of a run directory"):
+        tracked_run({"run_id": name, "status": "complete"}, tmp_path)
