@@ -129,9 +129,9 @@ def runs(
     the runs, the seed, the summary metrics, the code fingerprint and the tags. ``sweep``:
     only the runs of that sweep's latest record (``a,b``: several); ``tag``: only runs with it.
     """
-    _, table, keys = _selected(runs_dir, filters, sweep, tag)
     from normbench.store.catalog import SUMMARY_FIELDS
 
+    _, table, keys = _selected(runs_dir, filters, sweep, tag)
     return table.reindex(
         columns=["run_id", "status", *keys, "seed", *SUMMARY_FIELDS, "code_hash", "tags"]
     )
@@ -242,8 +242,10 @@ def _where(runs_dir: str | Path, filters: Iterable[str]) -> tuple[Path, list[str
 
 
 def _warn(messages: list[str]) -> None:
+    """The selection's warnings (runs skipped as unreadable), attributed to the caller of
+    runs, metrics, report or learning_curves."""
     for message in messages:
-        warnings.warn(message, stacklevel=3)
+        warnings.warn(message, stacklevel=4)
 
 
 def _selected(
