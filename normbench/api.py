@@ -22,20 +22,43 @@ sublayer as the run's placement (``cfg["placement"]["name"]``, one of ``PLACEMEN
 ``make_norm`` here is the other spelling, a shipped norm by name:
 ``make_norm("groupnorm", 64, "channels", groups=8)``.
 
+Runs as pandas DataFrames (for a notebook; docs/notebook.md). Each takes a runs directory and
+filters in the command line's grammar (``runs(".", "norm=batchnorm,groupnorm", "seed=0")``;
+as on the command line, a first argument with ``=`` is a filter of ``./runs``); a bad filter
+raises ``UsageError`` with the CLI's one line; runs skipped as unreadable are warnings.
+
+- ``runs(runs_dir="runs", *filters, sweep=None, tag=None)``: one row per run: ``run_id``,
+  ``status``, every config key that varies among them (``norm.name``, ...), ``seed``, the
+  summary metrics (``final_val_acc``, ``wall_s``, ...), ``code_hash`` and ``tags``.
+- ``metrics(...)``: the same runs' metrics.parquet in long format: one row per run and logged
+  step, with ``run_id``, the varying keys and ``seed`` in front.
+- ``report(runs_dir="runs", *filters, **options)``: the tables of ``normbench report --format
+  json`` by name (``convergence``, ``batch_sensitivity``, ...) and ``sections``; the options are
+  the report's flags (``REPORT_OPTIONS``: ``alpha=0.1``, ``by="norm.name"``, ``sweep=...``).
+- ``learning_curves(runs_dir="runs", *filters, x=None, **options)``: the report's learning-curve
+  figure of each section (matplotlib Figures).
+
 Names are imported when first used, so ``import normbench.api`` does not import torch until a
-name that needs it is asked for.
+name that needs it is asked for; the DataFrame functions never do.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from normbench.core.errors import StoreError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+    from matplotlib.figure import Figure
     from torch import nn
+
+    from normbench.report.tables import Report
 
 # name -> the module that defines it (imported on first use)
 _LAZY = {
@@ -51,7 +74,18 @@ _LAZY = {
     "final_norm": "normbench.layers.models",
 }
 
-__all__ = ["StoreError", "UsageError", "build_model", "compose", *_LAZY]
+__all__ = [
+    "REPORT_OPTIONS",
+    "StoreError",
+    "UsageError",
+    "build_model",
+    "compose",
+    "learning_curves",
+    "metrics",
+    "report",
+    "runs",
+    *_LAZY,
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -85,3 +119,182 @@ def build_model(overrides: Iterable[str] = ()) -> nn.Module:
     data = describe(cfg["data"])
     with torch.random.fork_rng(devices=[]):
         return seeded_model(cfg, data.input_shape, data.num_classes, data.vocab_size)
+
+
+# ------------------------------------------------------------------------------ runs as data
+def runs(
+    runs_dir: str | Path = "runs", *filters: str, sweep: str | None = None, tag: str | None = None
+) -> pd.DataFrame:
+    """One row per run (sorted by run id): run id, status, the config keys that vary among
+    the runs, the seed, the summary metrics, the code fingerprint and the tags. ``sweep``:
+    only the runs of that sweep's latest record (``a,b``: several); ``tag``: only runs with it.
+    """
+    from normbench.store.catalog import SUMMARY_FIELDS
+
+    _, table, keys = _selected(runs_dir, filters, sweep, tag)
+    return table.reindex(
+        columns=["run_id", "status", *keys, "seed", *SUMMARY_FIELDS, "code_hash", "tags"]
+    )
+
+
+def metrics(
+    runs_dir: str | Path = "runs", *filters: str, sweep: str | None = None, tag: str | None = None
+) -> pd.DataFrame:
+    """The runs' metrics.parquet in long format, one row per run and logged step: run id, the
+    config keys that vary, the seed, then ``step``, ``epoch``, ``samples``, ``elapsed_s``,
+    ``lr``, ``train_loss``, ``train_acc``, ``val_loss``, ``val_acc``, ``val_bpb``, ``grad_norm``
+    (NaN where a step did not log a column: validation between evaluations). A run that has
+    logged nothing yet has no rows; one whose file is refused is a warning."""
+    import pandas as pd
+
+    from normbench.store.catalog import unreadable
+    from normbench.store.rundir import METRIC_COLUMNS, RunDir
+
+    where, table, keys = _selected(runs_dir, filters, sweep, tag)
+    front = ["run_id", *keys, "seed"]
+    frames = []
+    for run in table.reindex(columns=front).to_dict("records"):
+        try:
+            logged = RunDir(where, run["run_id"]).read_metrics()
+        except FileNotFoundError:
+            continue
+        except (OSError, StoreError) as err:
+            warnings.warn(f"skipped {run['run_id']}: {unreadable(err)}", stacklevel=2)
+            continue
+        frames.append(logged.reindex(columns=list(METRIC_COLUMNS)).assign(**run))
+    columns = [*front, *METRIC_COLUMNS]
+    if not frames:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(frames, ignore_index=True)[columns]
+
+
+@dataclass(frozen=True)
+class ReportOption:
+    """A keyword of ``report``: the ``normbench report`` flag it stands for, and the step of
+    the command that takes it (``select``: catalog.select_runs, ``method``:
+    tables.Method.from_options, ``build``: tables.build, ``output``: diagnostics and
+    ``--table``), under which parameter name, with which default."""
+
+    flag: str
+    step: str
+    parameter: str
+    default: Any = None
+    parse: Callable[[Any], Any] | None = None  # a value as the command line's parsing makes it
+
+
+def _comma_list(value: str | list[str]) -> list[str]:
+    return value.split(",") if isinstance(value, str) else list(value)
+
+
+# report()'s keywords: one line per flag of `normbench report` that changes what it computes
+# (--format, --out, --plots, --html and --x change only how it is shown).
+REPORT_OPTIONS = {
+    "sweep": ReportOption("--sweep", "select", "sweep"),
+    "tag": ReportOption("--tag", "select", "tag"),
+    "alpha": ReportOption("--alpha", "method", "alpha", 0.05),
+    "margin": ReportOption("--margin", "method", "margin", 0.01),
+    "reference_batch": ReportOption("--reference-batch", "method", "reference_batch"),
+    "diverged": ReportOption("--diverged", "method", "diverged", "chance"),
+    "by": ReportOption("--by", "build", "by", parse=_comma_list),
+    "best_over": ReportOption("--best-over", "build", "best_over_key"),
+    "diagnostics": ReportOption("--diagnostics", "output", "diagnostics", False),
+    "table": ReportOption("--table", "output", "only"),
+}
+
+
+def report(runs_dir: str | Path = "runs", *filters: str, **options: Any) -> dict[str, pd.DataFrame]:
+    """The tables ``normbench report RUNS_DIR FILTERS --format json`` computes, as DataFrames
+    by name (those this selection has, or the one ``table=`` names), and ``sections``: per
+    section its setting, fixed keys, grouping keys, metric and notes. ``options`` are the
+    report's flags by name (``REPORT_OPTIONS``; ``by`` takes ``"a,b"`` or a list); an unknown
+    one raises ``UsageError`` listing them."""
+    import pandas as pd
+
+    from normbench.report.render import chosen_tables, section_records
+
+    result, _, output = _report(runs_dir, filters, options)
+    tables = chosen_tables(result, output["only"])
+    return {**tables, "sections": pd.DataFrame(section_records(result))}
+
+
+def learning_curves(
+    runs_dir: str | Path = "runs", *filters: str, x: str | None = None, **options: Any
+) -> list[Figure]:
+    """The report's learning curves, one matplotlib Figure per section (``normbench report
+    --plots``' learning_curves PNGs): training loss and the validation metric against
+    ``x`` (steps, samples, epochs or time), mean and band over seeds per group. ``options``
+    as for ``report``."""
+    from normbench.report.plots import check_x
+    from normbench.report.plots import learning_curves as draw
+
+    check_x(x)
+    result, where, _ = _report(runs_dir, filters, options)
+    figures = [draw(section, where, x) for section in result.sections]
+    return [figure for figure in figures if figure is not None]
+
+
+def _where(runs_dir: str | Path, filters: Iterable[str]) -> tuple[Path, list[str]]:
+    """The command line's grammar, [RUNS_DIR] [FILTER ...]: a first argument with ``=`` is a
+    filter, of ./runs."""
+    if isinstance(runs_dir, str) and "=" in runs_dir:
+        return Path("runs"), [runs_dir, *filters]
+    return Path(runs_dir), list(filters)
+
+
+def _warn(messages: list[str]) -> None:
+    """The selection's warnings (runs skipped as unreadable), attributed to the caller of
+    runs, metrics, report or learning_curves."""
+    for message in messages:
+        warnings.warn(message, stacklevel=4)
+
+
+def _selected(
+    runs_dir: str | Path, filters: Iterable[str], sweep: str | None, tag: str | None
+) -> tuple[Path, pd.DataFrame, list[str]]:
+    """The runs directory, the selected runs sorted by id, and the config keys that vary among
+    them; a column no run lacks gets its values' dtype (int64 seeds), others keep None."""
+    from normbench.report.tables import varying_keys
+    from normbench.store.catalog import select_runs
+
+    where, filters = _where(runs_dir, filters)
+    selection, _, _ = select_runs(where, filters, sweep, tag)
+    _warn(selection.warnings)
+    table = selection.runs
+    if table.empty:
+        return where, table, []
+    table = table.sort_values("run_id", ignore_index=True)
+    keys = varying_keys(table)
+    for key in ("run_id", "status", *keys, "seed"):
+        if table[key].notna().all():
+            table[key] = table[key].infer_objects()
+    return where, table, keys
+
+
+def _report(
+    runs_dir: str | Path, filters: Iterable[str], options: dict[str, Any]
+) -> tuple[Report, Path, dict[str, Any]]:
+    """The report ``normbench report`` builds for these options (the same functions called in
+    the same order), its runs directory, and the output options (``diagnostics``, ``only``)."""
+    from normbench.report.tables import Method, attach_diagnostics, build
+    from normbench.store.catalog import select_runs
+
+    unknown = sorted(set(options) - set(REPORT_OPTIONS))
+    if unknown:
+        raise UsageError(
+            f"report option {unknown[0]}: not an option of normbench report; valid: "
+            + ", ".join(REPORT_OPTIONS)
+        )
+    steps: dict[str, dict[str, Any]] = {"select": {}, "method": {}, "build": {}, "output": {}}
+    for name, option in REPORT_OPTIONS.items():
+        value = options.get(name, option.default)
+        if value is not None and option.parse is not None:
+            value = option.parse(value)
+        steps[option.step][option.parameter] = value
+    where, filters = _where(runs_dir, filters)
+    method = Method.from_options(**steps["method"])
+    selection, looks, _ = select_runs(where, filters, **steps["select"])
+    _warn(selection.warnings)
+    result = build(selection, method=replace(method, looks=looks), **steps["build"])
+    if steps["output"]["diagnostics"]:
+        attach_diagnostics(result, where)
+    return result, where, steps["output"]

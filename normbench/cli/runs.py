@@ -151,3 +151,74 @@ def runs_clean(
     for run in doomed:
         manage.delete(run)
     typer.echo(f"deleted {len(doomed)} run(s)")
+
+
+@runs_app.command("export")
+def runs_export(
+    destination: Annotated[
+        str,
+        typer.Argument(
+            metavar="DIR|URI",
+            help="tensorboard: a directory (one directory of event files per run); mlflow: a "
+            "tracking URI, e.g. sqlite:///mlflow.db",
+        ),
+    ],
+    to: Annotated[str, typer.Option("--to", help="tensorboard | mlflow", show_default=False)],
+    arguments: RunsFilters = None,
+    experiment: Annotated[
+        str, typer.Option("--experiment", help="mlflow: the experiment the runs go to.")
+    ] = "normbench",
+    sweep_name: Annotated[
+        str | None, typer.Option("--sweep", help="Only this sweep's runs (its latest record).")
+    ] = None,
+    status: StatusOption = None,
+    tag: Annotated[str | None, typer.Option("--tag", help="Only runs with this tag.")] = None,
+    runs_dir: RunsDir = Path("runs"),
+) -> None:
+    """Export runs to TensorBoard event files or an MLflow tracking store (again: updated)."""
+    from normbench.core.errors import StoreError, UsageError
+    from normbench.core.extras import missing
+    from normbench.report import render
+    from normbench.store import catalog, manage
+    from normbench.trackers import mlflow, tensorboard
+    from normbench.trackers.runs import tracked_run
+
+    arguments = list(arguments or [])
+    if arguments and "=" not in arguments[0]:
+        runs_dir = Path(arguments.pop(0))
+    try:
+        if to not in ("tensorboard", "mlflow"):
+            raise UsageError(f"--to {to}: valid: tensorboard, mlflow")
+        needs = tensorboard.REQUIRES if to == "tensorboard" else mlflow.requires(destination)
+        absent = missing(needs, f"--to {to}")
+        if absent:
+            raise UsageError(absent)
+        statuses = manage.parse_statuses(status)
+        selection, _, _ = catalog.select_runs(runs_dir, arguments, sweep_name, tag)
+        runs = manage.narrow(selection, statuses).sort_values("run_id")
+        if runs.empty:
+            raise UsageError("no runs match: check the runs directory, --sweep, --status, filters")
+        log_dir = Path(destination)
+        if to == "tensorboard" and log_dir.exists() and not log_dir.is_dir():
+            raise UsageError(f"--to tensorboard {destination}: not a directory")
+        store = mlflow.MlflowExport(destination, experiment) if to == "mlflow" else None
+    except UsageError as err:
+        raise fail(str(err)) from None
+    for warning in selection.warnings:
+        typer.secho(f"warning: {render.plain(warning)}", fg="yellow", err=True)
+    exported = 0
+    for row in runs.to_dict("records"):
+        try:
+            run = tracked_run(row, runs_dir)
+            if store is None:
+                typer.echo(f"wrote {render.plain(str(tensorboard.export(run, log_dir)))}")
+            else:
+                typer.echo(f"{store.export(run)} {render.plain(run.run_id)}")
+            exported += 1
+        except (OSError, StoreError) as err:
+            reason = render.plain(str(err) if isinstance(err, StoreError) else err.strerror)
+            typer.secho(
+                f"warning: skipped {render.plain(row['run_id'])}: {reason}", fg="yellow", err=True
+            )
+    where = destination if store is None else f"{destination}, experiment {experiment}"
+    typer.echo(f"exported {exported} run(s) to {to} {render.plain(where)}")

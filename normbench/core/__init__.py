@@ -2,6 +2,7 @@
 
 Owns: the errors every command reports in one line (errors), what one config key accepts
 (keys), the trusted reader of untrusted files (files), text made safe for a terminal or a
-markdown page (text), and the registry of plugins (registry: import paths, entry points,
-signatures). No torch, no pandas. May import: nothing of normbench outside core.
+markdown page (text), the registry of plugins (registry: import paths, entry points,
+signatures), and whether an optional dependency is installed (extras). No torch, no pandas.
+May import: nothing of normbench outside core.
 """

@@ -301,6 +301,8 @@ def validate(cfg: dict, keys: dict[str, Key] | None = None) -> dict:
         section, _, leaf = key.rpartition(".")
         (cfg[section] if section else cfg)[leaf] = value
     _identify_data(cfg)
+    if cfg["log"]["tensorboard"] is not None:  # a sweep's jobs may start in another directory
+        cfg["log"]["tensorboard"] = str(Path(cfg["log"]["tensorboard"]).expanduser().resolve())
     for rule in RULES:
         message = rule.violation(cfg)
         if message:

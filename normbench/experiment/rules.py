@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from normbench.core.extras import missing
 from normbench.data.datasets import describe, input_shape, split_sizes
 from normbench.layers.keys import NORM_KEYS, SEQUENCE_STATISTICS_NORMS, norm_reads
 
@@ -144,6 +145,14 @@ RULES: tuple[Rule, ...] = (
         "data=tokens needs min_len <= max_len and min_len > num_classes - 1 (room for the "
         "query and its repeats)",
         lambda cfg: _tokens_rule(cfg),
+    ),
+    Rule(
+        "log.tensorboard=DIR without TensorBoard installed (it comes with the tracking extra)",
+        lambda cfg: (
+            missing(("tensorboard",), f"log.tensorboard={cfg['log']['tensorboard']}")
+            if cfg["log"]["tensorboard"] is not None
+            else None
+        ),
     ),
 )
 

@@ -14,9 +14,10 @@ from normbench.core.keys import Key
 
 GROUPS = ("model", "norm", "placement", "data", "precision")
 DEVICES = ("auto", "cpu", "cuda", "mps")
-# Execution settings: they change where and how fast a run goes, not what it computes, so
-# they are left out of the run id (dotted: nested keys).
-EXECUTION_KEYS = ("device", "threads", "train.checkpoint_every")
+# Execution settings: they change where and how fast a run goes, or where it is watched
+# (log.tensorboard), not what it computes, so they are left out of the run id (dotted: nested
+# keys).
+EXECUTION_KEYS = ("device", "threads", "train.checkpoint_every", "log.tensorboard")
 # Observations: what a run records about itself beyond its metrics. Asking for them does not
 # make another experiment (a finished run without them is trained again to record them).
 OBSERVATION_KEYS = ("diagnostics",)
@@ -61,6 +62,7 @@ SCHEMA: dict[str, Key] = {
     "train.checkpoint_every": _positive(nullable=True),
     "target.metric": Key(str, choices=("val_acc", "val_loss", "val_bpb")),
     "target.value": Key(float),
+    "log.tensorboard": Key(str, nullable=True),
 }
 # Keys that exist only for one option of a group; the option's `name` key is checked against
 # the group's yaml files.
@@ -137,13 +139,22 @@ def flatten(cfg: dict, prefix: str = "") -> dict[str, Any]:
 
 def experiment(cfg: dict) -> dict:
     """The config without its execution settings, observations and later keys at their old
-    behaviour: what a run computes, hashed into its id."""
+    behaviour: what a run computes, hashed into its id. A section left empty goes too (``log``
+    holds execution settings only), so a section of them changes no run id."""
     trimmed = json.loads(json.dumps(cfg))
     later = [key for key, old in LATER_KEYS.items() if flatten(cfg).get(key) == old]
     for key in (*EXECUTION_KEYS, *OBSERVATION_KEYS, *later):
-        *sections, leaf = key.split(".")
-        parent = trimmed
-        for section in sections:
-            parent = parent.get(section, {})
-        parent.pop(leaf, None)
+        _remove(trimmed, key.split("."))
     return trimmed
+
+
+def _remove(tree: dict, path: list[str]) -> None:
+    """Remove the key at ``path`` (``["train", "lr"]``), and its section if that leaves it
+    empty."""
+    head, *rest = path
+    if not rest:
+        tree.pop(head, None)
+    elif isinstance(tree.get(head), dict):
+        _remove(tree[head], rest)
+        if not tree[head]:
+            del tree[head]

@@ -466,23 +466,29 @@ def markdown(report: Report, only: str | None) -> str:
     return "\n\n".join(blocks) + "\n"
 
 
+def section_records(report: Report) -> list[dict]:
+    """Per section: its setting, the keys held fixed, the grouping keys, the metric and the
+    notes (JSON's ``sections``, normbench.api.report's ``sections`` table)."""
+    return [
+        {
+            "setting": section.setting,
+            "fixed": section.fixed,
+            "grouped_by": section.keys,
+            "metric": section.metric.name,
+            "higher_is_better": section.metric.higher_is_better,
+            "notes": section.notes,
+        }
+        for section in report.sections
+    ]
+
+
 def to_json(report: Report, only: str | None) -> str:
     payload = {
         name: json.loads(frame.to_json(orient="records"))
         for name, frame in chosen_tables(report, only).items()
     }
     payload.update(
-        sections=[
-            {
-                "setting": section.setting,
-                "fixed": section.fixed,
-                "grouped_by": section.keys,
-                "metric": section.metric.name,
-                "higher_is_better": section.metric.higher_is_better,
-                "notes": section.notes,
-            }
-            for section in report.sections
-        ],
+        sections=section_records(report),
         method={
             "alpha": report.method.alpha,
             "margin": report.method.margin,

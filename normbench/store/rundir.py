@@ -27,12 +27,15 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from normbench.core.errors import StoreError
-from normbench.core.files import MAX_DEPTH, depth, parquet_rows, read_json, read_yaml
+from normbench.core.files import MAX_DEPTH, depth, parquet_rows, read_json, read_parquet, read_yaml
 from normbench.experiment.schema import GROUPS, experiment
 from normbench.store.provenance import is_stale
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
 
 STATUSES = ("running", "complete", "diverged", "failed", "interrupted")
 # Upper bounds on what normbench reads from a runs directory, per file.
@@ -59,6 +62,7 @@ METRIC_COLUMNS = (
     "val_bpb",  # next-byte tasks: val_loss / ln 2; NaN for the classification tasks
     "grad_norm",
 )
+MAX_METRIC_ROWS = 1_000_000  # a million logged steps: far beyond any run normbench makes
 
 
 @dataclass(frozen=True)
@@ -304,6 +308,19 @@ class RunDir:
 
     def write_meta(self, meta: dict[str, Any]) -> None:
         atomic_write(self.meta_path, json.dumps(meta, indent=2, default=str) + "\n")
+
+    def read_metrics(self) -> pd.DataFrame:
+        """metrics.parquet as a DataFrame of normbench's columns (those the file has), read
+        through the trusted reader: bounded, never through a symlink below the runs
+        directory, every column numbers. FileNotFoundError when the run logged nothing yet."""
+        return read_parquet(
+            self.metrics_path,
+            MAX_BYTES["metrics.parquet"],
+            MAX_METRIC_ROWS,
+            numeric=METRIC_COLUMNS,
+            columns=list(METRIC_COLUMNS),
+            root=self.path.parent,
+        )
 
     def write_metrics(self, rows: list[dict[str, float]]) -> None:
         """All rows so far, as one parquet file (rewritten whole: runs log hundreds of rows)."""

@@ -26,6 +26,7 @@ from normbench.data.pysource import unigram_bits
 from normbench.layers.keys import norm_reads
 from normbench.layers.models import count_parameters, seeded_model
 from normbench.store.rundir import RunDir
+from normbench.trackers.tensorboard import RunEvents
 from normbench.training import checkpoint
 from normbench.training.diagnostics import Diagnostics, frozen_buffers
 
@@ -50,6 +51,7 @@ class Trainer:
         self.wall_s = 0.0  # wall time of earlier attempts, up to the checkpoint resumed from
         self.attempt_start = time.perf_counter()  # this attempt's share of wall_s starts here
         self.resumed_from: int | None = None  # the checkpoint's step, when this run resumed
+        self.events: RunEvents | None = None  # log.tensorboard: the live event file
 
     # ---------------------------------------------------------------------------- set-up
     def setup(self) -> None:
@@ -151,6 +153,7 @@ class Trainer:
         }
         batches = self.batches()
         first = self.resume(window)
+        self.events = self.live_events()
         self.model.train()
         try:
             with self.progress_bar() as progress:
@@ -197,6 +200,8 @@ class Trainer:
                         if diagnose:
                             self.diagnose(step, row["val_acc"])
                     self.rows.append(row)
+                    if self.events is not None:
+                        self.events.add(row)
                     self.summary["steps"] = step
                     val = "-" if math.isnan(row["val_acc"]) else f"{row['val_acc']:.3f}"
                     progress.update(
@@ -215,6 +220,8 @@ class Trainer:
                     tick = time.perf_counter()
         finally:
             self.write_logs()
+            if self.events is not None:
+                self.events.close()
             self.finish_summary()
         self.summary["test_loss"], self.summary["test_acc"] = self.evaluate("test")
         self.summary["test_bpb"] = self.bits_per_byte(self.summary["test_loss"])
@@ -311,6 +318,19 @@ class Trainer:
         self.run.write_metrics(self.rows)
         if self.diagnostics is not None:
             self.diagnostics.write()
+        if self.events is not None:
+            self.events.flush()
+
+    def live_events(self) -> RunEvents | None:
+        """``log.tensorboard=DIR``: the run's TensorBoard event file, written at every logging
+        step as metrics.parquet is (a resumed run's earlier rows first); None when unset."""
+        if self.cfg["log"]["tensorboard"] is None:
+            return None
+        tags = tuple((self.run.read_meta() or {}).get("tags") or ())
+        events = RunEvents(Path(self.cfg["log"]["tensorboard"]), self.run.run_id, self.cfg, tags)
+        for row in self.rows:
+            events.add(row)
+        return events
 
     def diagnose(self, step: int, eval_mode_acc: float) -> None:
         """Record this evaluation's diagnostics; batch-dependent norms also get a validation
