@@ -186,6 +186,11 @@ def _comma_list(value: str | list[str]) -> list[str]:
     return value.split(",") if isinstance(value, str) else list(value)
 
 
+def _space_list(value: str | list[str]) -> list[str]:
+    """``reference="norm=layernorm placement=pre"`` or a list, as repeated flags give."""
+    return value.split() if isinstance(value, str) else list(value)
+
+
 # report()'s keywords: one line per flag of `normbench report` that changes what it computes
 # (--format, --out, --plots, --html and --x change only how it is shown).
 REPORT_OPTIONS = {
@@ -193,6 +198,7 @@ REPORT_OPTIONS = {
     "tag": ReportOption("--tag", "select", "tag"),
     "alpha": ReportOption("--alpha", "method", "alpha", 0.05),
     "margin": ReportOption("--margin", "method", "margin", 0.01),
+    "reference": ReportOption("--reference", "method", "reference", (), parse=_space_list),
     "reference_batch": ReportOption("--reference-batch", "method", "reference_batch"),
     "diverged": ReportOption("--diverged", "method", "diverged", "chance"),
     "by": ReportOption("--by", "build", "by", parse=_comma_list),
@@ -292,9 +298,9 @@ def _report(
         steps[option.step][option.parameter] = value
     where, filters = _where(runs_dir, filters)
     method = Method.from_options(**steps["method"])
-    selection, looks, _ = select_runs(where, filters, **steps["select"])
+    selection, design, _ = select_runs(where, filters, **steps["select"])
     _warn(selection.warnings)
-    result = build(selection, method=replace(method, looks=looks), **steps["build"])
+    result = build(selection, method=replace(method, **design), **steps["build"])
     if steps["output"]["diagnostics"]:
         attach_diagnostics(result, where)
     return result, where, steps["output"]
