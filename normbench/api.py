@@ -172,8 +172,9 @@ def metrics(
 class ReportOption:
     """A keyword of ``report``: the ``normbench report`` flag it stands for, and the step of
     the command that takes it (``select``: catalog.select_runs, ``method``:
-    tables.Method.from_options, ``build``: tables.build, ``output``: diagnostics and
-    ``--table``), under which parameter name, with which default."""
+    tables.Method.from_options, ``build``: tables.build, ``across``: report.across.across,
+    ``output``: diagnostics and ``--table``), under which parameter name, with which
+    default."""
 
     flag: str
     step: str
@@ -203,6 +204,8 @@ REPORT_OPTIONS = {
     "diverged": ReportOption("--diverged", "method", "diverged", "chance"),
     "by": ReportOption("--by", "build", "by", parse=_comma_list),
     "best_over": ReportOption("--best-over", "build", "best_over_key"),
+    "across": ReportOption("--across", "across", "keys", parse=_comma_list),
+    "profile": ReportOption("--profile", "across", "profile_x", "steps"),
     "diagnostics": ReportOption("--diagnostics", "output", "diagnostics", False),
     "table": ReportOption("--table", "output", "only"),
 }
@@ -290,7 +293,13 @@ def _report(
             f"report option {unknown[0]}: not an option of normbench report; valid: "
             + ", ".join(REPORT_OPTIONS)
         )
-    steps: dict[str, dict[str, Any]] = {"select": {}, "method": {}, "build": {}, "output": {}}
+    steps: dict[str, dict[str, Any]] = {
+        "select": {},
+        "method": {},
+        "build": {},
+        "across": {},
+        "output": {},
+    }
     for name, option in REPORT_OPTIONS.items():
         value = options.get(name, option.default)
         if value is not None and option.parse is not None:
@@ -301,6 +310,10 @@ def _report(
     selection, design, _ = select_runs(where, filters, **steps["select"])
     _warn(selection.warnings)
     result = build(selection, method=replace(method, **design), **steps["build"])
+    if steps["across"]["keys"]:
+        from normbench.report.across import across
+
+        result.across = across(result, **steps["across"])
     if steps["output"]["diagnostics"]:
         attach_diagnostics(result, where)
     return result, where, steps["output"]

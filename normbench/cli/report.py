@@ -52,6 +52,21 @@ def report(
             show_default=False,
         ),
     ] = None,
+    across: Annotated[
+        str | None,
+        typer.Option(
+            "--across",
+            help="After the sections, one table across the workloads these setting keys tell "
+            "apart (comma-separated), e.g. data or data,model",
+            show_default=False,
+        ),
+    ] = None,
+    profile: Annotated[
+        str,
+        typer.Option(
+            "--profile", help="With --across: the performance profile's cost: steps | time"
+        ),
+    ] = "steps",
     reference_batch: Annotated[
         int | None,
         typer.Option(
@@ -123,6 +138,10 @@ def report(
             typer.secho(f"warning: {render.plain(warning)}", fg="yellow", err=True)
         method = method.with_(**design)
         result = tables.build(selection, by.split(",") if by else None, best_over, method)
+        if across:
+            from normbench.report.across import across as aggregate
+
+            result.across = aggregate(result, across.split(","), profile)
         if diagnostics:
             tables.attach_diagnostics(result, runs_dir)
         text = None if fmt == "rich" else render.as_text(result, fmt, table, out)
@@ -153,13 +172,14 @@ def report(
         from normbench.report import plots as figures
 
         drawings = figures.draw(result, runs_dir, x, lambda line: typer.echo(line, err=True))
+        overall = figures.across_drawings(result)
         try:
-            for path in figures.write_pngs(result, drawings, plots) if plots else []:
+            for path in figures.write_pngs(result, drawings, plots, overall) if plots else []:
                 typer.echo(f"wrote {path}", err=True)
             if html is not None:
                 from normbench.report.html import write_html
 
-                write_html(html, result, drawings, sys.argv, sweep_commands)
+                write_html(html, result, drawings, sys.argv, sweep_commands, overall)
                 typer.echo(f"wrote {html}", err=True)
         except OSError as err:
             raise fail(f"cannot write {err.filename}: {err.strerror}") from None

@@ -73,14 +73,20 @@ def write_html(
     drawings: list[list[Drawing]],
     report_argv: list[str],
     sweep_argvs: list,
+    across: list[Drawing] = (),
 ) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(page(report, drawings, report_argv, sweep_argvs), encoding="utf-8")
+    html = page(report, drawings, report_argv, sweep_argvs, across)
+    path.write_text(html, encoding="utf-8")
     return path
 
 
 def page(
-    report: Report, drawings: list[list[Drawing]], report_argv: list[str], sweep_argvs: list
+    report: Report,
+    drawings: list[list[Drawing]],
+    report_argv: list[str],
+    sweep_argvs: list,
+    across: list[Drawing] = (),
 ) -> str:
     """The whole document."""
     statuses = ", ".join(f"{n} {status}" for status, n in sorted(report.counts.items()))
@@ -93,6 +99,7 @@ def page(
             section_html(section, report.method, drawn, len(report.sections) > 1)
             for section, drawn in zip(report.sections, drawings, strict=True)
         ),
+        *([across_html(report, across)] if report.across is not None else []),
         reproduce_html(report, report_argv, sweep_argvs),
     ]
     return (
@@ -102,6 +109,17 @@ def page(
         "<title>normbench report</title>\n"
         f"<style>{STYLE}</style>\n</head>\n<body>\n" + "\n".join(body) + "\n</body>\n</html>\n"
     )
+
+
+def across_html(report: Report, drawn: list[Drawing]) -> str:
+    """The table of ``report --across`` with its caption and the performance profile."""
+    result = report.across
+    parts = [
+        f"<h2>Across {esc(render.across_title(result))}</h2>",
+        table_html(render.across_rich(result, report.method)),
+        *(figure_html(drawing) for drawing in drawn),
+    ]
+    return "<section>\n" + "\n".join(parts) + "\n</section>"
 
 
 def esc(value) -> str:

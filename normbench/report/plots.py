@@ -116,11 +116,17 @@ def to_png(fig: Figure) -> bytes:
     return buffer.getvalue()
 
 
-def write_pngs(report: Report, drawings: list[list[Drawing]], out_dir: Path) -> list[Path]:
+def write_pngs(
+    report: Report, drawings: list[list[Drawing]], out_dir: Path, across: list[Drawing] = ()
+) -> list[Path]:
     """The drawings as PNG files; a section's files carry its setting in their name when the
-    report has several sections."""
+    report has several sections; the figures across sections come last."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
+    for drawing in across:
+        path = out_dir / f"{drawing.name}.png"
+        path.write_bytes(drawing.png)
+        written.append(path)
     for section, drawn in zip(report.sections, drawings, strict=True):
         suffix = _suffix(section) if len(report.sections) > 1 else ""
         for drawing in drawn:
@@ -427,3 +433,42 @@ def gradient_depth(
         yscale="log",
     )
     return finish(fig, section)
+
+
+# ----------------------------------------------------------------------------- across tasks
+def performance_profile(result) -> Figure:
+    """Dolan and More's performance profile across the tasks of ``report --across``: for each
+    group, the fraction of tasks it reaches the target within tau times the best group's cost,
+    tau from 1 to 4 (normbench.report.across); higher and further left is better."""
+    cost = "steps" if result.profile_x == "steps" else "time"
+    about = (
+        f"Performance profile over {len(result.tasks)} tasks: fraction of tasks whose target "
+        f"a group reaches within tau times the best group's {cost} to target"
+    )
+    fig = new_figure(8, 4.8, about)
+    ax = fig.subplots()
+    groups = list(dict.fromkeys(result.profile["group"]))[:MAX_CURVES]
+    for group in groups:
+        curve = result.profile[result.profile["group"] == group]
+        ax.step(curve["tau"], curve["fraction"], where="post", label=plain(group), alpha=0.85)
+    ax.set(
+        xlabel=f"tau: {cost} to target over the best group's",
+        ylabel="fraction of tasks",
+        ylim=(-0.03, 1.03),
+        xlim=(1, float(result.profile["tau"].max())),
+        title=textwrap.fill(about, 80),
+    )
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    return fig
+
+
+def across_drawings(report: Report) -> list[Drawing]:
+    """The figure of ``report --across`` (none without it)."""
+    if report.across is None:
+        return []
+    from matplotlib import rc_context
+
+    with rc_context({"text.parse_math": False}):
+        fig = performance_profile(report.across)
+        return [Drawing("performance_profile", fig.get_label(), to_png(fig))]

@@ -18,6 +18,7 @@ from normbench.core.text import plain
 from normbench.report.tables import Method, Report, Section, label
 
 TABLES = (
+    "across",
     "convergence",
     "batch_sensitivity",
     "precision",
@@ -194,6 +195,9 @@ def rich_renderables(report: Report, only: str | None = None) -> list:
             if (only is None or only == name) and section.tables.get(name) is not None:
                 out.extend(caption_below(render(section, report.method)))
         out.extend(Text(f"note: {note}", style="dim") for note in section.notes)
+    if report.across is not None and only in (None, "across"):
+        out.append(Text(f"\n== across {across_title(report.across)} ==", style="bold"))
+        out.extend(caption_below(across_rich(report.across, report.method)))
     return out
 
 
@@ -411,6 +415,8 @@ def tidy(report: Report, name: str) -> pd.DataFrame | None:
 def chosen_tables(report: Report, only: str | None) -> dict[str, pd.DataFrame]:
     """The tables this report has (or the one ``--table`` names, refused when absent)."""
     present = {name: t for name in TABLES if (t := tidy(report, name)) is not None}
+    if report.across is not None:
+        present = {"across": report.across.table, **present}
     if only is None:
         return present
     if only not in TABLES:
@@ -463,6 +469,10 @@ def markdown(report: Report, only: str | None) -> str:
             blocks.append(f"### {name.replace('_', ' ').capitalize()}\n\n{to_markdown(table)}")
             blocks.append(caption)
         blocks.extend(f"Note: {note}" for note in section.notes)
+    if report.across is not None and only in (None, "across"):
+        blocks.append(f"## Across {across_title(report.across)}")
+        blocks.append(to_markdown(report.across.table))
+        blocks.append(across_caption(report.across, report.method))
     return "\n\n".join(blocks) + "\n"
 
 
@@ -487,6 +497,9 @@ def to_json(report: Report, only: str | None) -> str:
         name: json.loads(frame.to_json(orient="records"))
         for name, frame in chosen_tables(report, only).items()
     }
+    if report.across is not None:
+        payload["across_tasks"] = report.across.tasks
+        payload["across_reference"] = report.across.reference
     payload.update(
         sections=section_records(report),
         method={
@@ -580,3 +593,66 @@ def as_text(result: Report, fmt: str, table: str | None, out: Path | None) -> st
             }
         text = to_csv(next(iter(chosen.values())))
     return text if out is None else {out: text}
+
+
+# ----------------------------------------------------------------------------- across tasks
+def across_title(result) -> str:
+    """``data: 3 tasks (data=digits, data=mnist1d, data=pysource)``."""
+    keys = ",".join(k.removesuffix(".name") for k in result.keys)
+    return f"{keys}: {len(result.tasks)} tasks ({', '.join(result.tasks)})"
+
+
+def across_caption(result, method: Method) -> str:
+    chosen = "named before looking" if result.named else "the highest IQM, chosen after looking"
+    cost = "steps" if result.profile_x == "steps" else "seconds"
+    return (
+        f"Across tasks, against the reference {result.reference} ({chosen}). P(>ref): the "
+        "probability that a run of the group beats a run of the reference in a task (Mann-"
+        "Whitney U / nm, ties 1/2), averaged over the tasks both are in; IQM: interquartile "
+        "mean of every run's score normalized per task (0 at chance, 1 at the task's best "
+        "group mean); both with a 95% stratified-bootstrap interval (each group's runs "
+        "resampled within each task, the tasks fixed: it says nothing about other tasks). "
+        "b/e/w/i: tasks where the section's verdict (paired by seed, "
+        f"{alpha_text(method)}) is better/equivalent/worse/inconclusive; profile: the area "
+        f"under the performance profile up to 4x the best group's {cost} to target (1: the "
+        "fastest everywhere; a run that never reaches the target counts as infinite); missing: "
+        "tasks without the group (they count as not reaching the target)."
+    )
+
+
+def across_rich(result, method: Method):
+    from rich.text import Text
+
+    data = result.table
+    table = _table(across_caption(result, method))
+    key_columns(table, result.group_keys, data)
+    table.add_column("tasks", justify="right", no_wrap=True)
+    table.add_column("P(>ref)", justify="right")
+    table.add_column("IQM", justify="right")
+    table.add_column("b/e/w/i", justify="right", no_wrap=True)
+    table.add_column("profile", justify="right", no_wrap=True)
+    table.add_column("missing")
+    for _, row in data.iterrows():
+        poi = (
+            "ref"
+            if math.isnan(row["poi"])
+            else f"{row['poi']:.2f} [{row['poi_ci_low']:.2f}, {row['poi_ci_high']:.2f}]"
+        )
+        iqm = (
+            "-"
+            if math.isnan(row["iqm"])
+            else f"{row['iqm']:.3f} [{row['iqm_ci_low']:.3f}, {row['iqm_ci_high']:.3f}]"
+        )
+        counts = "/".join(
+            str(int(row[w])) for w in ("better", "equivalent", "worse", "inconclusive")
+        )
+        table.add_row(
+            *(cell(row[k]) for k in result.group_keys),
+            str(int(row["tasks"])),
+            poi,
+            iqm,
+            counts,
+            f"{row['profile_score']:.2f}",
+            Text(plain(row["missing"]) or "-", style="dim"),
+        )
+    return table

@@ -189,6 +189,7 @@ class Report:
     counts: dict[str, int]
     warnings: list[str]
     best_over: str | None = None
+    across: object | None = None  # normbench.report.across.Across, with --across
 
 
 # ------------------------------------------------------------------------------ building
