@@ -11,6 +11,9 @@ The verdicts (docs/statistics.md explains them to a user):
   for "equivalent");
 - a pre-specified contrast per row (batch sensitivity): ``contrast`` (one-sided Welch with
   Holm for "sensitive", TOST with Holm for "insensitive").
+
+And the per-seed summaries they are computed on: ``lr_sensitivity`` (one seed's sweep over
+learning rates).
 """
 
 from __future__ import annotations
@@ -297,3 +300,21 @@ def contrast(
 def flip(w: Welch) -> Welch:
     """The same difference the other way round (b - a)."""
     return Welch(-w.diff, w.se, w.df)
+
+
+def lr_sensitivity(losses: np.ndarray, initial: float) -> float:
+    """LR sensitivity (Wortsman et al. 2023, "Small-scale proxies for large-scale Transformer
+    training instabilities": their summary of a sweep) of one seed's runs over a grid of
+    learning rates:
+
+        E_lr[ min(loss(lr), loss_init) - min_lr loss(lr) ]
+
+    the mean, over the grid, of how far each rate's final loss ends from the best rate's, each
+    loss capped at ``initial`` (loss_init, the loss at initialisation): a run that ended worse
+    than it started, or diverged (NaN or inf in ``losses``), counts at loss_init. The best
+    loss is taken capped as well, which changes nothing while some rate beats loss_init and
+    keeps a grid where none does at 0 rather than negative. In the loss's units; 0 when every
+    rate reaches the same loss, lower is better. Unlike the other functions here, the arrays
+    are not per seed but per learning rate, and may hold NaN."""
+    capped = np.where(np.isfinite(losses), np.minimum(losses, initial), initial)
+    return float(capped.mean() - capped.min())

@@ -33,7 +33,7 @@ from normbench.store.rundir import (
 )
 
 INDEX = ".index.json"
-INDEX_VERSION = 5
+INDEX_VERSION = 6
 SUMMARY_FIELDS = (
     "final_val_acc",
     "best_val_acc",
@@ -51,6 +51,8 @@ SUMMARY_FIELDS = (
     "parameters",
     "num_classes",
     "unigram_bpb",
+    "initial_val_loss",
+    "initial_val_bpb",
 )
 # Where a run's numbers came from: the code's fingerprint, torch, and the device it ran on.
 PROVENANCE_FIELDS = ("code_hash", "torch_version", "device_used")

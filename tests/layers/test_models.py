@@ -16,17 +16,17 @@ from normbench.layers.models import (
     CNN,
     MLP,
     NEEDS_FINAL_NORM,
+    PLACEMENTS,
     Attention,
     ResidualUnit,
     Transformer,
     build_model,
     count_parameters,
+    post_ln_blocks,
     standardize,
 )
 from normbench.layers.norms import Norm, make_norm
 from normbench.training.run import run_experiment
-
-PLACEMENTS = group_options("placement")
 
 
 class Double(torch.nn.Module):
@@ -46,8 +46,11 @@ class Double(torch.nn.Module):
 
 @pytest.mark.parametrize("placement", PLACEMENTS)
 def test_each_placement_computes_its_equation(placement):
+    """Here the unit is in block 3 of 4: LNS scales by 1/sqrt(3); Mix-LN's first
+    floor(0.25 * 4) = 1 block is Post-LN, so block 3 is Pre-LN."""
     torch.manual_seed(0)
-    unit = ResidualUnit(Double(), 4, "tokens", placement, 6, partial(make_norm, "layernorm"))
+    norm = partial(make_norm, "layernorm")
+    unit = ResidualUnit(Double(), 4, "tokens", placement, 6, norm, layer=3, layers=4)
     x = torch.randn(2, 3, 4)
 
     def N(h):  # noqa: N802
@@ -60,8 +63,40 @@ def test_each_placement_computes_its_equation(placement):
         "res_post": x + N(2 * x + 1),
         "sandwich": x + N(2 * N(x) + 1),
         "deepnorm": N(alpha * x + (2 * beta * x + 1)),
+        "lns": x + (2 * N(x) / 3**0.5 + 1),
+        "mix": x + (2 * N(x) + 1),
     }[placement]
     torch.testing.assert_close(unit(x), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("model", "depth", "fraction", "post_blocks"),
+    [("transformer", 4, 0.25, 1), ("transformer", 5, 0.5, 2), ("cnn", 8, 0.25, 2)],
+)
+def test_mix_is_post_ln_in_the_first_floor_fraction_of_blocks_then_pre_ln(
+    model, depth, fraction, post_blocks
+):
+    """Mix-LN (Li et al. 2024): Post-LN in the first floor(alpha * L) blocks (the authors' code:
+    num_hidden_layers // 4 at alpha 0.25), Pre-LN after; a Transformer block's two units
+    share one placement; the final norm stays (the last blocks are Pre-LN)."""
+    overrides = (f"model={model}", f"model.depth={depth}", "placement=mix")
+    cfg = compose(tiny(*overrides, f"placement.post_fraction={fraction}"))
+    net = build_model(cfg, input_shape(cfg["data"]), 10)
+    per_block = 2 if model == "transformer" else 1
+    expected = ["post"] * post_blocks * per_block + ["pre"] * (depth - post_blocks) * per_block
+    assert [unit.placement for unit in net.units] == expected
+    assert type(net.final_norm).__name__ == "LayerNorm"
+    assert post_ln_blocks(0.29, 100) == 29 and post_ln_blocks(0.25, 3) == 0
+
+
+def test_lns_scales_each_blocks_norm_output_by_one_over_the_root_of_its_depth():
+    """LayerNorm Scaling (Sun et al. 2025): x + F(N(x) / sqrt(l)) with l the block (from 1),
+    shared by a block's attention and MLP units, as in the authors' code (layer_index + 1)."""
+    cfg = compose(tiny("placement=lns", "model.depth=3"))
+    net = build_model(cfg, input_shape(cfg["data"]), 10)
+    assert [unit.root_layer**2 for unit in net.units] == pytest.approx([1, 1, 2, 2, 3, 3])
+    with pytest.raises(ValueError, match="placement=lns needs layer"):
+        ResidualUnit(Double(), 4, "tokens", "lns", 2, partial(make_norm, "layernorm"))
 
 
 def xavier_std(weight: torch.Tensor, gain: float) -> float:
@@ -137,6 +172,7 @@ def test_final_norm_only_where_the_stream_is_unnormalized(placement):
     model = build_model(cfg, input_shape(cfg["data"]), 10)
     has_final = type(model.final_norm).__name__ != "Identity"
     assert has_final == (placement in NEEDS_FINAL_NORM)
+    assert all(type(unit.norm).__name__ == "LayerNorm" for unit in model.units)
 
 
 def test_weight_standardization_applies_to_units_and_is_per_output_unit():
@@ -227,7 +263,16 @@ def test_what_dtype_a_norm_reads_under_autocast(model, placement, dtype):
 
 
 # ---------------------------------------------------------------------- causal (pysource)
-CAUSAL_NORMS = ["layernorm", "rmsnorm", "batchnorm", "groupnorm", "dyt", "scalenorm", "none"]
+CAUSAL_NORMS = [
+    "layernorm",
+    "rmsnorm",
+    "batchnorm",
+    "groupnorm",
+    "dyt",
+    "derf",
+    "scalenorm",
+    "none",
+]
 
 
 def causal_model(norm: str, placement: str) -> torch.nn.Module:
