@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import pytest
@@ -97,6 +98,80 @@ def test_lns_scales_each_blocks_norm_output_by_one_over_the_root_of_its_depth():
     assert [unit.root_layer**2 for unit in net.units] == pytest.approx([1, 1, 2, 2, 3, 3])
     with pytest.raises(ValueError, match="placement=lns needs layer"):
         ResidualUnit(Double(), 4, "tokens", "lns", 2, partial(make_norm, "layernorm"))
+
+
+def by_hand_attention(attention: Attention, x: torch.Tensor, qk_norm: str, causal: bool):
+    """Multi-head attention written out head by head, QK-norm as its papers define it: each
+    query and key vector (head_dim entries) centred (layernorm) or not, divided by its RMS,
+    times its gain; logits q.k / sqrt(head_dim). Returns the output and every head's logits."""
+    heads, width = attention.heads, x.shape[-1]
+    d = width // heads
+    q, k, v = (x @ attention.qkv.weight.T + attention.qkv.bias).split(width, dim=-1)
+
+    def normalised(h, gain):
+        if qk_norm == "none":
+            return h
+        if qk_norm == "layernorm":
+            h = h - h.mean(-1, keepdim=True)
+        return h / (h.square().mean(-1, keepdim=True) + 1e-5).sqrt() * gain
+
+    outputs, all_logits = [], []
+    for head in range(heads):
+        part = slice(head * d, (head + 1) * d)
+        qh = normalised(q[..., part], None if qk_norm == "none" else attention.qk_norm.q.gain)
+        kh = normalised(k[..., part], None if qk_norm == "none" else attention.qk_norm.k.gain)
+        logits = qh @ kh.transpose(-2, -1) / d**0.5
+        if causal:
+            later = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(1)
+            logits = logits.masked_fill(later, -math.inf)
+        all_logits.append(logits)
+        outputs.append(logits.softmax(-1) @ v[..., part])
+    y = torch.cat(outputs, -1) @ attention.proj.weight.T + attention.proj.bias
+    return y, torch.stack(all_logits)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("qk_norm", ["none", "layernorm", "rmsnorm"])
+def test_qk_norm_normalises_queries_and_keys_per_head_before_the_dot_product(qk_norm, causal):
+    """QK-norm (Dehghani et al. 2023; Wortsman et al. 2023) against a hand computation, with
+    gains moved off their initial 1; and the diagnostics' largest logit is the hand logits'."""
+    torch.manual_seed(0)
+    attention = Attention(8, 2, torch.nn.Linear, causal, qk_norm).double()
+    if qk_norm != "none":
+        assert attention.qk_norm.q.gain.shape == (4,) and attention.qk_norm.k.gain.eq(1).all()
+        with torch.no_grad():
+            attention.qk_norm.q.gain.normal_()
+            attention.qk_norm.k.gain.normal_()
+    else:
+        assert attention.qk_norm is None
+    x = torch.randn(3, 5, 8, dtype=torch.float64)
+    expected, logits = by_hand_attention(attention, x, qk_norm, causal)
+    torch.testing.assert_close(attention(x), expected)
+    assert attention.largest_logit(x) == pytest.approx(logits.amax().item(), rel=1e-6)
+
+
+def test_qk_norm_bounds_the_logits_whatever_the_weights():
+    """The point of QK-norm: with unit gains each normalised query and key has norm
+    sqrt(head_dim), so no logit exceeds sqrt(head_dim) however large the weights grow;
+    without it the logits grow with the square of the weights' scale. Padded keys and
+    queries are left out of the largest logit."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 6, 16)
+    mask = torch.ones(2, 6, dtype=torch.bool)
+    mask[1, 4:] = False
+    for qk_norm in ("layernorm", "rmsnorm"):
+        attention = Attention(16, 4, torch.nn.Linear, qk_norm=qk_norm)
+        with torch.no_grad():
+            attention.qkv.weight.mul_(1000)
+        assert attention.largest_logit(x, mask) <= 2.0 + 1e-4  # sqrt(head_dim = 4)
+    plain = Attention(16, 4, torch.nn.Linear)
+    before = plain.largest_logit(x, mask)
+    with torch.no_grad():
+        plain.qkv.weight.mul_(10)
+        plain.qkv.bias.mul_(10)
+    assert plain.largest_logit(x, mask) == pytest.approx(100 * before, rel=1e-4)
+    x[1, 4:] = 1e3  # padded positions: huge, yet never weighed
+    assert plain.largest_logit(x, mask) == pytest.approx(100 * before, rel=1e-4)
 
 
 def xavier_std(weight: torch.Tensor, gain: float) -> float:
@@ -275,19 +350,26 @@ CAUSAL_NORMS = [
 ]
 
 
-def causal_model(norm: str, placement: str) -> torch.nn.Module:
+def causal_model(norm: str, placement: str, qk_norm: str = "none") -> torch.nn.Module:
     torch.manual_seed(0)
-    cfg = compose(tiny(f"norm={norm}", f"placement={placement}", data="pysource"))
+    overrides = (f"norm={norm}", f"placement={placement}", f"model.qk_norm={qk_norm}")
+    cfg = compose(tiny(*overrides, data="pysource"))
     model = build_model(cfg, input_shape(cfg["data"]), 256, vocab_size=256)
     model.train()
     model(torch.randint(0, 256, (8, 16)))  # moves BatchNorm's running statistics off init
     return model.eval()
 
 
-@pytest.mark.parametrize("placement", PLACEMENTS)
-@pytest.mark.parametrize("norm", CAUSAL_NORMS)
-def test_a_change_at_position_t_never_changes_the_logits_before_t(norm, placement):
-    model = causal_model(norm, placement)
+@pytest.mark.parametrize(
+    ("norm", "placement", "qk_norm"),
+    [
+        *((norm, placement, "none") for norm in CAUSAL_NORMS for placement in PLACEMENTS),
+        ("layernorm", "pre", "layernorm"),
+        ("rmsnorm", "lns", "rmsnorm"),
+    ],
+)
+def test_a_change_at_position_t_never_changes_the_logits_before_t(norm, placement, qk_norm):
+    model = causal_model(norm, placement, qk_norm)
     x = torch.randint(0, 256, (3, 16))
     logits = model(x)
     assert logits.shape == (3, 16, 256)
