@@ -317,4 +317,4 @@ def lr_sensitivity(losses: np.ndarray, initial: float) -> float:
     rate reaches the same loss, lower is better. Unlike the other functions here, the arrays
     are not per seed but per learning rate, and may hold NaN."""
     capped = np.where(np.isfinite(losses), np.minimum(losses, initial), initial)
-    return float(capped.mean() - capped.min())
+    return float((capped - capped.min()).mean())  # each term >= 0, as in the formula

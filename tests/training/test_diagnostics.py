@@ -217,6 +217,8 @@ def test_report_diagnostics_table_and_gradient_depth_plot(tmp_path):
         ("attention", 1),
         ("mlp", 1),
     }
+    assert all((r["max_logit"] is not None) == (r["sublayer"] == "attention") for r in rows)
+    assert all(r["resid_rms"] > 0 and r["log_z"] > 0 for r in rows)
 
 
 def test_report_diagnostics_without_diagnosed_runs_is_a_clear_error(tmp_path):
