@@ -83,11 +83,11 @@ class QKNorm(nn.Module):
 
     ``kind``: ``layernorm`` (Dehghani et al., Wortsman et al.) or ``rmsnorm`` (OLMo 2 uses
     RMSNorm; it normalises the whole projection, not each head). Each of q and k has its own
-    learnable gain of head_dim entries, shared by the heads, initialised to 1 (a LayerNorm
-    over the last axis of (..., heads, head_dim), as in Wortsman et al.). No bias: a key
-    bias b adds q.b to every logit of a query's row, which the softmax ignores, so only the
-    query's would act. Call it from your own attention: ``q, k = qk_norm(q, k)`` on tensors
-    (N, heads, T, head_dim)."""
+    learnable gain of head_dim entries, shared by the heads, initialised to 1 (what a norm
+    over the last axis of a (..., heads, head_dim) tensor learns, the usual implementation).
+    No bias: a key bias b adds q.b to every logit of a query's row, which the softmax
+    ignores, so only the query's would act. Call it from your own attention:
+    ``q, k = qk_norm(q, k)`` on tensors (N, heads, T, head_dim)."""
 
     def __init__(self, head_dim: int, kind: str, eps: float = 1e-5):
         super().__init__()
