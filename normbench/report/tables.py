@@ -607,13 +607,14 @@ def lr_sensitivity_by_seed(part: pd.DataFrame, metric: Metric) -> dict[int, floa
     """Per seed, the LR sensitivity (normbench.report.stats.lr_sensitivity) of a group's runs
     over train.lr, in ``sensitivity_loss(metric)``: a value per seed, so that groups can be
     paired by seed. A seed counts only with a result at every learning rate the group has a
-    run at: a complete run's final loss, a diverged run at loss_init. loss_init is the runs'
-    initial_val_loss (initial_val_bpb); runs made before normbench recorded it fall back to
-    the loss of the uniform prediction, ln(classes) nats (log2(classes) bits), which is
-    near a freshly initialised model's (its logits start near zero)."""
+    run at: a complete run with its final loss, or a diverged run, at loss_init. loss_init is
+    the runs' initial_val_loss (initial_val_bpb); runs made before normbench recorded it fall
+    back to the loss of the uniform prediction, ln(classes) nats (log2(classes) bits), which
+    is near a freshly initialised model's (its logits start near zero)."""
     loss = sensitivity_loss(metric)
     grid = sorted({label(value) for value in part["train.lr"]})
-    finished = part[part["status"].isin(RESULT_STATUSES)]
+    diverged = part["status"] == "diverged"
+    finished = part[diverged | ((part["status"] == "complete") & part[f"final_{loss}"].notna())]
     values = {}
     for seed, runs in finished.groupby("seed", sort=True):
         if sorted(runs["train.lr"].map(label)) != grid:
