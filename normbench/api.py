@@ -20,7 +20,16 @@ Your model: ``build(cfg, make_norm, input_shape, num_classes, **your_keys)`` ret
 layout)`` builds the run's norm (``NormFactory``); ``ResidualUnit`` places it around any
 sublayer as the run's placement (``cfg["placement"]["name"]``, one of ``PLACEMENTS``) says.
 ``make_norm`` here is the other spelling, a shipped norm by name:
-``make_norm("groupnorm", 64, "channels", groups=8)``.
+``make_norm("groupnorm", 64, "channels", groups=8)``. The placements ``lns`` and ``mix``
+need each unit's block: ``ResidualUnit(..., layer=l, layers=L)`` (l from 1), and mix its
+``post_fraction=cfg["placement"]["post_fraction"]``.
+
+Your attention: ``QKNorm(head_dim, "layernorm" | "rmsnorm")`` is QK-norm as normbench's
+Transformer applies it (``q, k = qk_norm(q, k)`` on (N, heads, T, head_dim), before the
+dot product); give your builder a ``qk_norm: str = "none"`` parameter and it becomes the
+``model.qk_norm`` key. A sublayer with a method ``largest_logit(x, mask=None) -> float``
+has its largest attention logit recorded by ``diagnostics=true``; ``max_attention_logit(q,
+k, mask, causal)`` computes it from queries and keys.
 
 Runs as pandas DataFrames (for a notebook; docs/notebook.md). Each takes a runs directory and
 filters in the command line's grammar (``runs(".", "norm=batchnorm,groupnorm", "seed=0")``;
@@ -70,8 +79,10 @@ _LAZY = {
     "masked_moments": "normbench.layers.norms",
     "NEEDS_FINAL_NORM": "normbench.layers.models",
     "PLACEMENTS": "normbench.layers.models",
+    "QKNorm": "normbench.layers.models",
     "ResidualUnit": "normbench.layers.models",
     "final_norm": "normbench.layers.models",
+    "max_attention_logit": "normbench.layers.models",
 }
 
 __all__ = [

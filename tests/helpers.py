@@ -46,8 +46,10 @@ def make_run(
     error=None,
     losses=(2.0, 1.0, 0.5),
     parameters=1234,
+    summary_extra=None,
 ):
-    """A run directory as normbench writes it, with chosen numbers."""
+    """A run directory as normbench writes it, with chosen numbers (``summary_extra``: more
+    summary fields, or ones to replace)."""
     cfg = compose(["model=cnn", *overrides])
     run = RunDir(runs, run_id(cfg))
     run.write_config(cfg)
@@ -61,6 +63,7 @@ def make_run(
         "train_loss_auc": auc,
         "num_classes": 10,
         "parameters": parameters,
+        **(summary_extra or {}),
     }
     meta = {
         "run_id": run.run_id,

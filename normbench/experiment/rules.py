@@ -55,6 +55,15 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        "model=cnn with model.qk_norm other than none: the CNN has no attention to normalise",
+        lambda cfg: (
+            f"model.qk_norm={cfg['model']['qk_norm']} needs attention, and model=cnn has "
+            "none; valid for model=cnn: none"
+            if cfg["model"]["name"] == "cnn" and cfg["model"]["qk_norm"] != "none"
+            else None
+        ),
+    ),
+    Rule(
         "model=cnn with data=pysource: next-byte prediction needs the causal transformer",
         lambda cfg: (
             "model=cnn cannot take data=pysource (it needs a causal model); valid model for "

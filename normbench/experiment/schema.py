@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from normbench.core.keys import Key
+from normbench.layers.keys import QK_NORMS
 
 GROUPS = ("model", "norm", "placement", "data", "precision")
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -23,7 +24,7 @@ EXECUTION_KEYS = ("device", "threads", "train.checkpoint_every", "log.tensorboar
 OBSERVATION_KEYS = ("diagnostics",)
 # Keys added after runs were made, with the value that reproduces those runs: at that value
 # a key leaves the run id as it was, so the runs made before it existed are still found.
-LATER_KEYS = {"model.init": "default"}
+LATER_KEYS = {"model.init": "default", "model.qk_norm": "none", "train.z_loss": 0.0}
 
 
 def _positive(nullable: bool = False) -> Key:
@@ -57,6 +58,7 @@ SCHEMA: dict[str, Key] = {
     "train.lr_scaling": Key(str, choices=("none", "linear", "sqrt")),
     "train.base_batch_size": _positive(),
     "train.grad_clip": Key(float, minimum=0.0, nullable=True),
+    "train.z_loss": Key(float, minimum=0.0),
     "train.eval_every": _positive(),
     "train.log_every": _positive(),
     "train.checkpoint_every": _positive(nullable=True),
@@ -76,6 +78,7 @@ OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
             "model.patch_size": _positive(),
             "model.weight_std": Key(bool),
             "model.init": Key(str, choices=("default", "xavier")),
+            "model.qk_norm": Key(str, choices=QK_NORMS),
         },
         "cnn": {
             "model.width": _positive(),
@@ -83,8 +86,10 @@ OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
             "model.kernel_size": _positive(),
             "model.weight_std": Key(bool),
             "model.init": Key(str, choices=("default", "xavier")),
+            "model.qk_norm": Key(str, choices=QK_NORMS),  # only none: rules.py
         },
     },
+    "placement": {"mix": {"placement.post_fraction": Key(float, minimum=0.0, maximum=1.0)}},
     "data": {
         "mnist1d": {"data.num_samples": Key(int, minimum=100), "data.val_fraction": _fraction()},
         "digits": {"data.test_fraction": _fraction(), "data.val_fraction": _fraction()},

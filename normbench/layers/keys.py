@@ -26,9 +26,22 @@ NORM_KEYS: dict[str, set[str]] = {
     "groupnorm": {"groups"},
     **{
         name: set()
-        for name in ("layernorm", "instancenorm", "rmsnorm", "adaln", "dyt", "scalenorm", "none")
+        for name in (
+            "layernorm",
+            "instancenorm",
+            "rmsnorm",
+            "adaln",
+            "dyt",
+            "derf",
+            "scalenorm",
+            "none",
+        )
     },
 }
+
+
+# model.qk_norm: how attention normalises queries and keys (normbench.layers.models.QKNorm).
+QK_NORMS = ("none", "layernorm", "rmsnorm")
 
 
 def norm_reads(norm: dict) -> set[str]:

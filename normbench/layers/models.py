@@ -17,11 +17,15 @@ from torch import Tensor, nn
 
 from normbench.data.base import NEXT_BYTE_DATA
 from normbench.layers.generators import own_generator
-from normbench.layers.norms import Identity, NormFactory, norm_factory
+from normbench.layers.keys import QK_NORMS
+from normbench.layers.norms import Identity, Norm, NormFactory, norm_factory
 
-PLACEMENTS = ("pre", "post", "res_post", "sandwich", "deepnorm")
+PLACEMENTS = ("pre", "post", "res_post", "sandwich", "deepnorm", "lns", "mix")
 # Placements whose residual stream leaves the last unit unnormalized: they need a final norm.
-NEEDS_FINAL_NORM = ("pre", "res_post", "sandwich")
+NEEDS_FINAL_NORM = ("pre", "res_post", "sandwich", "lns", "mix")
+# Placements whose units need their block's number (layer) and the number of blocks (layers).
+LAYERED_PLACEMENTS = ("lns", "mix")
+MIX_POST_FRACTION = 0.25  # Mix-LN's alpha: the share of blocks that are Post-LN (Li et al.)
 
 
 def standardize(weight: Tensor, eps: float = 1e-5) -> Tensor:
@@ -55,23 +59,107 @@ def masked_mean(h: Tensor, mask: Tensor | None) -> Tensor:
 
 
 # ------------------------------------------------------------------------------ sublayers
+class HeadNorm(Norm):
+    """One of QK-norm's two norms: over the last (head) dimension of (N, heads, T, head_dim),
+    centred (LayerNorm) or not (RMSNorm), with a gain of head_dim entries and no bias. The
+    Norm base class keeps its statistics in float32 under autocast."""
+
+    def __init__(self, head_dim: int, centred: bool, eps: float = 1e-5):
+        super().__init__(head_dim, "tokens", eps=eps)
+        self.centred = centred
+        self.gain = nn.Parameter(torch.ones(head_dim))
+
+    def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
+        if self.centred:
+            return F.layer_norm(x, (self.num_features,), self.gain, None, self.eps)
+        return F.rms_norm(x, (self.num_features,), self.gain, self.eps)
+
+
+class QKNorm(nn.Module):
+    """QK-norm (Dehghani et al. 2023; Wortsman et al. 2023; OLMo 2): queries and keys are each
+    normalised over the head dimension, per head and position, before the logits q.k^T/sqrt(d)
+    are formed, so that the logits cannot grow with the weights' norms (the attention-logit
+    growth that Dehghani et al. and Wortsman et al. saw before divergence).
+
+    ``kind``: ``layernorm`` (Dehghani et al., Wortsman et al.) or ``rmsnorm`` (OLMo 2 uses
+    RMSNorm; it normalises the whole projection, not each head). Each of q and k has its own
+    learnable gain of head_dim entries, shared by the heads, initialised to 1 (what a norm
+    over the last axis of a (..., heads, head_dim) tensor learns, the usual implementation).
+    No bias: a key bias b adds q.b to every logit of a query's row, which the softmax
+    ignores, so only the query's would act. Call it from your own attention:
+    ``q, k = qk_norm(q, k)`` on tensors (N, heads, T, head_dim)."""
+
+    def __init__(self, head_dim: int, kind: str, eps: float = 1e-5):
+        super().__init__()
+        if kind not in QK_NORMS[1:]:
+            raise ValueError(f"kind must be one of {QK_NORMS[1:]}, got {kind!r}")
+        self.q = HeadNorm(head_dim, kind == "layernorm", eps)
+        self.k = HeadNorm(head_dim, kind == "layernorm", eps)
+
+    def forward(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+        return self.q(q), self.k(k)
+
+
+def max_attention_logit(
+    q: Tensor, k: Tensor, mask: Tensor | None = None, causal: bool = False
+) -> float:
+    """The largest attention logit q.k^T / sqrt(head_dim) over the batch, heads and pairs of
+    positions, before the softmax, in float32; pairs the attention never weighs are left
+    out: padded keys and queries (``mask`` (N, T), True for real tokens) and, when
+    ``causal``, keys after their query. The logits are formed explicitly (scaled dot-product
+    attention never shows them), so call this only when diagnosing."""
+    t = q.shape[-2]
+    logits = q.float() @ k.float().transpose(-2, -1) / math.sqrt(q.shape[-1])  # (N, H, T, T)
+    later = torch.ones(t, t, dtype=torch.bool, device=q.device).triu(1)  # key after query
+    excluded = later if causal else torch.zeros_like(later)
+    if mask is not None:
+        excluded = excluded | ~mask[:, None, None, :] | ~mask[:, None, :, None]
+    return float(logits.masked_fill(excluded, -math.inf).amax())
+
+
 class Attention(nn.Module):
     """Multi-head self-attention; padded keys are masked out; causal: each position attends
-    to itself and earlier positions only."""
+    to itself and earlier positions only. ``qk_norm``: none, layernorm or rmsnorm (QKNorm)."""
 
-    def __init__(self, width: int, heads: int, linear: type[nn.Linear], causal: bool = False):
+    def __init__(
+        self,
+        width: int,
+        heads: int,
+        linear: type[nn.Linear],
+        causal: bool = False,
+        qk_norm: str = "none",
+    ):
         super().__init__()
         self.heads = heads
         self.causal = causal
         self.qkv = linear(width, 3 * width)
         self.proj = linear(width, width)
+        self.qk_norm = None
+        if qk_norm != "none":  # built or not by choice: on a generator of its own
+            with own_generator("qk_norm"):
+                self.qk_norm = QKNorm(width // heads, qk_norm)
+
+    def queries_keys_values(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """(N, T, D) -> q, k, v, each (N, heads, T, D / heads); q and k after QK-norm."""
+        n, t, d = x.shape
+        q, k, v = self.qkv(x).view(n, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        if self.qk_norm is not None:
+            q, k = self.qk_norm(q, k)
+        return q, k, v
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         n, t, d = x.shape
-        q, k, v = self.qkv(x).view(n, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        q, k, v = self.queries_keys_values(x)
         keep = None if mask is None else mask[:, None, None, :]
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=self.causal)
         return self.proj(y.transpose(1, 2).reshape(n, t, d))
+
+    @torch.no_grad()
+    def largest_logit(self, x: Tensor, mask: Tensor | None = None) -> float:
+        """The largest attention logit this sublayer forms for input x (diagnostics: any
+        sublayer with this method gets its logits recorded)."""
+        q, k, _ = self.queries_keys_values(x)
+        return max_attention_logit(q, k, mask, self.causal)
 
     @torch.no_grad()
     def deepnorm_init(self, beta: float) -> None:
@@ -144,6 +232,13 @@ def deepnorm_init(sublayer: nn.Module, beta: float) -> None:
             nn.init.xavier_normal_(module.weight, gain=beta)
 
 
+def post_ln_blocks(post_fraction: float, layers: int) -> int:
+    """Mix-LN's Post-LN blocks: the first floor(alpha * L) of L blocks, as the authors' code
+    counts them (num_hidden_layers // 4 at their alpha = 0.25); 1e-9 absorbs the rounding of
+    a product such as 0.29 * 100 = 28.999999999999996."""
+    return math.floor(post_fraction * layers + 1e-9)
+
+
 class ResidualUnit(nn.Module):
     """x -> x' around sublayer F with norm N, placed as `placement` says (docs/design.md).
 
@@ -151,7 +246,14 @@ class ResidualUnit(nn.Module):
     norm: normbench.norms.norm_factory). ``sublayers`` is the number of residual units in the
     whole model (DeepNorm's constants depend on it). ``init="xavier"`` re-initialises the
     sublayer's weights Xavier-normal, the initialisation Xiong et al. (2020) analyse; DeepNorm
-    always uses its own (Xavier-normal scaled by beta)."""
+    always uses its own (Xavier-normal scaled by beta).
+
+    ``layer`` (l, from 1) and ``layers`` (L): the unit's block and the number of blocks, which
+    ``lns`` and ``mix`` need. A block is what both papers call a layer: a Transformer block
+    (its attention and MLP units share l), a CNN unit. ``lns`` (LayerNorm Scaling, Sun et al.
+    2025): x + F(N(x) / sqrt(l)). ``mix`` (Mix-LN, Li et al. 2024): Post-LN in the first
+    floor(post_fraction * L) blocks, Pre-LN after; such a unit is a ``post`` or ``pre`` unit,
+    so ``placement`` reads post or pre."""
 
     def __init__(
         self,
@@ -162,12 +264,23 @@ class ResidualUnit(nn.Module):
         sublayers: int,
         make_norm: NormFactory,
         init: str = "default",
+        layer: int | None = None,
+        layers: int | None = None,
+        post_fraction: float = MIX_POST_FRACTION,
     ):
         super().__init__()
         if placement not in PLACEMENTS:
             raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
+        if placement in LAYERED_PLACEMENTS and not (layers and layer and 1 <= layer <= layers):
+            raise ValueError(
+                f"placement={placement} needs layer (this unit's block, 1..layers) and layers "
+                f"(the blocks of the model), got layer={layer}, layers={layers}"
+            )
+        if placement == "mix":
+            placement = "post" if layer <= post_ln_blocks(post_fraction, layers) else "pre"
         self.sublayer = sublayer
         self.placement = placement
+        self.root_layer = math.sqrt(layer) if placement == "lns" else 1.0  # sqrt(l)
         self.norm = make_norm(width, layout)
         self.norm2 = make_norm(width, layout) if placement == "sandwich" else None
         self.alpha, gain = 1.0, None
@@ -193,12 +306,15 @@ class ResidualUnit(nn.Module):
                 return x + self.norm2(f(n(x)), mask=mask)
             case "deepnorm":
                 return n(self.alpha * x + f(x))
+            case "lns":
+                return x + f(n(x) / self.root_layer)
         raise ValueError(f"unknown placement {self.placement!r}")
 
 
 def final_norm(make_norm: NormFactory, width: int, layout: str, placement: str) -> nn.Module:
     """The norm after the last unit: the run's norm where the placement leaves the residual
-    stream unnormalized (pre, res_post, sandwich), else the identity."""
+    stream unnormalized (pre, res_post, sandwich, lns, and mix, whose last blocks are Pre-LN),
+    else the identity."""
     if placement in NEEDS_FINAL_NORM:
         return make_norm(width, layout)
     return Identity(width, layout)
@@ -211,13 +327,14 @@ class Transformer(nn.Module):
 
     ``causal``: a decoder-only language model instead. Bytes in, causal attention, the same
     units, and the head at every position: logits (N, T, vocab_size) for the next byte.
+    ``placement``: the run's placement section (its name; mix's post_fraction).
     """
 
     def __init__(
         self,
         model: dict,
         make_norm: NormFactory,
-        placement: str,
+        placement: dict,
         input_shape: tuple[int, ...],
         num_classes: int,
         vocab_size: int = 0,
@@ -240,16 +357,26 @@ class Transformer(nn.Module):
             positions = math.prod(side // patch for side in sides)
         self.pos = nn.Parameter(torch.randn(1, positions, width) * 0.02)
 
-        def unit(sublayer: nn.Module) -> ResidualUnit:  # 2 * depth units: attention, MLP
+        def unit(sublayer: nn.Module, block: int) -> ResidualUnit:  # 2 per block
             return ResidualUnit(
-                sublayer, width, "tokens", placement, 2 * depth, make_norm, model["init"]
+                sublayer,
+                width,
+                "tokens",
+                placement["name"],
+                2 * depth,
+                make_norm,
+                model["init"],
+                layer=block,
+                layers=depth,
+                **placement_options(placement),
             )
 
         self.units = nn.ModuleList()
-        for _ in range(depth):
-            self.units.append(unit(Attention(width, model["heads"], linear, causal)))
-            self.units.append(unit(MLP(width, model["mlp_ratio"] * width, linear)))
-        self.final_norm = final_norm(make_norm, width, "tokens", placement)
+        for block in range(1, depth + 1):
+            attention = Attention(width, model["heads"], linear, causal, model["qk_norm"])
+            self.units.append(unit(attention, block))
+            self.units.append(unit(MLP(width, model["mlp_ratio"] * width, linear), block))
+        self.final_norm = final_norm(make_norm, width, "tokens", placement["name"])
         self.head = nn.Linear(width, num_classes)
 
     def patchify(self, x: Tensor) -> Tensor:
@@ -271,13 +398,14 @@ class Transformer(nn.Module):
 
 class CNN(nn.Module):
     """Residual CNN, 1D for signals and 2D for images: stem conv, `depth` conv-act-conv
-    units at constant width and resolution, activation, global average pooling, linear head."""
+    units at constant width and resolution, activation, global average pooling, linear head.
+    ``placement``: the run's placement section; each unit is one block (LNS's and Mix-LN's l)."""
 
     def __init__(
         self,
         model: dict,
         make_norm: NormFactory,
-        placement: str,
+        placement: dict,
         input_shape: tuple[int, ...],
         num_classes: int,
     ):
@@ -292,14 +420,17 @@ class CNN(nn.Module):
                 ConvBlock(width, kernel, conv),
                 width,
                 "channels",
-                placement,
+                placement["name"],
                 depth,
                 make_norm,
                 model["init"],
+                layer=block,
+                layers=depth,
+                **placement_options(placement),
             )
-            for _ in range(depth)
+            for block in range(1, depth + 1)
         )
-        self.final_norm = final_norm(make_norm, width, "channels", placement)
+        self.final_norm = final_norm(make_norm, width, "channels", placement["name"])
         self.head = nn.Linear(width, num_classes)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
@@ -310,6 +441,11 @@ class CNN(nn.Module):
         # InstanceNorm followed by global average pooling would leave only its bias.
         h = F.gelu(self.final_norm(h))
         return self.head(h.flatten(2).mean(2))
+
+
+def placement_options(placement: dict) -> dict:
+    """A placement section's own keys (mix: post_fraction), as ResidualUnit takes them."""
+    return {key: value for key, value in placement.items() if key != "name"}
 
 
 def count_parameters(model: nn.Module) -> int:
@@ -326,7 +462,7 @@ def build_model(
     its builder: ``build(cfg, make_norm, input_shape, num_classes, **model keys)``, plus
     ``vocab_size`` when the builder names it."""
     make_norm = norm_factory(cfg["norm"])
-    placement = cfg["placement"]["name"]
+    placement = cfg["placement"]
     model = cfg["model"]
     if "_target_" in model:
         from normbench.core.registry import accepted, resolve

@@ -8,7 +8,8 @@ way. Two layouts:
   True for real tokens, and statistics that run over tokens skip padded positions.
 
 Where PyTorch has a fused op for a layout it is the implementation; custom code covers only
-what PyTorch lacks (masked statistics, SwitchNorm's mixture, ScaleNorm, DyT, AdaLN's modulation).
+what PyTorch lacks (masked statistics, SwitchNorm's mixture, ScaleNorm, DyT, Derf, AdaLN's
+modulation).
 Statistics are computed in float32 under autocast (``fp32_stats``): on CPU, autocast would
 otherwise run layer_norm/group_norm/batch_norm in bf16/fp16 and lose the variance.
 """
@@ -399,6 +400,29 @@ class DyT(AffineNorm):
         return self.affine(torch.tanh(self.alpha * x))
 
 
+class Derf(AffineNorm):
+    """Dynamic erf (Chen et al. 2025, "Stronger Normalization-Free Transformers", Eq. 10):
+    gamma * erf(alpha * x + s) + beta, elementwise. As in the paper and its code
+    (zlab-princeton/Derf): alpha and s are learnable scalars, initialised to 0.5 and 0 (the
+    code's defaults for ViT, DiT and DNA models; its GPT-2 patch starts alpha at 1.0), gamma
+    and beta per-feature vectors initialised to 1 and 0."""
+
+    def __init__(
+        self,
+        num_features: int,
+        layout: str,
+        alpha_init: float = 0.5,
+        shift_init: float = 0.0,
+        **common,
+    ):
+        super().__init__(num_features, layout, **common)
+        self.alpha = nn.Parameter(torch.tensor(alpha_init))
+        self.shift = nn.Parameter(torch.tensor(shift_init))
+
+    def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
+        return self.affine(torch.erf(self.alpha * x + self.shift))
+
+
 class AdaLN(Norm):
     """LayerNorm without affine, modulated as x * (1 + scale) + shift, where (scale, shift) is a
     zero-initialised linear projection of a per-sample condition ``cond`` (N, cond_dim). Zero
@@ -458,6 +482,7 @@ NORMS: dict[str, tuple[Callable[..., Norm], tuple[str, ...]]] = {
     "rmsnorm": (RMSNorm, ()),
     "adaln": (AdaLN, ("cond_dim",)),
     "dyt": (DyT, ()),
+    "derf": (Derf, ()),
     "scalenorm": (ScaleNorm, ()),
     "none": (Identity, ()),
 }

@@ -27,7 +27,7 @@ TABLES = (
     "diagnostics_init",
     "diagnostics",
 )
-JSON_ONLY = ("values",)  # lists: JSON keeps them, CSV and markdown do not
+JSON_ONLY = ("values", "lr_sensitivity_values")  # lists: JSON keeps them, CSV, markdown not
 DIAGNOSTICS_WHEN = {  # the diagnostics tables, and the step each one shows
     "diagnostics_init": "at initialisation (step 0, before any update)",
     "diagnostics": "at the last evaluation",
@@ -166,7 +166,7 @@ def caption_of(name: str, table: pd.DataFrame, section: Section, method: Method)
     if name == "batch_sensitivity":
         return batch_caption(table, section, method)
     if name in ("lr_stability", "depth_stability"):
-        return stability_caption(section, table["axis"].iloc[0])
+        return stability_caption(section, table["axis"].iloc[0], sensitivity_loss(table))
     return precision_caption(section, method)
 
 
@@ -346,14 +346,28 @@ def precision_rich(section: Section, method: Method):
     return table
 
 
-def stability_caption(section: Section, axis: str) -> str:
+def stability_caption(section: Section, axis: str, loss: str | None = None) -> str:
     what = "learning rate" if axis == "train.lr" else "depth"
+    sensitivity = (
+        f" LR sens. = Wortsman et al.'s LR sensitivity in final {loss.replace('_', ' ')}: per "
+        "seed, the mean over the learning rates of the loss (capped at the loss at "
+        "initialisation; a diverged run counts there) less the best rate's; mean ± 95% "
+        "interval over seeds with a result at every rate (n). Lower: less sensitive."
+        if loss
+        else ""
+    )
     return (
         f"Stability: mean final {section.metric.label} of finished runs per {what}, and how "
         f"many seeds trained (finished, no divergence, clear of chance by 5%: chance is "
         f"{'the unigram solution' if not section.metric.higher_is_better else '1 / classes'}); "
         f"largest = the largest {what} at which every seed trained, with the metric there."
+        + sensitivity
     )
+
+
+def sensitivity_loss(table: pd.DataFrame) -> str | None:
+    """The loss a stability table's LR sensitivity is in; None when it has none (depth)."""
+    return table["lr_sensitivity_loss"].iloc[0] if "lr_sensitivity" in table else None
 
 
 def stability_rich(name: str):
@@ -364,18 +378,30 @@ def stability_rich(name: str):
         axis = data["axis"].iloc[0]
         values = [c.removesuffix("_mean") for c in data.columns if c.endswith("_mean")]
         row_keys = [k for k in data.columns if k in section.keys]
-        table = _table(stability_caption(section, axis))
+        loss = sensitivity_loss(data)
+        table = _table(stability_caption(section, axis, loss))
         key_columns(table, row_keys, data)
         for value in values:
             table.add_column(f"{short(axis)}={value}", justify="right", no_wrap=True)
         table.add_column("largest", justify="right", no_wrap=True)
         table.add_column(section.metric.label, justify="right", no_wrap=True)
+        if loss:
+            table.add_column("LR sens. (n)", justify="right", no_wrap=True)
         for _, row in data.iterrows():
+            sensitivity = (
+                [
+                    f"{with_ci(row['lr_sensitivity'], row['lr_sensitivity_ci95'])} "
+                    f"({row['lr_sensitivity_seeds']})"
+                ]
+                if loss
+                else []
+            )
             table.add_row(
                 *(cell(row[k]) for k in row_keys),
                 *(f"{fmt(row[f'{v}_mean'])} {row[f'{v}_trained']}" for v in values),
                 "none" if row["largest_stable"] is None else label(row["largest_stable"]),
                 fmt(row["metric_there"]),
+                *sensitivity,
             )
         return table
 
@@ -536,15 +562,19 @@ def _json_default(value):
 
 def diagnostics_rich(table: pd.DataFrame, keys: list[str], when: str):
     """Per unit: its sublayer type and place among units of that type, gradient norm,
-    activation std into and out of its norm, BN train-eval gap, SwitchNorm weights."""
+    activation std into and out of its norm, residual-stream RMS, largest attention logit, log
+    Z, BN train-eval gap, SwitchNorm weights."""
     out = _table(
         f"Diagnostics {when} (mean over seeds): gradient norm of each unit's sublayer "
-        "weights, activation std into and out of its norm, train-mode minus eval-mode val "
-        "accuracy (batch-statistics norms), SwitchNorm weights IN/LN/BN. Compare units of one "
-        "sublayer type: layer counts them."
+        "weights, activation std into and out of its norm, RMS of the residual stream it "
+        "leaves, its largest attention logit (q.k/sqrt(d) after QK-norm, before the softmax), "
+        "the mean log Z of the output logits (one per run: the same in every row), train-mode "
+        "minus eval-mode val accuracy (batch-statistics norms), SwitchNorm weights IN/LN/BN. "
+        "Compare units of one sublayer type: layer counts them."
     )
     key_columns(out, keys, table)
-    for name in ("unit", "sublayer", "layer", "grad norm", "std in", "std out", "BN gap"):
+    names = ("unit", "sublayer", "layer", "grad norm", "std in", "std out", "rms out")
+    for name in (*names, "max logit", "log Z", "BN gap"):
         out.add_column(name, justify="right" if name != "sublayer" else "left", no_wrap=True)
     switch = table["sn_mean_in"].notna().any()
     if switch:
@@ -565,6 +595,9 @@ def diagnostics_rich(table: pd.DataFrame, keys: list[str], when: str):
             fmt(row["grad_norm"], 4),
             fmt(row["in_std"]),
             fmt(row["out_std"]),
+            fmt(row["resid_rms"]),
+            fmt(row["max_logit"], 2),
+            fmt(row["log_z"], 2),
             fmt(row["gap"], 4),
             *(sn if switch else []),
         )

@@ -18,6 +18,9 @@ The verdicts (docs/statistics.md explains them to a user):
 - every group against a reference named before looking: ``compare_with_reference``;
 - a pre-specified contrast per row (batch sensitivity, precision): ``contrast``;
 - seeds until decided: alpha spent over the looks, ``spent_alpha``.
+
+And the per-seed summaries they are computed on: ``lr_sensitivity`` (one seed's sweep over
+learning rates).
 """
 
 from __future__ import annotations
@@ -336,3 +339,21 @@ def look_alpha(alpha: float, fractions: Sequence[float], look: int) -> float:
     their sum, alpha(1) = alpha."""
     previous = spent_alpha(alpha, fractions[look - 2]) if look > 1 else 0.0
     return spent_alpha(alpha, fractions[look - 1]) - previous
+
+
+def lr_sensitivity(losses: np.ndarray, initial: float) -> float:
+    """LR sensitivity (Wortsman et al. 2023, "Small-scale proxies for large-scale Transformer
+    training instabilities": their summary of a sweep) of one seed's runs over a grid of
+    learning rates:
+
+        E_lr[ min(loss(lr), loss_init) - min_lr loss(lr) ]
+
+    the mean, over the grid, of how far each rate's final loss ends from the best rate's, each
+    loss capped at ``initial`` (loss_init, the loss at initialisation): a run that ended worse
+    than it started, or diverged (NaN or inf in ``losses``), counts at loss_init. The best
+    loss is taken capped as well, which changes nothing while some rate beats loss_init and
+    keeps a grid where none does at 0 rather than negative. In the loss's units; 0 when every
+    rate reaches the same loss, lower is better. Unlike the other functions here, the arrays
+    are not per seed but per learning rate, and may hold NaN."""
+    capped = np.where(np.isfinite(losses), np.minimum(losses, initial), initial)
+    return float((capped - capped.min()).mean())  # each term >= 0, as in the formula

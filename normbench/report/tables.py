@@ -661,8 +661,10 @@ def stability_table(
     """Rows: groups without ``axis`` (train.lr or model.depth); per value of the axis, the mean
     metric and how many seeds trained (finished, not diverged, clear of chance: see
     Metric.learned; chance is the unigram solution for bits per byte when the run recorded
-    it); then the largest value at which every seed trained, and the metric there. None when
-    the axis does not vary."""
+    it); then the largest value at which every seed trained, and the metric there. Over
+    train.lr, also the LR sensitivity (``lr_sensitivity_by_seed``): its mean over seeds, 95%
+    interval and seed count, the per-seed values (JSON) and the loss it is in. None when the
+    axis does not vary."""
     if axis not in runs or runs[axis].map(label).nunique() < 2:
         return None
     row_keys = [k for k in keys if k != axis]
@@ -681,12 +683,65 @@ def stability_table(
         row["axis"] = axis
         row["largest_stable"] = stable
         row["metric_there"] = math.nan if stable is None else row[f"{label(stable)}_mean"]
+        if axis == "train.lr":
+            row.update(lr_sensitivity_row(part, metric))
         rows.append(row)
     table = frame(rows, row_keys)
     order = np.argsort(
         [-(v if v is not None else -math.inf) for v in table["largest_stable"]], kind="stable"
     )
     return table.iloc[order].reset_index(drop=True)
+
+
+def sensitivity_loss(metric: Metric) -> str:
+    """The loss LR sensitivity is measured in: bits per byte where the section's metric is,
+    else the validation cross-entropy (accuracy has no loss at initialisation to cap at:
+    docs/statistics.md)."""
+    return "val_bpb" if metric is BITS_PER_BYTE else "val_loss"
+
+
+def lr_sensitivity_by_seed(part: pd.DataFrame, metric: Metric) -> dict[int, float]:
+    """Per seed, the LR sensitivity (normbench.report.stats.lr_sensitivity) of a group's runs
+    over train.lr, in ``sensitivity_loss(metric)``: a value per seed, so that groups can be
+    paired by seed. A seed counts only with a result at every learning rate the group has a
+    run at: a complete run with its final loss, or a diverged run, at loss_init. loss_init is
+    the runs' initial_val_loss (initial_val_bpb); runs made before normbench recorded it fall
+    back to the loss of the uniform prediction, ln(classes) nats (log2(classes) bits), which
+    is near a freshly initialised model's (its logits start near zero)."""
+    loss = sensitivity_loss(metric)
+    grid = sorted({label(value) for value in part["train.lr"]})
+    diverged = part["status"] == "diverged"
+    finished = part[diverged | ((part["status"] == "complete") & part[f"final_{loss}"].notna())]
+    values = {}
+    for seed, runs in finished.groupby("seed", sort=True):
+        if sorted(runs["train.lr"].map(label)) != grid:
+            continue
+        losses = np.array(
+            [
+                run[f"final_{loss}"] if run["status"] == "complete" else math.nan
+                for _, run in runs.iterrows()
+            ],
+            dtype=float,
+        )
+        recorded = runs[f"initial_{loss}"].dropna() if f"initial_{loss}" in runs else []
+        classes = float(runs["num_classes"].iloc[0])
+        uniform = math.log2(classes) if loss == "val_bpb" else math.log(classes)
+        initial = float(recorded.iloc[0]) if len(recorded) else uniform
+        values[int(seed)] = stats.lr_sensitivity(losses, initial)
+    return values
+
+
+def lr_sensitivity_row(part: pd.DataFrame, metric: Metric) -> dict:
+    """A group's LR sensitivity columns: mean over seeds and its 95% interval, seeds, values."""
+    by_seed = lr_sensitivity_by_seed(part, metric)
+    mean, ci = stats.mean_ci(np.array(list(by_seed.values()), dtype=float))
+    return {
+        "lr_sensitivity": mean,
+        "lr_sensitivity_ci95": ci,
+        "lr_sensitivity_seeds": len(by_seed),
+        "lr_sensitivity_values": [round(v, 6) for v in by_seed.values()],
+        "lr_sensitivity_loss": sensitivity_loss(metric),
+    }
 
 
 def _trained(run: pd.Series, metric: Metric) -> bool:
@@ -724,21 +779,29 @@ def section_notes(runs: pd.DataFrame, metric: Metric, method: Method) -> list[st
 
 
 # ----------------------------------------------------------------------------- diagnostics
+# Diagnostics columns added after the first diagnosed runs (normbench.training.diagnostics).
+INSTABILITY_COLUMNS = ("resid_rms", "max_logit", "log_z")
+
+
 def diagnostics_table(
     runs: pd.DataFrame, keys: list[str], runs_dir: Path, at: str = "last"
 ) -> pd.DataFrame | None:
     """Per group and residual unit, at each run's last diagnosed step (``at="last"``) or at
     initialisation (``at="first"``: step 0, the first batch before any update), averaged over
     seeds: the sublayer's gradient norm, the activation std entering and leaving the norm, the
-    train-mode minus eval-mode validation accuracy (BatchNorm, SwitchNorm) and SwitchNorm's
-    mixing weights; ``layer`` numbers the units of each sublayer type (attention, mlp, conv)
-    so that depth profiles compare like with like. None when no selected run was trained with
+    RMS of the residual stream the unit leaves, its largest attention logit, the mean log Z
+    of the output logits (one per run and step: the same in every unit's row), the train-mode
+    minus eval-mode validation accuracy (BatchNorm, SwitchNorm) and SwitchNorm's mixing
+    weights; ``layer`` numbers the units of each sublayer type (attention, mlp, conv) so that
+    depth profiles compare like with like. Runs diagnosed before normbench recorded the
+    stream, logits and log Z show NaN there. None when no selected run was trained with
     diagnostics=true."""
     frames = []
     for rid in runs["run_id"]:
         path = runs_dir / rid / "diagnostics.parquet"
         if path.exists():
             frame = pd.read_parquet(path)
+            frame = frame.assign(**{c: math.nan for c in INSTABILITY_COLUMNS if c not in frame})
             step = frame["step"].max() if at == "last" else frame["step"].min()
             frames.append(frame[frame["step"] == step].assign(run_id=rid))
     if not frames:
@@ -751,6 +814,7 @@ def diagnostics_table(
         "grad_norm",
         "in_std",
         "out_std",
+        *INSTABILITY_COLUMNS,
         "gap",
         "sn_mean_in",
         "sn_mean_ln",

@@ -53,6 +53,8 @@ SUMMARY_FIELDS = (
     "unigram_bpb",
     "val_size",
     "test_size",
+    "initial_val_loss",
+    "initial_val_bpb",
 )
 # Where a run's numbers came from: the code's fingerprint, torch, and the device it ran on.
 PROVENANCE_FIELDS = ("code_hash", "torch_version", "device_used")

@@ -5,10 +5,16 @@ activations entering and leaving its norm; for BatchNorm and SwitchNorm the gap 
 statistics (train mode) and running statistics (eval mode) on the validation set; for
 SwitchNorm its mixing weights.
 
+And the signs of instability that Wortsman et al. (2023) watch before a divergence: the
+largest attention logit of each attention unit (q.k^T / sqrt(d) after QK-norm, before the
+softmax: attention-logit growth), the mean log Z of the output logits (output-logit
+divergence), and the RMS of the residual stream each unit leaves.
+
 Cheap when on (`diagnostics=true`): hooks live only during the one training step of each
-evaluation (and the first), and the extra train-mode validation pass runs only for
-batch-dependent norms. Nothing here draws random numbers or changes a parameter or buffer, so a
-diagnosed run trains exactly as an undiagnosed one.
+evaluation (and the first), where attention's logits are formed once more explicitly; the
+extra train-mode validation pass runs only for batch-dependent norms. Off, nothing is added to
+a step. Nothing here draws random numbers or changes a parameter or buffer, so a diagnosed run
+trains exactly as an undiagnosed one.
 
 Sublayer types differ by construction (an attention unit's gradient norm is not an MLP's), so
 depth profiles compare units of one type: normbench.tables' ``by_sublayer`` and
@@ -38,6 +44,9 @@ COLUMNS = (
     "in_std",
     "out_mean",
     "out_std",
+    "resid_rms",
+    "max_logit",
+    "log_z",
     "sn_mean_in",
     "sn_mean_ln",
     "sn_mean_bn",
@@ -53,10 +62,19 @@ class Diagnostics:
     """Collects diagnostics rows for one run and writes diagnostics.parquet."""
 
     def __init__(self, model: nn.Module, run: RunDir):
+        self.model = model
         self.units: list[ResidualUnit] = [m for m in model.modules() if isinstance(m, ResidualUnit)]
+        # Per unit, the modules of its sublayer that can tell their largest attention logit.
+        self.attentions = [
+            [m for m in unit.sublayer.modules() if callable(getattr(m, "largest_logit", None))]
+            for unit in self.units
+        ]
         self.run = run
         self.rows: list[dict] = []
         self.activations: dict[int, tuple[float, float, float, float]] = {}
+        self.stream_rms: dict[int, float] = {}
+        self.max_logits: dict[int, float] = {}
+        self.log_z = math.nan
         self.grads: list[float] = []
 
     def grad_norms(self) -> list[float]:
@@ -77,12 +95,16 @@ class Diagnostics:
         return norms
 
     @contextlib.contextmanager
-    def watch_norms(self) -> Iterator[None]:
-        """For the next forward pass, record mean and std entering and leaving each unit's
-        (first) norm (kept until the next watch)."""
+    def watch(self) -> Iterator[None]:
+        """For the next forward pass, record per unit the mean and std entering and leaving
+        its (first) norm, the RMS of the residual stream it leaves and its largest attention
+        logit, and the mean log Z of the model's output logits (kept until the next watch)."""
         self.activations.clear()
+        self.stream_rms.clear()
+        self.max_logits.clear()
+        self.log_z = math.nan
 
-        def hook(index: int):
+        def norm_hook(index: int):
             def record(module, inputs, output):
                 x, y = inputs[0].detach().float(), output.detach().float()
                 self.activations[index] = (
@@ -94,7 +116,37 @@ class Diagnostics:
 
             return record
 
-        handles = [unit.norm.register_forward_hook(hook(i)) for i, unit in enumerate(self.units)]
+        def stream_hook(index: int):
+            def record(module, args, kwargs, output):
+                real = output.detach().float()
+                mask = passed_mask(args, kwargs)
+                if mask is not None and real.dim() == 3:  # tokens: the real ones only
+                    real = real[mask]
+                self.stream_rms[index] = float(real.square().mean().sqrt())
+
+            return record
+
+        def logit_hook(index: int):
+            def record(module, args, kwargs, output):
+                largest = module.largest_logit(args[0], passed_mask(args, kwargs))
+                self.max_logits[index] = max(self.max_logits.get(index, -math.inf), largest)
+
+            return record
+
+        def output_hook(module, inputs, output):
+            log_z = torch.logsumexp(output.detach().float(), dim=-1)
+            self.log_z = float(log_z.mean())
+
+        handles = [
+            unit.norm.register_forward_hook(norm_hook(i)) for i, unit in enumerate(self.units)
+        ]
+        for index, (unit, attentions) in enumerate(zip(self.units, self.attentions, strict=True)):
+            handles.append(unit.register_forward_hook(stream_hook(index), with_kwargs=True))
+            handles += [
+                attention.register_forward_hook(logit_hook(index), with_kwargs=True)
+                for attention in attentions
+            ]
+        handles.append(self.model.register_forward_hook(output_hook))
         try:
             yield
         finally:
@@ -114,6 +166,9 @@ class Diagnostics:
                 "in_std": in_std,
                 "out_mean": out_mean,
                 "out_std": out_std,
+                "resid_rms": self.stream_rms.get(index, math.nan),
+                "max_logit": self.max_logits.get(index, math.nan),
+                "log_z": self.log_z,
                 "train_mode_val_acc": math.nan if train_mode_acc is None else train_mode_acc,
                 "eval_mode_val_acc": eval_mode_acc if train_mode_acc is not None else math.nan,
             }
@@ -133,6 +188,11 @@ class Diagnostics:
         from normbench.store.rundir import atomic_write
 
         atomic_write(self.run.path / "diagnostics.parquet", sink.getvalue().to_pybytes())
+
+
+def passed_mask(args: tuple, kwargs: dict) -> torch.Tensor | None:
+    """The padding mask a unit or sublayer was called with: ``(x, mask)`` or ``mask=``."""
+    return kwargs.get("mask", args[1] if len(args) > 1 else None)
 
 
 def switch_weights(norm: nn.Module) -> tuple[list[float], list[float]]:

@@ -154,6 +154,8 @@ class Trainer:
         batches = self.batches()
         first = self.resume(window)
         self.events = self.live_events()
+        if first == 0:
+            self.record_initial_loss()
         self.model.train()
         try:
             with self.progress_bar() as progress:
@@ -178,7 +180,7 @@ class Trainer:
                     # Diagnostics at every evaluation and at step 0: the first batch's
                     # gradients and activations, taken before the first update.
                     diagnose = self.diagnostics is not None and (evaluate or step == 1)
-                    with self.diagnostics.watch_norms() if diagnose else contextlib.nullcontext():
+                    with self.diagnostics.watch() if diagnose else contextlib.nullcontext():
                         loss, logits, grad_norm = self.step(x, y, mask, log, diagnose)
                     if diagnose and step == 1:
                         self.diagnostics.record(0, None, math.nan)
@@ -231,6 +233,14 @@ class Trainer:
         """Next-byte tasks: a mean cross-entropy in nats, in bits per byte; else None."""
         return loss / math.log(2) if self.data.next_byte and loss is not None else None
 
+    def record_initial_loss(self) -> None:
+        """The validation loss (and bits per byte) at initialisation, before any update: the
+        loss_init of Wortsman et al.'s LR sensitivity (normbench.report.stats.lr_sensitivity).
+        An evaluation draws no random number and moves no buffer, so the run trains as it
+        would without it; metrics.parquet's first row stays the first logged step."""
+        loss, _ = self.evaluate("val")
+        self.summary.update(initial_val_loss=loss, initial_val_bpb=self.bits_per_byte(loss))
+
     def unigram_bpb(self) -> float | None:
         """Next-byte tasks: the validation windows' bits per byte under the training bytes'
         frequencies, the chance level a model must beat (about 4.5 bits)."""
@@ -247,12 +257,15 @@ class Trainer:
         diagnose: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """One optimiser step; the gradient norm is computed when clipping or logging, and per
-        unit (before clipping) when diagnosing."""
+        unit (before clipping) when diagnosing. Returns the cross-entropy (without z-loss)."""
         with self.autocast():
             logits = self.model(x, mask=mask)
-        loss = F.cross_entropy(logits.float().flatten(0, -2), y.flatten())  # (N[, T], classes)
+        flat = logits.float().flatten(0, -2)  # (N[ * T], classes)
+        loss = F.cross_entropy(flat, y.flatten())
+        coefficient = self.cfg["train"]["z_loss"]
+        objective = loss + coefficient * z_loss(flat) if coefficient else loss
         self.optimizer.zero_grad(set_to_none=True)
-        self.scaler.scale(loss).backward()
+        self.scaler.scale(objective).backward()
         clip, grad_norm = self.cfg["train"]["grad_clip"], None
         if clip or want_grad_norm or diagnose:
             self.scaler.unscale_(self.optimizer)
@@ -464,6 +477,15 @@ class Trainer:
             console=Console(stderr=True),
             disable=not self.show_progress,
         )
+
+
+def z_loss(logits: torch.Tensor) -> torch.Tensor:
+    """PaLM's auxiliary z-loss before its coefficient (Chowdhery et al. 2022, its training set-up):
+    (log Z)^2 with log Z = logsumexp of one prediction's output logits, averaged over the
+    predictions of the batch (a language model's: every position). It pulls log Z towards 0,
+    so that the logits cannot drift up together, the output-logit divergence Wortsman et al.
+    (2023) see at high learning rates; PaLM's coefficient is 1e-4. ``logits``: (M, classes)."""
+    return torch.logsumexp(logits, dim=-1).square().mean()
 
 
 class DataOrder:

@@ -93,8 +93,13 @@ def test_list_shows_every_choice_and_the_refused_combinations():
         "cnn",
         "switchnorm",
         "dyt",
+        "derf",
         "deepnorm",
         "res_post",
+        "peri",
+        "Peri-LN (Kim et al. 2025)",
+        "lns",
+        "mix",
         "tokens",
         "digits",
         "bf16",
@@ -103,6 +108,7 @@ def test_list_shows_every_choice_and_the_refused_combinations():
         assert name in result.output
     assert "Refused before training" in result.output
     assert "model=cnn with data=tokens" in result.output
+    assert "model=cnn with model.qk_norm other than none" in result.output
 
 
 def test_help_and_list_do_not_import_torch():

@@ -47,11 +47,14 @@ def test_every_group_has_the_options_of_the_design():
             "rmsnorm",
             "adaln",
             "dyt",
+            "derf",
             "scalenorm",
             "none",
         ]
     )
-    assert group_options("placement") == sorted(["pre", "post", "res_post", "sandwich", "deepnorm"])
+    assert group_options("placement") == sorted(
+        ["pre", "post", "res_post", "sandwich", "peri", "deepnorm", "lns", "mix"]
+    )
     assert group_options("model") == ["cnn", "transformer"]
     assert group_options("precision") == ["bf16", "fp16", "fp32"]
     assert group_options("data") == ["arrays", "digits", "mnist1d", "pysource", "tokens"]
@@ -157,3 +160,57 @@ def test_pysource_defaults_to_bits_per_byte_and_keeps_the_transformer_defaults()
 def test_pysource_refuses_what_would_not_be_next_byte_prediction(bad, named):
     with pytest.raises(UsageError, match=named.replace(".", r"\.")):
         compose(bad)
+
+
+# ------------------------------------------------------------- keys added for stability studies
+def test_qk_norm_and_z_loss_at_their_defaults_leave_run_ids_as_they_were():
+    from normbench.store.rundir import run_id
+
+    for overrides in ([], ["model=cnn"], ["data=pysource"]):
+        cfg = compose(overrides)
+        assert cfg["model"]["qk_norm"] == "none" and cfg["train"]["z_loss"] == 0.0
+        on = compose([*overrides, "train.z_loss=1e-4"])
+        assert run_id(on) != run_id(cfg)
+    qk = compose(["model.qk_norm=layernorm"])
+    assert run_id(qk) != run_id(compose(["model.qk_norm=rmsnorm"])) != run_id(compose([]))
+
+
+def test_peri_is_the_published_name_of_sandwich_and_the_same_run():
+    from normbench.store.rundir import run_id
+
+    peri, sandwich = compose(["placement=peri"]), compose(["placement=sandwich"])
+    assert peri == sandwich and run_id(peri) == run_id(sandwich)
+
+
+def test_mix_has_a_post_fraction_that_no_other_placement_takes():
+    assert compose(["placement=mix"])["placement"] == {"name": "mix", "post_fraction": 0.25}
+    assert (
+        compose(["placement=mix", "placement.post_fraction=0.5"])["placement"]["post_fraction"]
+        == 0.5
+    )
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (
+            ["model=cnn", "model.qk_norm=layernorm"],
+            "model.qk_norm=layernorm needs attention, and model=cnn has none; valid for "
+            "model=cnn: none",
+        ),
+        (["model.qk_norm=l2"], "model.qk_norm='l2' is not valid; valid: none, layernorm, rmsnorm"),
+        (["train.z_loss=-1"], "train.z_loss=-1 is not valid; valid: a finite number >= 0.0"),
+        (
+            ["placement.post_fraction=0.5"],
+            "placement.post_fraction is a key of placement=mix; it does not apply to placement=pre",
+        ),
+        (
+            ["placement=mix", "placement.post_fraction=2"],
+            "placement.post_fraction=2 is not valid; valid: a finite number from 0.0 to 1.0",
+        ),
+    ],
+)
+def test_new_keys_refuse_bad_values_in_one_line(bad, message):
+    with pytest.raises(UsageError) as caught:
+        compose(bad)
+    assert str(caught.value) == message

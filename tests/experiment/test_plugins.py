@@ -357,6 +357,10 @@ RUN_IDS = {
         "cnn-switchnorm-pre-bf16-b32-s0-0620ee77"
     ),
     ("norm=adaln", "placement=sandwich"): "transformer-adaln-sandwich-fp32-b32-s0-7bbd9fa5",
+    ("norm=adaln", "placement=peri"): "transformer-adaln-sandwich-fp32-b32-s0-7bbd9fa5",
+    ("model=cnn", "norm=groupnorm", "model.qk_norm=none", "train.z_loss=0"): (
+        "cnn-groupnorm-pre-fp32-b32-s0-7b35517d"
+    ),
     ("norm=dyt", "seed=3", "batch_size=8"): "transformer-dyt-pre-fp32-b8-s3-107e53c6",
     ("norm=none", "placement=deepnorm"): "transformer-none-deepnorm-fp32-b32-s0-41233de7",
 }
@@ -576,7 +580,7 @@ def test_check_norm_fails_user_norms_on_their_row(broken, row, layouts, also):
     assert failing == {row} | also
 
 
-@pytest.mark.parametrize("name", ["batchnorm", "groupnorm", "rmsnorm"])
+@pytest.mark.parametrize("name", ["batchnorm", "groupnorm", "rmsnorm", "derf"])
 def test_check_norm_passes_shipped_norms(name):
     result = runner.invoke(app, ["check-norm", name])
     assert result.exit_code == 0, result.output
@@ -586,8 +590,11 @@ def test_the_public_api():
     from normbench import api
     from normbench.layers.models import PLACEMENTS
 
-    assert set(api.__all__) >= {"make_norm", "Norm", "ResidualUnit", "PLACEMENTS"}
-    assert sorted(PLACEMENTS) == group_options("placement")
+    assert set(api.__all__) >= {"make_norm", "Norm", "ResidualUnit", "PLACEMENTS", "QKNorm"}
+    resolved = {
+        compose([f"placement={p}"])["placement"]["name"] for p in group_options("placement")
+    }
+    assert resolved == set(PLACEMENTS)  # every option is a placement (peri is sandwich's name)
 
 
 # ------------------------------------------------------------------ end to end, in workers

@@ -1,6 +1,6 @@
 """Common random numbers: at one seed, every initial weight outside the norm layers is the
-same whatever the norm (shipped, or yours and drawing random numbers), the placement, the
-precision or the batch size."""
+same whatever the norm (shipped, or yours and drawing random numbers), the placement, QK-norm,
+the precision or the batch size."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ BASE = ["model.width=16", "model.depth=2", "norm.groups=4", "seed=3"]
 
 
 def outside_norms(model: nn.Module, placement: str = "pre") -> dict[str, torch.Tensor]:
-    """Every parameter that is not a norm's, except the sublayer weights that DeepNorm
-    re-initialises by its definition (Xavier-normal with gain beta)."""
+    """Every parameter that is not a norm's (QK-norm's included), except the sublayer weights
+    that DeepNorm re-initialises by its definition (Xavier-normal with gain beta)."""
     kept = {}
     for name, value in model.named_parameters():
         parts = name.split(".")
-        if "norm" in parts or "norm2" in parts or parts[0] == "final_norm":
+        if {"norm", "norm2", "qk_norm"} & set(parts) or parts[0] == "final_norm":
             continue
         if placement == "deepnorm" and "sublayer" in parts and name.endswith("weight"):
             continue
@@ -47,12 +47,16 @@ def test_every_shipped_norm_shares_every_other_initial_weight(model):
 @pytest.mark.parametrize("model", sorted(MODELS))
 def test_placements_precisions_and_batch_sizes_share_the_weights_outside_the_norms(model):
     reference = outside_norms(build_model([*BASE, *MODELS[model]]))
+    qk_norms = [["model.qk_norm=layernorm"], ["model.qk_norm=rmsnorm"]] * (model == "transformer")
     for extra in (
         ["placement=post"],
         ["placement=res_post"],
         ["placement=sandwich"],
+        ["placement=lns"],
+        ["placement=mix", "placement.post_fraction=0.5"],
         ["precision=bf16", "batch_size=4"],
         ["model.init=xavier"],
+        *qk_norms,
     ):
         built = outside_norms(build_model([*BASE, *MODELS[model], *extra]), "deepnorm")
         assert same(built, outside_norms(build_model([*BASE, *MODELS[model]]), "deepnorm"))

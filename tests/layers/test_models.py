@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import pytest
@@ -16,17 +17,17 @@ from normbench.layers.models import (
     CNN,
     MLP,
     NEEDS_FINAL_NORM,
+    PLACEMENTS,
     Attention,
     ResidualUnit,
     Transformer,
     build_model,
     count_parameters,
+    post_ln_blocks,
     standardize,
 )
 from normbench.layers.norms import Norm, make_norm
 from normbench.training.run import run_experiment
-
-PLACEMENTS = group_options("placement")
 
 
 class Double(torch.nn.Module):
@@ -46,8 +47,11 @@ class Double(torch.nn.Module):
 
 @pytest.mark.parametrize("placement", PLACEMENTS)
 def test_each_placement_computes_its_equation(placement):
+    """Here the unit is in block 3 of 4: LNS scales by 1/sqrt(3); Mix-LN's first
+    floor(0.25 * 4) = 1 block is Post-LN, so block 3 is Pre-LN."""
     torch.manual_seed(0)
-    unit = ResidualUnit(Double(), 4, "tokens", placement, 6, partial(make_norm, "layernorm"))
+    norm = partial(make_norm, "layernorm")
+    unit = ResidualUnit(Double(), 4, "tokens", placement, 6, norm, layer=3, layers=4)
     x = torch.randn(2, 3, 4)
 
     def N(h):  # noqa: N802
@@ -60,8 +64,114 @@ def test_each_placement_computes_its_equation(placement):
         "res_post": x + N(2 * x + 1),
         "sandwich": x + N(2 * N(x) + 1),
         "deepnorm": N(alpha * x + (2 * beta * x + 1)),
+        "lns": x + (2 * N(x) / 3**0.5 + 1),
+        "mix": x + (2 * N(x) + 1),
     }[placement]
     torch.testing.assert_close(unit(x), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("model", "depth", "fraction", "post_blocks"),
+    [("transformer", 4, 0.25, 1), ("transformer", 5, 0.5, 2), ("cnn", 8, 0.25, 2)],
+)
+def test_mix_is_post_ln_in_the_first_floor_fraction_of_blocks_then_pre_ln(
+    model, depth, fraction, post_blocks
+):
+    """Mix-LN (Li et al. 2024): Post-LN in the first floor(alpha * L) blocks (the authors' code:
+    num_hidden_layers // 4 at alpha 0.25), Pre-LN after; a Transformer block's two units
+    share one placement; the final norm stays (the last blocks are Pre-LN)."""
+    overrides = (f"model={model}", f"model.depth={depth}", "placement=mix")
+    cfg = compose(tiny(*overrides, f"placement.post_fraction={fraction}"))
+    net = build_model(cfg, input_shape(cfg["data"]), 10)
+    per_block = 2 if model == "transformer" else 1
+    expected = ["post"] * post_blocks * per_block + ["pre"] * (depth - post_blocks) * per_block
+    assert [unit.placement for unit in net.units] == expected
+    assert type(net.final_norm).__name__ == "LayerNorm"
+    assert post_ln_blocks(0.29, 100) == 29 and post_ln_blocks(0.25, 3) == 0
+
+
+def test_lns_scales_each_blocks_norm_output_by_one_over_the_root_of_its_depth():
+    """LayerNorm Scaling (Sun et al. 2025): x + F(N(x) / sqrt(l)) with l the block (from 1),
+    shared by a block's attention and MLP units, as in the authors' code (layer_index + 1)."""
+    cfg = compose(tiny("placement=lns", "model.depth=3"))
+    net = build_model(cfg, input_shape(cfg["data"]), 10)
+    assert [unit.root_layer**2 for unit in net.units] == pytest.approx([1, 1, 2, 2, 3, 3])
+    with pytest.raises(ValueError, match="placement=lns needs layer"):
+        ResidualUnit(Double(), 4, "tokens", "lns", 2, partial(make_norm, "layernorm"))
+
+
+def by_hand_attention(attention: Attention, x: torch.Tensor, qk_norm: str, causal: bool):
+    """Multi-head attention written out head by head, QK-norm as its papers define it: each
+    query and key vector (head_dim entries) centred (layernorm) or not, divided by its RMS,
+    times its gain; logits q.k / sqrt(head_dim). Returns the output and every head's logits."""
+    heads, width = attention.heads, x.shape[-1]
+    d = width // heads
+    q, k, v = (x @ attention.qkv.weight.T + attention.qkv.bias).split(width, dim=-1)
+
+    def normalised(h, gain):
+        if qk_norm == "none":
+            return h
+        if qk_norm == "layernorm":
+            h = h - h.mean(-1, keepdim=True)
+        return h / (h.square().mean(-1, keepdim=True) + 1e-5).sqrt() * gain
+
+    outputs, all_logits = [], []
+    for head in range(heads):
+        part = slice(head * d, (head + 1) * d)
+        qh = normalised(q[..., part], None if qk_norm == "none" else attention.qk_norm.q.gain)
+        kh = normalised(k[..., part], None if qk_norm == "none" else attention.qk_norm.k.gain)
+        logits = qh @ kh.transpose(-2, -1) / d**0.5
+        if causal:
+            later = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(1)
+            logits = logits.masked_fill(later, -math.inf)
+        all_logits.append(logits)
+        outputs.append(logits.softmax(-1) @ v[..., part])
+    y = torch.cat(outputs, -1) @ attention.proj.weight.T + attention.proj.bias
+    return y, torch.stack(all_logits)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("qk_norm", ["none", "layernorm", "rmsnorm"])
+def test_qk_norm_normalises_queries_and_keys_per_head_before_the_dot_product(qk_norm, causal):
+    """QK-norm (Dehghani et al. 2023; Wortsman et al. 2023) against a hand computation, with
+    gains moved off their initial 1; and the diagnostics' largest logit is the hand logits'."""
+    torch.manual_seed(0)
+    attention = Attention(8, 2, torch.nn.Linear, causal, qk_norm).double()
+    if qk_norm != "none":
+        assert attention.qk_norm.q.gain.shape == (4,) and attention.qk_norm.k.gain.eq(1).all()
+        with torch.no_grad():
+            attention.qk_norm.q.gain.normal_()
+            attention.qk_norm.k.gain.normal_()
+    else:
+        assert attention.qk_norm is None
+    x = torch.randn(3, 5, 8, dtype=torch.float64)
+    expected, logits = by_hand_attention(attention, x, qk_norm, causal)
+    torch.testing.assert_close(attention(x), expected)
+    assert attention.largest_logit(x) == pytest.approx(logits.amax().item(), rel=1e-6)
+
+
+def test_qk_norm_bounds_the_logits_whatever_the_weights():
+    """The point of QK-norm: with unit gains each normalised query and key has norm
+    sqrt(head_dim), so no logit exceeds sqrt(head_dim) however large the weights grow;
+    without it the logits grow with the square of the weights' scale. Padded keys and
+    queries are left out of the largest logit."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 6, 16)
+    mask = torch.ones(2, 6, dtype=torch.bool)
+    mask[1, 4:] = False
+    for qk_norm in ("layernorm", "rmsnorm"):
+        attention = Attention(16, 4, torch.nn.Linear, qk_norm=qk_norm)
+        with torch.no_grad():
+            attention.qkv.weight.mul_(1000)
+        assert attention.largest_logit(x, mask) <= 2.0 + 1e-4  # sqrt(head_dim = 4)
+    plain = Attention(16, 4, torch.nn.Linear)
+    before = plain.largest_logit(x, mask)
+    with torch.no_grad():
+        plain.qkv.weight.mul_(10)
+        plain.qkv.bias.mul_(10)
+    assert plain.largest_logit(x, mask) == pytest.approx(100 * before, rel=1e-4)
+    x[1, 4:] = 1e3  # padded positions: huge, yet never weighed
+    assert plain.largest_logit(x, mask) == pytest.approx(100 * before, rel=1e-4)
 
 
 def xavier_std(weight: torch.Tensor, gain: float) -> float:
@@ -137,6 +247,7 @@ def test_final_norm_only_where_the_stream_is_unnormalized(placement):
     model = build_model(cfg, input_shape(cfg["data"]), 10)
     has_final = type(model.final_norm).__name__ != "Identity"
     assert has_final == (placement in NEEDS_FINAL_NORM)
+    assert all(type(unit.norm).__name__ == "LayerNorm" for unit in model.units)
 
 
 def test_weight_standardization_applies_to_units_and_is_per_output_unit():
@@ -227,22 +338,38 @@ def test_what_dtype_a_norm_reads_under_autocast(model, placement, dtype):
 
 
 # ---------------------------------------------------------------------- causal (pysource)
-CAUSAL_NORMS = ["layernorm", "rmsnorm", "batchnorm", "groupnorm", "dyt", "scalenorm", "none"]
+CAUSAL_NORMS = [
+    "layernorm",
+    "rmsnorm",
+    "batchnorm",
+    "groupnorm",
+    "dyt",
+    "derf",
+    "scalenorm",
+    "none",
+]
 
 
-def causal_model(norm: str, placement: str) -> torch.nn.Module:
+def causal_model(norm: str, placement: str, qk_norm: str = "none") -> torch.nn.Module:
     torch.manual_seed(0)
-    cfg = compose(tiny(f"norm={norm}", f"placement={placement}", data="pysource"))
+    overrides = (f"norm={norm}", f"placement={placement}", f"model.qk_norm={qk_norm}")
+    cfg = compose(tiny(*overrides, data="pysource"))
     model = build_model(cfg, input_shape(cfg["data"]), 256, vocab_size=256)
     model.train()
     model(torch.randint(0, 256, (8, 16)))  # moves BatchNorm's running statistics off init
     return model.eval()
 
 
-@pytest.mark.parametrize("placement", PLACEMENTS)
-@pytest.mark.parametrize("norm", CAUSAL_NORMS)
-def test_a_change_at_position_t_never_changes_the_logits_before_t(norm, placement):
-    model = causal_model(norm, placement)
+@pytest.mark.parametrize(
+    ("norm", "placement", "qk_norm"),
+    [
+        *((norm, placement, "none") for norm in CAUSAL_NORMS for placement in PLACEMENTS),
+        ("layernorm", "pre", "layernorm"),
+        ("rmsnorm", "lns", "rmsnorm"),
+    ],
+)
+def test_a_change_at_position_t_never_changes_the_logits_before_t(norm, placement, qk_norm):
+    model = causal_model(norm, placement, qk_norm)
     x = torch.randint(0, 256, (3, 16))
     logits = model(x)
     assert logits.shape == (3, 16, 256)

@@ -340,6 +340,32 @@ def test_dyt_scalenorm_and_adaln_initialisation():
     torch.testing.assert_close(ada(x), F.layer_norm(x, (C,)))  # zero init: plain LayerNorm
 
 
+@pytest.mark.parametrize("layout", ["channels", "tokens"])
+def test_derf_is_the_papers_formula_with_its_parameter_shapes_and_initial_values(layout):
+    """Dynamic erf (Chen et al. 2025, Eq. 10): gamma * erf(alpha * x + s) + beta elementwise;
+    alpha and s scalars initialised to 0.5 and 0 (the authors' code), gamma and beta per
+    feature, 1 and 0. Checked element by element against math.erf."""
+    derf = make_norm("derf", C, layout)
+    assert (derf.alpha.dim(), derf.shift.dim()) == (0, 0)
+    assert (derf.alpha.item(), derf.shift.item()) == (0.5, 0.0)
+    assert derf.weight.shape == derf.bias.shape == (C,)
+    assert derf.weight.eq(1).all() and derf.bias.eq(0).all()
+    torch.manual_seed(0)
+    with torch.no_grad():
+        derf.alpha.fill_(0.8)
+        derf.shift.fill_(-0.3)
+        derf.weight.normal_()
+        derf.bias.normal_()
+    x = torch.randn(*LAYOUT_INPUTS[layout], dtype=torch.float64)
+    y = derf.double()(x)
+    alpha, s = derf.alpha.item(), derf.shift.item()  # 0.8 and -0.3 as float32 holds them
+    feature = 1 if layout == "channels" else -1
+    for index in [(0, 0, 0), (1, 3, 2), (3, 4, C - 1 if layout == "tokens" else 5)]:
+        c = index[feature]
+        expected = derf.weight[c].item() * math.erf(alpha * x[index].item() + s)
+        assert y[index].item() == pytest.approx(expected + derf.bias[c].item(), rel=1e-12)
+
+
 def test_adaln_modulates_with_an_explicit_condition():
     torch.manual_seed(0)
     ada = make_norm("adaln", C, "channels", cond_dim=3)

@@ -72,7 +72,7 @@ def test_interval_and_bad_jobs_refuse_the_whole_sweep_up_front():
         expand(None, ["norm=groupnorm", "norm.groups=4,5"])
 
 
-STUDY_PRESETS = ("batch_sensitivity", "placement", "precision", "lr_stability", "depth")
+STUDY_PRESETS = ("batch_sensitivity", "placement", "precision", "lr_stability", "depth", "qk_norm")
 
 
 def test_presets_ship_with_a_question_and_a_version():
@@ -456,4 +456,22 @@ def test_depth_preset_holds_the_learning_rate_and_varies_depth_and_placement():
     assert {job.cfg["train"]["warmup_steps"] for job in sweep.jobs} == {0}
     assert {job.cfg["model"]["depth"] for job in sweep.jobs} == {4, 8, 16}
     assert {job.cfg["placement"]["name"] for job in sweep.jobs} >= {"pre", "post", "sandwich"}
+    assert {job.cfg["placement"]["name"] for job in sweep.jobs} >= {"lns", "mix"}
     assert {job.cfg["data"]["name"] for job in sweep.jobs} == {"pysource"}
+    assert load_preset("depth")["version"] == 2 and len(sweep.jobs) == 3 * 6 * 2
+
+
+def test_qk_norm_preset_crosses_qk_norm_with_a_learning_rate_grid_that_reaches_divergence():
+    """Wortsman et al.'s LR sensitivity needs a log-spaced grid over orders of magnitude;
+    seeds pair the groups; diagnostics record the attention logits over training."""
+    sweep = expand("qk_norm", [])
+    configs = [job.cfg for job in sweep.jobs]
+    assert {c["model"]["qk_norm"] for c in configs} == {"none", "layernorm", "rmsnorm"}
+    lrs = sorted({c["train"]["lr"] for c in configs})
+    assert lrs[-1] / lrs[0] >= 100 and lrs[-1] >= 0.3  # lr_stability: Pre-LN fails at 0.3
+    ratios = [b / a for a, b in zip(lrs, lrs[1:], strict=False)]
+    assert all(ratio == pytest.approx(ratios[0], rel=0.15) for ratio in ratios)  # log-spaced
+    assert {c["seed"] for c in configs} == set(range(6))
+    assert all(c["diagnostics"] and c["data"]["name"] == "pysource" for c in configs)
+    assert {c["train"]["z_loss"] for c in configs} == {1e-4}  # the same in every group
+    assert len(sweep.jobs) == 3 * len(lrs) * 6

@@ -32,16 +32,36 @@ def test_gradient_norm_per_unit_is_the_l2_norm_of_its_sublayer_gradients(tmp_pat
         assert norm == pytest.approx(0.5 * math.sqrt(count))
 
 
-def test_watch_norms_records_what_enters_and_leaves_each_norm(tmp_path):
+def test_watch_records_what_enters_and_leaves_each_norm(tmp_path):
     cfg = compose(tiny("model=cnn", "model.depth=2", "norm=layernorm"))
     model = build_model(cfg, input_shape(cfg["data"]), 10)
     diagnostics = Diagnostics(model, RunDir(tmp_path, "r"))
-    with diagnostics.watch_norms():
+    with diagnostics.watch():
         model(torch.randn(4, 1, 40) * 3 + 1)
     assert set(diagnostics.activations) == {0, 1}
     in_mean, in_std, out_mean, out_std = diagnostics.activations[0]
     assert abs(out_mean) < 1e-4 and out_std == pytest.approx(1.0, abs=0.05)  # layernorm output
+    assert diagnostics.max_logits == {}  # no attention in the CNN
     assert not model.units[0].norm._forward_hooks  # removed afterwards
+    assert not model.units[0]._forward_hooks and not model._forward_hooks
+
+
+def test_watch_leaves_padding_out_of_the_stream_and_the_logits(tmp_path):
+    """Padded tokens carry embeddings too: the residual RMS and the largest logit are over
+    real tokens only, so more padding changes neither."""
+    torch.manual_seed(0)
+    cfg = compose(tiny(data="tokens"))
+    model = build_model(cfg, (12,), 4, vocab_size=16).eval()
+    diagnostics = Diagnostics(model, RunDir(tmp_path, "r"))
+    tokens = torch.randint(1, 17, (2, 6))
+    seen = []
+    for padding in (2, 6):
+        padded = F.pad(tokens, (0, padding))
+        with diagnostics.watch():
+            model(padded, mask=padded != 0)
+        seen.append((dict(diagnostics.stream_rms), dict(diagnostics.max_logits)))
+    assert seen[0][0] == pytest.approx(seen[1][0], rel=1e-5)
+    assert seen[0][1] == pytest.approx(seen[1][1], rel=1e-5) and set(seen[0][1]) == {0, 2}
 
 
 def test_frozen_buffers_keep_running_statistics():
@@ -107,9 +127,30 @@ def test_step_zero_is_the_first_batch_at_initialisation(model, tmp_path):
 
         return hook
 
+    outputs, logits = {}, {}
+
+    def keep_output(index: int):
+        def hook(module, args, output):
+            outputs[index] = output.detach()
+
+        return hook
+
+    def keep_logits(index: int):  # q.k / sqrt(d) of every head, by hand
+        def hook(module, args, output):
+            n, t, width = args[0].shape
+            q, k, _ = module.qkv(args[0]).detach().split(width, dim=-1)
+            q, k = (h.view(n, t, module.heads, -1).transpose(1, 2) for h in (q, k))
+            logits[index] = (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).amax().item()
+
+        return hook
+
     for index, unit in enumerate(trainer.model.units):
         unit.norm.register_forward_hook(keep_input(index))
-    F.cross_entropy(trainer.model(x, mask=mask), y).backward()
+        unit.register_forward_hook(keep_output(index))
+        if unit.sublayer.__class__.__name__ == "Attention":
+            unit.sublayer.register_forward_hook(keep_logits(index))
+    output = trainer.model(x, mask=mask)
+    F.cross_entropy(output, y).backward()
     grad_norms = [
         math.sqrt(sum(p.grad.square().sum().item() for p in unit.sublayer.parameters()))
         for unit in trainer.model.units
@@ -121,6 +162,13 @@ def test_step_zero_is_the_first_batch_at_initialisation(model, tmp_path):
     stds = [inputs[i].std().item() for i in range(len(grad_norms))]
     assert first["in_std"].tolist() == pytest.approx(stds, rel=1e-5)
     assert first["eval_mode_val_acc"].isna().all()  # no validation pass at step 0
+    rms = [outputs[i].square().mean().sqrt().item() for i in range(len(grad_norms))]
+    assert first["resid_rms"].tolist() == pytest.approx(rms, rel=1e-5)
+    log_z = torch.logsumexp(output.detach(), -1).mean().item()
+    assert first["log_z"].tolist() == pytest.approx([log_z] * len(grad_norms), rel=1e-5)
+    largest = [logits.get(i, math.nan) for i in range(len(grad_norms))]
+    assert first["max_logit"].tolist() == pytest.approx(largest, rel=1e-5, nan_ok=True)
+    assert first["max_logit"].notna().sum() == (2 if model == "transformer" else 0)
 
 
 def test_profiles_compare_units_of_one_sublayer_type():
@@ -169,6 +217,8 @@ def test_report_diagnostics_table_and_gradient_depth_plot(tmp_path):
         ("attention", 1),
         ("mlp", 1),
     }
+    assert all((r["max_logit"] is not None) == (r["sublayer"] == "attention") for r in rows)
+    assert all(r["resid_rms"] > 0 and r["log_z"] > 0 for r in rows)
 
 
 def test_report_diagnostics_without_diagnosed_runs_is_a_clear_error(tmp_path):
@@ -179,3 +229,16 @@ def test_report_diagnostics_without_diagnosed_runs_is_a_clear_error(tmp_path):
     run_experiment(compose(tiny()), tmp_path, progress=False)
     result = CliRunner().invoke(app, ["report", str(tmp_path), "--diagnostics"])
     assert result.exit_code == 2 and "diagnostics=true" in result.output
+
+
+def test_without_diagnostics_no_logit_is_formed_explicitly(tmp_path, monkeypatch):
+    """Scaled dot-product attention never shows its logits; forming them costs a second
+    q.k^T. Only diagnosed steps pay it: a run without diagnostics never asks."""
+    from normbench.layers.models import Attention
+
+    def refuse(self, x, mask=None):
+        raise AssertionError("largest_logit called without diagnostics")
+
+    monkeypatch.setattr(Attention, "largest_logit", refuse)
+    outcome = run_experiment(compose(tiny()), tmp_path, progress=False)
+    assert outcome.status == "complete", outcome.error

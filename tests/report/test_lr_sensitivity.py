@@ -1,0 +1,102 @@
+"""LR sensitivity (Wortsman et al. 2023): the pure statistic, and its column in the stability
+table of a designed run store, both against hand computations."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from helpers import make_run
+from typer.testing import CliRunner
+
+from normbench.cli import app
+from normbench.report import stats
+from normbench.report.html import page
+from normbench.report.tables import build
+from normbench.store.catalog import load_runs
+
+T_975_DF2 = 4.302652729911275  # Student's t, 97.5% quantile, 2 degrees of freedom
+
+
+def test_lr_sensitivity_is_the_mean_gap_to_the_best_rate_capped_at_the_initial_loss():
+    # E[min(loss, init)] - min loss: (1.0 + 0.5 + 2.3) / 3 - 0.5
+    assert stats.lr_sensitivity(np.array([1.0, 0.5, 2.3]), 2.3) == pytest.approx(0.76666667)
+    # diverged (NaN, inf) and worse-than-initial runs all count at the initial loss
+    capped = stats.lr_sensitivity(np.array([1.0, 0.5, math.nan, math.inf, 9.0]), 2.3)
+    assert capped == pytest.approx((1.0 + 0.5 + 3 * 2.3) / 5 - 0.5)
+    assert stats.lr_sensitivity(np.array([0.7, 0.7, 0.7]), 2.3) == 0.0  # every rate as good
+    assert stats.lr_sensitivity(np.array([math.nan, 5.0]), 2.3) == 0.0  # none learned: 0
+
+
+# (final val loss at lr 0.001, 0.01, 0.1; initial val loss) per seed, None = diverged
+BATCHNORM = {
+    0: ((1.0, 0.5, None), 2.3),  # (1.0 + 0.5 + 2.3) / 3 - 0.5 = 0.766667
+    1: ((1.2, 0.6, 2.5), 2.4),  # 2.5 is worse than at init: (1.2 + 0.6 + 2.4) / 3 - 0.6 = 0.8
+    2: ((0.9, 0.7, 1.1), None),  # made before initial_val_loss: ln 10; (0.9+0.7+1.1)/3 - 0.7
+}
+BY_HAND = [0.7666666667, 0.8, 0.2]
+
+
+@pytest.fixture
+def store(tmp_path):
+    """BatchNorm over three learning rates and three seeds, one diverged, one seed without a
+    recorded initial loss; a fourth seed that lacks a rate; GroupNorm insensitive."""
+    runs = tmp_path / "runs"
+    for seed, (losses, initial) in BATCHNORM.items():
+        for lr, loss in zip((0.001, 0.01, 0.1), losses, strict=True):
+            extra = {"final_val_loss": loss}
+            if initial is not None:
+                extra["initial_val_loss"] = initial
+            overrides = ["norm=batchnorm", f"train.lr={lr}", f"seed={seed}"]
+            status = "complete" if loss is not None else "diverged"
+            make_run(runs, overrides, status=status, acc=0.9, summary_extra=extra)
+    make_run(runs, ["norm=batchnorm", "train.lr=0.001", "seed=3"], summary_extra={})
+    for seed in (0, 1):
+        for lr in (0.001, 0.01, 0.1):
+            extra = {"final_val_loss": 0.5 + 0.01 * seed, "initial_val_loss": 2.3}
+            make_run(
+                runs, ["norm=groupnorm", f"train.lr={lr}", f"seed={seed}"], summary_extra=extra
+            )
+    return runs
+
+
+def test_the_stability_table_gives_the_mean_lr_sensitivity_and_its_seed_interval(store):
+    (section,) = build(load_runs(store)).sections
+    table = section.tables["lr_stability"].set_index("norm.name")
+    batchnorm = table.loc["batchnorm"]
+    assert batchnorm["lr_sensitivity_values"] == pytest.approx(BY_HAND, rel=1e-6)
+    assert batchnorm["lr_sensitivity_seeds"] == 3  # seed 3 has one rate of three: left out
+    assert batchnorm["lr_sensitivity"] == pytest.approx(np.mean(BY_HAND))
+    half = T_975_DF2 * np.std(BY_HAND, ddof=1) / math.sqrt(3)
+    assert batchnorm["lr_sensitivity_ci95"] == pytest.approx(half)
+    assert batchnorm["lr_sensitivity_loss"] == "val_loss"  # accuracy section: the loss
+    groupnorm = table.loc["groupnorm"]
+    assert groupnorm["lr_sensitivity_values"] == [0.0, 0.0] and groupnorm["lr_sensitivity"] == 0
+    result = CliRunner().invoke(app, ["report", str(store)], env={"COLUMNS": "160"})
+    assert result.exit_code == 0, result.output
+    assert "LR sens. (n)" in result.output and "0.589±0.838 (3)" in result.output
+    report = build(load_runs(store))
+    document = page(report, [[] for _ in report.sections], [], [])  # the HTML, no figures
+    assert "LR sens. (n)" in document and "0.589±0.838 (3)" in document
+
+
+def test_bits_per_byte_sections_measure_it_in_bits_and_fall_back_to_log2_classes():
+    """A language-model group: bits per byte, loss_init from initial_val_bpb, else the
+    uniform prediction's log2(256) = 8 bits."""
+    import pandas as pd
+
+    from normbench.report.tables import BITS_PER_BYTE, lr_sensitivity_by_seed
+
+    part = pd.DataFrame(
+        {
+            "seed": [0, 0, 1, 1],
+            "train.lr": [0.01, 0.1, 0.01, 0.1],
+            "status": ["complete", "diverged", "complete", "complete"],
+            "final_val_bpb": [2.0, math.nan, 2.5, 3.0],
+            "initial_val_bpb": [8.3, 8.3, math.nan, math.nan],
+            "num_classes": [256] * 4,
+        }
+    )
+    values = lr_sensitivity_by_seed(part, BITS_PER_BYTE)
+    assert values == pytest.approx({0: (2.0 + 8.3) / 2 - 2.0, 1: (2.5 + 3.0) / 2 - 2.5})
