@@ -231,7 +231,10 @@ def key_columns(table, keys: list[str], data: pd.DataFrame) -> None:
     the intervals wrap under their numbers first."""
     for key in keys:
         longest = max([len(short(key)), *(len(label(v)) for v in data[key])])
-        table.add_column(short(key), width=min(longest, 24), overflow="fold")
+        if longest <= 24:  # fixed: a narrow table wraps its intervals, never its names
+            table.add_column(short(key), width=longest, no_wrap=True)
+        else:
+            table.add_column(short(key), min_width=24, overflow="fold")
 
 
 def convergence_rich(section: Section, method: Method):

@@ -75,10 +75,10 @@ def test_the_stability_table_gives_the_mean_lr_sensitivity_and_its_seed_interval
     assert groupnorm["lr_sensitivity_values"] == [0.0, 0.0] and groupnorm["lr_sensitivity"] == 0
     result = CliRunner().invoke(app, ["report", str(store)], env={"COLUMNS": "160"})
     assert result.exit_code == 0, result.output
-    assert "LR sens. (n)" in result.output and "0.589±0.838 (3)" in result.output
+    assert "LR sens. (n)" in result.output and "0.589 ±0.838 (3)" in result.output
     report = build(load_runs(store))
     document = page(report, [[] for _ in report.sections], [], [])  # the HTML, no figures
-    assert "LR sens. (n)" in document and "0.589±0.838 (3)" in document
+    assert "LR sens. (n)" in document and "0.589 ±0.838 (3)" in document
 
 
 def test_bits_per_byte_sections_measure_it_in_bits_and_fall_back_to_log2_classes():

@@ -251,7 +251,7 @@ def test_reference_batch_is_checked_against_the_grid(study):
         ("--alpha", "2", "--alpha 2.0: valid: a number strictly between 0 and 0.5"),
         ("--diverged", "drop", "--diverged drop: valid: chance, exclude"),
         ("--format", "xml", "--format xml: valid: rich, csv, markdown, json"),
-        ("--table", "nope", "--table nope: valid: convergence"),
+        ("--table", "nope", "--table nope: valid: across, convergence"),
     ],
 )
 def test_bad_report_options_are_one_line_errors(study, flag, value, words):
