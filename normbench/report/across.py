@@ -145,7 +145,10 @@ def _reference(per_task: list[dict], groups: list[tuple], named: bool) -> tuple[
         return groups[0]
     found = {g for task in per_task for g, row in task.items() if row["verdict"] == "reference"}
     if len(found) != 1:
-        raise UsageError("--reference names a different group in different workloads")
+        raise UsageError(
+            f"--across with --reference needs one reference group in every workload; it names "
+            f"{len(found)} here (add keys to --reference, or filter)"
+        )
     return found.pop()
 
 

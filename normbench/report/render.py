@@ -355,7 +355,9 @@ def stability_caption(section: Section, axis: str, loss: str | None = None) -> s
         f" LR sens. = Wortsman et al.'s LR sensitivity in final {loss.replace('_', ' ')}: per "
         "seed, the mean over the learning rates of the loss (capped at the loss at "
         "initialisation; a diverged run counts there) less the best rate's; mean ± 95% "
-        "interval over seeds with a result at every rate (n). Lower: less sensitive."
+        "interval over seeds with a result at every rate (n). Lower: less sensitive. verdict: "
+        "each row's LR sensitivity against the reference row (--reference on these keys, "
+        "else the least sensitive), paired by seed as the convergence verdicts are."
         if loss
         else ""
     )
@@ -377,6 +379,8 @@ def stability_rich(name: str):
     """The rich renderer of a stability table (lr_stability or depth_stability)."""
 
     def rich(section: Section, method: Method):
+        from rich.text import Text
+
         data = section.tables[name]
         axis = data["axis"].iloc[0]
         values = [c.removesuffix("_mean") for c in data.columns if c.endswith("_mean")]
@@ -389,7 +393,10 @@ def stability_rich(name: str):
         table.add_column("largest", justify="right", no_wrap=True)
         table.add_column(section.metric.label, justify="right", no_wrap=True)
         if loss:
-            table.add_column("LR sens. (n)", justify="right", no_wrap=True)
+            table.add_column("LR sens. (n)", justify="right")
+        judged = "lr_sensitivity_verdict" in data
+        if judged:
+            table.add_column("verdict")
         for _, row in data.iterrows():
             sensitivity = (
                 [
@@ -399,6 +406,9 @@ def stability_rich(name: str):
                 if loss
                 else []
             )
+            if judged:
+                word = row["lr_sensitivity_verdict"]
+                sensitivity.append(Text(word, style=VERDICT_STYLE.get(word, "")))
             table.add_row(
                 *(cell(row[k]) for k in row_keys),
                 *(f"{fmt(row[f'{v}_mean'])} {row[f'{v}_trained']}" for v in values),

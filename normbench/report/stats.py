@@ -259,29 +259,46 @@ def compare_with_reference(
     margin: float,
     resolution: float = 0.0,
 ) -> list[Verdict]:
-    """Every group against a reference named before looking (``--reference``): Dunnett's
-    many-to-one question, answered with Holm's correction over the k - 1 paired (or Welch)
-    t tests (valid whatever the dependence between them; Holm 1979). ``better`` or
-    ``worse``: the two-sided test, Holm-adjusted, below alpha, by the sign of the difference;
-    ``equivalent``: TOST within +-margin, Holm-adjusted; else ``inconclusive`` (always with
-    fewer than two results on either side)."""
-    if len(groups[reference]) < 2:
-        reason = f"the reference has {len(groups[reference])} result(s); needs 2"
-        missing = Verdict("inconclusive", reason=reason)
-        return [
-            Verdict("reference", diff=0.0) if i == reference else missing
-            for i in range(len(groups))
-        ]
-    others = [i for i, g in enumerate(groups) if i != reference and len(g) >= 2]
-    against = {i: difference(groups[i], groups[reference], resolution) for i in others}
-    differs = dict(zip(others, holm([p_two_sided(against[i]) for i in others]), strict=True))
-    same = dict(zip(others, holm([p_within(against[i], margin) for i in others]), strict=True))
+    """Every group against one reference named before looking (``--reference``): Dunnett's
+    many-to-one question (``compare_with_references`` with the same reference for all)."""
+    references = [reference] * len(groups)
+    return compare_with_references(groups, references, alpha, margin, resolution)
+
+
+def compare_with_references(
+    groups: Sequence[Results],
+    references: Sequence[int | None],
+    alpha: float,
+    margin: float,
+    resolution: float = 0.0,
+) -> list[Verdict]:
+    """Every group against its reference, named before looking: group i against group
+    ``references[i]`` (itself: it is a reference; None: it has none, and is inconclusive).
+    Several references serve strata: ``--reference norm=layernorm`` over learning rates
+    compares each norm with LayerNorm at the same rate. Holm's correction runs over every
+    comparison made (valid whatever their dependence; Holm 1979), each a paired t test where
+    the two share their seeds, else Welch's. ``better`` or ``worse``: the two-sided test,
+    Holm-adjusted, below alpha, by the sign of the difference; ``equivalent``: TOST within
+    +-margin, Holm-adjusted; else ``inconclusive`` (always with fewer than two results on
+    either side)."""
+    made = [
+        i
+        for i, ref in enumerate(references)
+        if ref is not None and ref != i and len(groups[i]) >= 2 and len(groups[ref]) >= 2
+    ]
+    against = {i: difference(groups[i], groups[references[i]], resolution) for i in made}
+    differs = dict(zip(made, holm([p_two_sided(against[i]) for i in made]), strict=True))
+    same = dict(zip(made, holm([p_within(against[i], margin) for i in made]), strict=True))
     verdicts = []
     for i, group in enumerate(groups):
-        if i == reference:
+        ref = references[i]
+        if ref == i:
             verdicts.append(Verdict("reference", diff=0.0))
+        elif ref is None:
+            verdicts.append(Verdict("inconclusive", reason="no reference group beside it"))
         elif i not in against:
-            verdicts.append(Verdict("inconclusive", reason=f"{len(group)} result(s); needs 2"))
+            counts = f"{len(group)} result(s), the reference {len(groups[ref])}"
+            verdicts.append(Verdict("inconclusive", reason=f"{counts}; needs 2 each"))
         else:
             verdicts.append(_decided(against[i], differs[i], same[i], alpha, ("worse", "better")))
     return verdicts

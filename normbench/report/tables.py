@@ -244,7 +244,10 @@ def build_section(
         "convergence": convergence_table(runs, keys, metric, method),
         "batch_sensitivity": batch_table(runs, keys, metric, method),
         "precision": precision_table(runs, keys, metric, method),
-        **{name: stability_table(runs, keys, axis, metric) for axis, name in STRESS_AXES.items()},
+        **{
+            name: stability_table(runs, keys, axis, metric, method)
+            for axis, name in STRESS_AXES.items()
+        },
     }
     return Section(setting, fixed, keys, metric, tables, section_notes(runs, metric, method), runs)
 
@@ -421,13 +424,15 @@ def convergence_table(
     if table.empty:
         return table
     step = resolution(runs, metric, method.test)
-    named = reference_index(rows, keys, method.reference)
-    if named is None:
+    references = reference_indices(rows, keys, method.reference)
+    if references is None:
         best, verdicts = stats.compare_with_best(samples, method.level, method.margin, step)
         against = "best"
     else:
-        best = named
-        verdicts = stats.compare_with_reference(samples, named, method.level, method.margin, step)
+        best = None
+        verdicts = stats.compare_with_references(
+            samples, references, method.level, method.margin, step
+        )
         against = "reference"
     sign = 1 if metric.higher_is_better else -1  # differences in the metric's own units
     table["verdict"] = [v.verdict for v in verdicts]
@@ -440,15 +445,24 @@ def convergence_table(
     table["reason"] = [v.reason for v in verdicts]
     means = [np.mean(list(s.values())) if s else -math.inf for s in samples]
     order = list(np.argsort([-m for m in means], kind="stable"))
-    if best is not None:  # the reference first even when a one-seed group has a higher mean
-        order = [best, *[i for i in order if i != best]]
+    first = (
+        [best]
+        if best is not None
+        else [i for i, v in enumerate(verdicts) if v.verdict == "reference"]
+    )
+    order = [*first, *[i for i in order if i not in first]]  # references first
     return table.iloc[order].reset_index(drop=True)
 
 
-def reference_index(rows: list[dict], keys: list[str], reference: tuple[str, ...]) -> int | None:
-    """The row of the group ``--reference`` names (KEY=VALUE for some of the grouping keys;
-    ``norm=`` for ``norm.name``), or None without one. A reference that matches no group, or
-    several, is refused in one line naming the groups it could mean."""
+def reference_indices(
+    rows: list[dict], keys: list[str], reference: tuple[str, ...]
+) -> list[int | None] | None:
+    """Each row's reference row, as ``--reference KEY=VALUE ...`` names it (``norm=`` for
+    ``norm.name``), or None without one. The named keys pick the reference among rows that
+    agree on every other grouping key: one reference group per stratum (``--reference
+    norm=layernorm`` with learning rates varying: LayerNorm at each rate). A row with no such
+    reference gets None. A name that matches no group, or a key that does not tell groups
+    apart, is refused in one line."""
     if not reference:
         return None
     wanted = {}
@@ -461,19 +475,35 @@ def reference_index(rows: list[dict], keys: list[str], reference: tuple[str, ...
                 f"valid keys: {', '.join(k.removesuffix('.name') for k in keys) or 'none'}"
             )
         wanted[column] = value
-    matches = [
-        i for i, row in enumerate(rows) if all(label(row[k]) == v for k, v in wanted.items())
-    ]
-    if len(matches) == 1:
-        return matches[0]
-    shown = " | ".join(
-        " ".join(f"{k.removesuffix('.name')}={label(row[k])}" for k in keys)
-        for row in (rows if not matches else [rows[i] for i in matches])
-    )
-    problem = "matches no group" if not matches else f"matches {len(matches)} groups"
-    raise UsageError(
-        f"--reference {' '.join(reference)} {problem}; add keys to name one of: {shown[:300]}"
-    )
+    strata = [k for k in keys if k not in wanted]
+    chosen = [i for i, row in enumerate(rows) if all(label(row[k]) == v for k, v in wanted.items())]
+    if not chosen:
+        shown = " | ".join(
+            " ".join(f"{k.removesuffix('.name')}={label(row[k])}" for k in wanted) for row in rows
+        )
+        raise UsageError(
+            f"--reference {' '.join(reference)} matches no group; valid: {shown[:300]}"
+        )
+    by_stratum = {tuple(label(rows[i][k]) for k in strata): i for i in chosen}
+    return [by_stratum.get(tuple(label(row[k]) for k in strata)) for row in rows]
+
+
+def reference_index(rows: list[dict], keys: list[str], reference: tuple[str, ...]) -> int | None:
+    """The one row ``--reference`` names among ``rows`` (None without one); refused in one
+    line when it names several (a key is missing) or none."""
+    references = reference_indices(rows, keys, reference)
+    if references is None:
+        return None
+    named = sorted({r for r in references if r is not None})
+    if len(named) > 1:
+        shown = " | ".join(
+            " ".join(f"{k.removesuffix('.name')}={label(rows[i][k])}" for k in keys) for i in named
+        )
+        raise UsageError(
+            f"--reference {' '.join(reference)} matches {len(named)} groups; add keys to "
+            f"name one of: {shown[:300]}"
+        )
+    return named[0]
 
 
 GROUP_NAMES = ("model", "norm", "placement", "data", "precision")
@@ -656,14 +686,15 @@ def precision_table(
 
 # ------------------------------------------------------------------------------- stability
 def stability_table(
-    runs: pd.DataFrame, keys: list[str], axis: str, metric: Metric
+    runs: pd.DataFrame, keys: list[str], axis: str, metric: Metric, method: Method | None = None
 ) -> pd.DataFrame | None:
     """Rows: groups without ``axis`` (train.lr or model.depth); per value of the axis, the mean
     metric and how many seeds trained (finished, not diverged, clear of chance: see
     Metric.learned; chance is the unigram solution for bits per byte when the run recorded
     it); then the largest value at which every seed trained, and the metric there. Over
     train.lr, also the LR sensitivity (``lr_sensitivity_by_seed``): its mean over seeds, 95%
-    interval and seed count, the per-seed values (JSON) and the loss it is in. None when the
+    interval and seed count, the per-seed values (JSON) and the loss it is in, and a verdict
+    on it against a reference row paired by seed (``lr_sensitivity_verdicts``). None when the
     axis does not vary."""
     if axis not in runs or runs[axis].map(label).nunique() < 2:
         return None
@@ -686,11 +717,51 @@ def stability_table(
         if axis == "train.lr":
             row.update(lr_sensitivity_row(part, metric))
         rows.append(row)
+    if axis == "train.lr" and len(rows) > 1:
+        lr_sensitivity_verdicts(rows, row_keys, method or Method())
     table = frame(rows, row_keys)
     order = np.argsort(
         [-(v if v is not None else -math.inf) for v in table["largest_stable"]], kind="stable"
     )
     return table.iloc[order].reset_index(drop=True)
+
+
+def lr_sensitivity_verdicts(rows: list[dict], row_keys: list[str], method: Method) -> None:
+    """Each row's LR sensitivity against a reference row, by the convergence verdicts'
+    statistics on the per-seed values (paired by seed, lower is better): the row ``--reference``
+    names when its keys are the rows' keys (``--reference model.qk_norm=none``, one per
+    stratum of the other keys: better, worse, equivalent or inconclusive, Holm over the
+    comparisons), else the least sensitive
+    row, chosen after looking (worse, equivalent or inconclusive, Holm over every pair). The
+    difference is the row's sensitivity less the reference's (positive: more sensitive)."""
+    samples = [
+        {
+            seed: -value
+            for seed, value in zip(
+                row["lr_sensitivity_seeds_list"], row["lr_sensitivity_values"], strict=True
+            )
+        }
+        for row in rows
+    ]
+    named_items = tuple(i for i in method.reference if _reference_key(i, row_keys))
+    references = reference_indices(rows, row_keys, named_items) if named_items else None
+    if references is None:
+        _, verdicts = stats.compare_with_best(samples, method.level, method.margin)
+    else:
+        verdicts = stats.compare_with_references(samples, references, method.level, method.margin)
+    for row, verdict in zip(rows, verdicts, strict=True):
+        row.update(
+            lr_sensitivity_verdict=verdict.verdict,
+            lr_sensitivity_diff=0.0 - verdict.diff,
+            lr_sensitivity_diff_ci_low=0.0 - verdict.ci_high,
+            lr_sensitivity_diff_ci_high=0.0 - verdict.ci_low,
+            lr_sensitivity_reason=verdict.reason,
+        )
+
+
+def _reference_key(item: str, row_keys: list[str]) -> bool:
+    key = item.partition("=")[0]
+    return key in row_keys or f"{key}.name" in row_keys
 
 
 def sensitivity_loss(metric: Metric) -> str:
@@ -740,6 +811,7 @@ def lr_sensitivity_row(part: pd.DataFrame, metric: Metric) -> dict:
         "lr_sensitivity_ci95": ci,
         "lr_sensitivity_seeds": len(by_seed),
         "lr_sensitivity_values": [round(v, 6) for v in by_seed.values()],
+        "lr_sensitivity_seeds_list": list(by_seed),
         "lr_sensitivity_loss": sensitivity_loss(metric),
     }
 

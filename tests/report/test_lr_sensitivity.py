@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from normbench.cli import app
 from normbench.report import stats
 from normbench.report.html import page
-from normbench.report.tables import build
+from normbench.report.tables import Method, build
 from normbench.store.catalog import load_runs
 
 T_975_DF2 = 4.302652729911275  # Student's t, 97.5% quantile, 2 degrees of freedom
@@ -100,3 +100,28 @@ def test_bits_per_byte_sections_measure_it_in_bits_and_fall_back_to_log2_classes
     )
     values = lr_sensitivity_by_seed(part, BITS_PER_BYTE)
     assert values == pytest.approx({0: (2.0 + 8.3) / 2 - 2.0, 1: (2.5 + 3.0) / 2 - 2.5})
+
+
+def test_lr_sensitivity_gets_a_paired_verdict_against_a_named_reference(tmp_path):
+    """QK-norm on against off at three seeds: every seed's LR sensitivity is lower with it, so
+    against the named reference (qk_norm none) it is *better*, paired by seed; without a named
+    reference the least sensitive row is the reference and the other is *worse*."""
+    runs = tmp_path / "runs"
+    by_seed = {"none": (1.0, 1.1, 1.3), "layernorm": (0.6, 0.65, 0.95)}  # the worst rate's loss
+    for qk, worst in by_seed.items():
+        for seed, high in enumerate(worst):
+            for lr, loss in ((0.001, 0.5), (0.1, high)):
+                extra = {"final_val_loss": loss + 0.01 * seed, "initial_val_loss": 2.3}
+                overrides = [f"model.qk_norm={qk}", f"train.lr={lr}", f"seed={seed}"]
+                make_run(runs, ["model=transformer", *overrides], summary_extra=extra)
+    method = Method(reference=("model.qk_norm=none",))
+    (section,) = build(load_runs(runs), method=method).sections
+    table = section.tables["lr_stability"].set_index("model.qk_norm")
+    assert table.loc["none", "lr_sensitivity_verdict"] == "reference"
+    assert table.loc["layernorm", "lr_sensitivity_verdict"] == "better"
+    assert table.loc["layernorm", "lr_sensitivity_diff"] == pytest.approx(-0.2)  # (0.4-0.2... )/2
+    assert table.loc["layernorm", "lr_sensitivity_reason"] == "paired, 3 seeds"
+    (section,) = build(load_runs(runs)).sections
+    table = section.tables["lr_stability"].set_index("model.qk_norm")
+    assert table.loc["layernorm", "lr_sensitivity_verdict"] == "reference"
+    assert table.loc["none", "lr_sensitivity_verdict"] in ("worse", "inconclusive")

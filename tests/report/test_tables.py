@@ -594,7 +594,7 @@ def test_a_reference_named_before_looking_gives_better_worse_and_equivalent(tmp_
 @pytest.mark.parametrize(
     ("given", "words"),
     [
-        ("norm=fancy", "--reference norm=fancy matches no group; add keys to name one of:"),
+        ("norm=fancy", "--reference norm=fancy matches no group; valid: norm=batchnorm"),
         ("seed=3", "--reference seed=3: seed does not tell the groups of this table apart"),
         ("norm=a,b", "--reference norm=a,b: one KEY=VALUE per key"),
     ],
@@ -603,5 +603,15 @@ def test_a_reference_that_names_no_group_is_one_line(study, given, words):
     result = runner.invoke(app, ["report", str(study), "--reference", given])
     assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
     assert words in result.output
-    ambiguous = runner.invoke(app, ["report", str(study), "--reference", "norm=batchnorm"])
-    assert ambiguous.exit_code == 2 and "matches 2 groups" in ambiguous.output
+
+
+def test_a_reference_per_stratum_of_the_other_keys(study):
+    """--reference norm=batchnorm where the ghost batch varies too: BatchNorm at each ghost
+    batch is the reference of the groups at that ghost batch; GroupNorm, which ignores the
+    ghost batch, has no BatchNorm beside it and is inconclusive, saying why."""
+    method = Method(reference=("norm=batchnorm",))
+    table, _ = convergence(study, **{f.name: getattr(method, f.name) for f in fields(Method)})
+    rows = {(r["norm.name"], r["norm.ghost_batch"]): r for _, r in table.iterrows()}
+    assert rows[("batchnorm", 2)]["verdict"] == rows[("batchnorm", 32)]["verdict"] == "reference"
+    assert rows[("groupnorm", None)]["verdict"] == "inconclusive"
+    assert rows[("groupnorm", None)]["reason"] == "no reference group beside it"
