@@ -705,11 +705,11 @@ def stability_table(
         row, stable = {**values}, None
         for value in axis_values:
             cell = part[part[axis].map(label) == label(value)]
-            trained = [_trained(run, metric) for _, run in cell.iterrows()]
+            seeds_trained = [trained(run, metric) for _, run in cell.iterrows()]
             finished = results(cell, metric.column, metric, Method(diverged="exclude"))
             row[f"{label(value)}_mean"] = float(finished.mean()) if len(finished) else math.nan
-            row[f"{label(value)}_trained"] = f"{sum(trained)}/{len(trained)}"
-            if trained and all(trained):
+            row[f"{label(value)}_trained"] = f"{sum(seeds_trained)}/{len(seeds_trained)}"
+            if seeds_trained and all(seeds_trained):
                 stable = value
         row["axis"] = axis
         row["largest_stable"] = stable
@@ -816,7 +816,7 @@ def lr_sensitivity_row(part: pd.DataFrame, metric: Metric) -> dict:
     }
 
 
-def _trained(run: pd.Series, metric: Metric) -> bool:
+def trained(run: pd.Series, metric: Metric) -> bool:
     """A run that finished, did not diverge and ended clear of chance."""
     if run["status"] != "complete" or not _finite(run.get(metric.column)):
         return False

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from normbench.core.errors import UsageError
 from normbench.store import records
-from normbench.studies import batch, claims, dyt, placement, precision
+from normbench.studies import batch, claims, depth, dyt, placement, precision, qk_norm, suite
 from normbench.studies.study import Context, arguments
 
 # The document's sections in order, and every study whose sweep they read.
@@ -27,8 +27,19 @@ SECTIONS = (
     dyt.zhu,
     precision.fp16,
     claims.claims,
+    depth.lns,
+    qk_norm.qk_norm,
+    suite.suite,
 )
-STUDIES = (*batch.STUDIES, *placement.STUDIES, *dyt.STUDIES, *precision.STUDIES, *claims.STUDIES)
+STUDIES = (
+    *batch.STUDIES,
+    *placement.STUDIES,
+    *dyt.STUDIES,
+    *precision.STUDIES,
+    *claims.STUDIES,
+    *qk_norm.STUDIES,
+    *suite.STUDIES,
+)
 
 
 def run_studies(runs: Path, jobs: int, scale: str, say=print) -> None:

@@ -26,7 +26,11 @@ SMOKE = [
     "train.eval_every=10",
     "seed=0,1",
 ]
-SMOKE_DATA = {"mnist1d": ["data.num_samples=500"], "pysource": ["data.eval_windows=16"]}
+SMOKE_DATA = {
+    "mnist1d": ["data.num_samples=500"],
+    "pysource": ["data.eval_windows=16"],
+    "workloads": [],  # a study over several data sets keeps each one's own size
+}
 
 
 @dataclass

@@ -1,0 +1,219 @@
+"""QK-norm: Wortsman et al. 2023 ("Small-scale proxies for large-scale Transformer training
+instabilities"): normalizing queries and keys makes a small Transformer trainable over a wider
+range of learning rates (lower LR sensitivity), and without it the largest attention logit
+grows before training fails. On the qk_norm preset (the causal language model)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from normbench.core.files import read_parquet
+from normbench.report import plots, stats, tables
+from normbench.report.tables import Method, label
+from normbench.store.rundir import MAX_BYTES
+from normbench.studies.study import Context, Study, command_of, load, md, section_of, verdict
+
+QK_NORM = Study(
+    "qk_norm",
+    ["qk_norm"],
+    ["seed=0,1,2", "train.max_steps=200"],
+    data="pysource",
+    smoke=("train.lr=0.01,1.0", "model.qk_norm=none,layernorm"),
+)
+STUDIES = (QK_NORM,)
+GROWTH = 100.0  # "the logit grew": the largest attention logit 100x its step-0 value
+
+
+def qk_norm(ctx: Context) -> str:
+    runs, scale = ctx.runs, ctx.scale
+    selection = load(runs, "qk_norm")
+    method = Method(reference=("model.qk_norm=none",))
+    result = tables.build(selection, by=["model.qk_norm", "train.lr"], method=method)
+    section = section_of(result)
+    stability = section.tables["lr_stability"].set_index("model.qk_norm")
+    shown = stability.reset_index()
+    rows = [name for name in stability.index if name != "none"]
+    lower = {name: stability.loc[name, "lr_sensitivity_verdict"] for name in rows}
+    if any(word == "better" for word in lower.values()):
+        sensitivity = True
+    elif all(word in ("worse", "equivalent") for word in lower.values()):
+        sensitivity = False
+    else:
+        sensitivity = None
+    stable_none = stability.loc["none", "largest_stable"]
+    growth = logit_growth(runs, section)
+    figure_lines = figures_of(ctx, section, stable_none)
+    before = growth_verdict(growth)
+    columns = [
+        "model.qk_norm",
+        *[c for c in shown.columns if c.endswith(("_mean", "_trained"))],
+        "largest_stable",
+        "lr_sensitivity",
+        "lr_sensitivity_ci95",
+        "lr_sensitivity_seeds",
+        "lr_sensitivity_verdict",
+        "lr_sensitivity_diff",
+        "lr_sensitivity_diff_ci_low",
+        "lr_sensitivity_diff_ci_high",
+    ]
+    words = ", ".join(
+        f"{name}: {lower[name]} ({stability.loc[name, 'lr_sensitivity_diff']:+.3f} "
+        f"[{stability.loc[name, 'lr_sensitivity_diff_ci_low']:+.3f}, "
+        f"{stability.loc[name, 'lr_sensitivity_diff_ci_high']:+.3f}] bits per byte)"
+        for name in rows
+    )
+    return "\n".join(
+        [
+            "## QK-norm lowers learning-rate sensitivity; attention logits grow before "
+            "training fails without it (Wortsman et al. 2023)",
+            "",
+            "**Claims.** (a) Normalizing queries and keys (QK-norm) keeps a Transformer "
+            "trainable over a wider range of learning rates: its LR sensitivity (their summary "
+            "of a learning-rate sweep) is lower. (b) Without it, at high learning rates the "
+            "largest attention logit grows by orders of magnitude before training fails.",
+            "",
+            f"**Command.** `{command_of(QK_NORM, scale)}` (pysource, PaLM's z-loss 1e-4 in "
+            "every group, diagnostics every 50 steps).",
+            "",
+            md(shown, columns),
+            "",
+            *figure_lines,
+            "",
+            f"{verdict(sensitivity)} (a) LR sensitivity against qk_norm=none, paired by seed "
+            f"(Holm over the comparisons; a positive difference is more sensitive): {words}.",
+            "",
+            f"{verdict(before)} (b) {growth_text(growth)}",
+            "",
+            "**What this does not show.** Wortsman et al. train models of 10M to 1.2B "
+            "parameters for 10,000 or more steps; here a 4-block model of width 64 for 400 "
+            "steps, so instabilities that need scale or long training (output-logit divergence "
+            "is held off by the z-loss in every group) cannot appear. (b) is a threshold on "
+            f"the diagnostics ({GROWTH:g}x the step-0 logit), not a test, and 'before' means "
+            "by the first diagnosed step (50), when the runs that fail have not yet failed.",
+        ]
+    )
+
+
+def logit_growth(runs, section: tables.Section) -> pd.DataFrame:
+    """Per run of the study: its group, learning rate, whether it trained, and the largest
+    attention logit over units at step 0 and at the first diagnosed step after it."""
+    rows = []
+    for _, run in section.runs.iterrows():
+        if run["status"] not in ("complete", "diverged"):
+            continue
+        path = runs / run["run_id"] / "diagnostics.parquet"
+        if not path.is_file():
+            continue
+        frame = read_parquet(path, MAX_BYTES["diagnostics.parquet"], 10**6)
+        if "max_logit" not in frame or frame["step"].nunique() < 2:
+            continue
+        by_step = frame.groupby("step")["max_logit"].max()
+        first, early = by_step.index[0], by_step.index[1]
+        rows.append(
+            {
+                "qk_norm": run["model.qk_norm"],
+                "lr": float(run["train.lr"]),
+                "trained": tables.trained(run, section.metric),
+                "logit_0": float(by_step.loc[first]),
+                "logit_early": float(by_step.loc[early]),
+                "early_step": int(early),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def growth_verdict(growth: pd.DataFrame) -> bool | None:
+    """(b): every run without QK-norm that failed to train had its logit grow GROWTH-fold by
+    the first diagnosed step; None without such failures (nothing to tell)."""
+    if growth.empty:
+        return None
+    failed = growth[(growth["qk_norm"] == "none") & ~growth["trained"]]
+    if failed.empty:
+        return None
+    grew = failed["logit_early"] >= GROWTH * failed["logit_0"]
+    return bool(grew.all())
+
+
+def growth_text(growth: pd.DataFrame) -> str:
+    if growth.empty:
+        return "No diagnostics were recorded."
+    parts = []
+    for (qk, trained), part in growth.groupby(["qk_norm", "trained"]):
+        grew = (part["logit_early"] >= GROWTH * part["logit_0"]).sum()
+        state = "trained" if trained else "failed to train"
+        parts.append(
+            f"qk_norm={qk}, runs that {state}: the largest logit grew {GROWTH:g}-fold by step "
+            f"{part['early_step'].iloc[0]} in {grew} of {len(part)} (median step-0 "
+            f"{part['logit_0'].median():.3g}, then {part['logit_early'].median():.3g})"
+        )
+    return "; ".join(parts) + "."
+
+
+def figures_of(ctx: Context, section: tables.Section, stable_none) -> list[str]:
+    """Loss against learning rate per group, and the largest attention logit over steps at the
+    highest learning rate at which every seed without QK-norm trained."""
+    out = ctx.img / "qk_norm"
+    out.mkdir(parents=True, exist_ok=True)
+    links = []
+    for name, fig in (
+        ("loss_vs_lr", loss_against_lr(section)),
+        ("attention_logit", logit_over_steps(ctx.runs, section, stable_none)),
+    ):
+        if fig is not None:
+            (out / f"{name}.png").write_bytes(plots.to_png(fig))
+            links.append(f"![{name.replace('_', ' ')}](img/qk_norm/{name}.png)")
+    return links
+
+
+def loss_against_lr(section: tables.Section):
+    """Final validation bits per byte against the learning rate (log scale), mean and 95%
+    interval over seeds per group; a diverged run at chance, as the verdicts count it."""
+    metric = section.metric
+    about = "Final validation bits per byte against the learning rate, mean and 95% CI over seeds"
+    fig = plots.new_figure(8, 4.5, about)
+    ax = fig.subplots()
+    runs = section.runs
+    for qk, part in runs.groupby(runs["model.qk_norm"].map(label)):
+        points = []
+        for lr, cell in part.groupby(part["train.lr"].astype(float)):
+            values = list(tables.seeded_results(cell, metric.column, metric, Method()).values())
+            mean, ci = stats.mean_ci(values)
+            points.append((lr, mean, ci if math.isfinite(ci) else 0.0))
+        lrs, means, cis = (np.array(v) for v in zip(*points, strict=True))
+        ax.errorbar(lrs, means, yerr=cis, marker="o", capsize=3, label=f"qk_norm={qk}")
+    ax.set(xscale="log", xlabel="learning rate", ylabel="final val bits per byte", title=about)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    plots.plain_ticks(ax)
+    return fig
+
+
+def logit_over_steps(runs, section: tables.Section, stable_none):
+    """The largest attention logit (max over units) per diagnosed step, geometric mean over
+    seeds, per group, at the highest learning rate where every seed without QK-norm trained."""
+    if stable_none is None:
+        return None
+    about = (
+        f"Largest attention logit over steps at lr {label(stable_none)} (the highest at which "
+        "every seed without QK-norm trained), geometric mean over seeds"
+    )
+    fig = plots.new_figure(8, 4.5, about)
+    ax = fig.subplots()
+    chosen = section.runs[section.runs["train.lr"].map(label) == label(stable_none)]
+    for qk, part in chosen.groupby(chosen["model.qk_norm"].map(label)):
+        curves = []
+        for rid in part["run_id"]:
+            path = runs / rid / "diagnostics.parquet"
+            if path.is_file():
+                frame = read_parquet(path, MAX_BYTES["diagnostics.parquet"], 10**6)
+                curves.append(frame.groupby("step")["max_logit"].max())
+        if curves:
+            joined = pd.concat(curves, axis=1).dropna()
+            ax.plot(joined.index, np.exp(np.log(joined).mean(axis=1)), label=f"qk_norm={qk}")
+    ax.set(yscale="log", xlabel="step", ylabel="largest attention logit", title=about)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
