@@ -139,7 +139,7 @@ CORRUPTION = st.one_of(
         ]
     ),
 )
-TARGETS = ["meta.json", "config.yaml", "metrics.parquet", ".index.json", "sweep record"]
+TARGETS = ["meta.json", "config.yaml", "metrics.parquet", ".index.sqlite", "sweep record"]
 
 
 @FUZZ
@@ -157,8 +157,8 @@ def test_corrupted_run_files_never_crash_hang_or_write_outside(
     outside.write_text("untouched")
     run_ids = sorted(p.name for p in runs.iterdir() if p.name.startswith("cnn-"))
     for target, which, payload in damage:
-        if target == ".index.json":
-            path = runs / ".index.json"
+        if target == ".index.sqlite":
+            path = runs / ".index.sqlite"
         elif target == "sweep record":
             path = next((runs / "sweeps").iterdir())
         else:
