@@ -18,11 +18,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from normbench.core.errors import UsageError
+from normbench.core.errors import StoreError, UsageError
+from normbench.core.files import read_parquet
+from normbench.core.text import plain
 from normbench.experiment.schema import EXECUTION_KEYS, OBSERVATION_KEYS
 from normbench.layers.keys import NORM_KEYS, NORM_SPECIFIC_KEYS
 from normbench.report import stats
 from normbench.store.catalog import NOT_CONFIG, Selection
+from normbench.store.rundir import MAX_BYTES
 
 RESULT_STATUSES = ("complete", "diverged")  # runs whose numbers are results
 UNFINISHED_STATUSES = ("interrupted", "running", "abandoned")
@@ -627,8 +630,25 @@ def section_notes(runs: pd.DataFrame, metric: Metric, method: Method) -> list[st
 
 
 # ----------------------------------------------------------------------------- diagnostics
+DIAGNOSTIC_COLUMNS = (
+    "step",
+    "unit",
+    "grad_norm",
+    "in_std",
+    "out_std",
+    "train_mode_val_acc",
+    "eval_mode_val_acc",
+    *(f"sn_{kind}_{norm}" for kind in ("mean", "var") for norm in ("in", "ln", "bn")),
+)
+MAX_DIAGNOSTIC_ROWS = 1_000_000
+
+
 def diagnostics_table(
-    runs: pd.DataFrame, keys: list[str], runs_dir: Path, at: str = "last"
+    runs: pd.DataFrame,
+    keys: list[str],
+    runs_dir: Path,
+    at: str = "last",
+    skipped: list[str] | None = None,
 ) -> pd.DataFrame | None:
     """Per group and residual unit, at each run's last diagnosed step (``at="last"``) or at
     initialisation (``at="first"``: step 0, the first batch before any update), averaged over
@@ -636,14 +656,30 @@ def diagnostics_table(
     train-mode minus eval-mode validation accuracy (BatchNorm, SwitchNorm) and SwitchNorm's
     mixing weights; ``layer`` numbers the units of each sublayer type (attention, mlp, conv)
     so that depth profiles compare like with like. None when no selected run was trained with
-    diagnostics=true."""
+    diagnostics=true. A diagnostics file that cannot be read (a FIFO, garbage, another kind
+    of file) is left out and named in ``skipped``."""
     frames = []
     for rid in runs["run_id"]:
-        path = runs_dir / rid / "diagnostics.parquet"
-        if path.exists():
-            frame = pd.read_parquet(path)
-            step = frame["step"].max() if at == "last" else frame["step"].min()
-            frames.append(frame[frame["step"] == step].assign(run_id=rid))
+        try:
+            frame = read_parquet(
+                runs_dir / rid / "diagnostics.parquet",
+                MAX_BYTES["diagnostics.parquet"],
+                MAX_DIAGNOSTIC_ROWS,
+                numeric=DIAGNOSTIC_COLUMNS,
+                required=(*DIAGNOSTIC_COLUMNS, "sublayer"),
+                root=runs_dir,
+            )
+        except FileNotFoundError:
+            continue  # trained without diagnostics=true
+        except (OSError, StoreError) as err:
+            if skipped is not None:
+                reason = str(err) if isinstance(err, StoreError) else err.strerror
+                skipped.append(f"diagnostics: skipped {rid}: {plain(str(reason))}")
+            continue
+        if frame.empty:
+            continue
+        step = frame["step"].max() if at == "last" else frame["step"].min()
+        frames.append(frame[frame["step"] == step].assign(run_id=rid))
     if not frames:
         return None
     labelled = runs[["run_id", *keys]].assign(**{k: runs[k].map(label) for k in keys})
@@ -690,11 +726,18 @@ def last_over_first(
 
 def attach_diagnostics(result: Report, runs_dir: Path) -> None:
     """``--diagnostics``: each section's diagnostics tables at initialisation and at the last
-    evaluation; refused when no selected run recorded diagnostics."""
-    found = False
+    evaluation; refused when no selected run recorded diagnostics. A run whose diagnostics
+    could not be read is named in the report's warnings."""
+    found, skipped = False, []
     for section in result.sections:
         for name, at in (("diagnostics_init", "first"), ("diagnostics", "last")):
-            section.tables[name] = diagnostics_table(section.runs, section.keys, runs_dir, at)
+            section.tables[name] = diagnostics_table(
+                section.runs, section.keys, runs_dir, at, skipped if at == "last" else None
+            )
         found = found or section.tables["diagnostics"] is not None
+    result.warnings.extend(skipped)
     if not found:
-        raise UsageError("--diagnostics: none of these runs was trained with diagnostics=true")
+        reason = f" that could be read ({len(skipped)} skipped)" if skipped else ""
+        raise UsageError(
+            f"--diagnostics: none of these runs was trained with diagnostics=true{reason}"
+        )

@@ -16,8 +16,17 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
+from normbench.core.errors import StoreError
+from normbench.core.files import read_json
 from normbench.store.provenance import is_stale
-from normbench.store.rundir import FINISHED, Rerun, RunDir, atomic_write, real_directory
+from normbench.store.rundir import (
+    FINISHED,
+    MAX_BYTES,
+    Rerun,
+    RunDir,
+    atomic_write,
+    real_directory,
+)
 from normbench.sweeps.grid import MAX_RUNS, Job, Sweep, compose_jobs, grid_overrides, varying_keys
 
 
@@ -148,8 +157,13 @@ def finish_record(
     path: Path, counts: dict[str, int], jobs: list[Job], finished: bool = True
 ) -> dict[str, int]:
     """Store the runs (a sweep run until decided adds seeds) and the counts so far; returns
-    the counts."""
-    record = json.loads(path.read_text())
+    the counts. The record is read back through the trusted reader (it lies in the runs
+    directory); one that was damaged meanwhile is written anew."""
+    try:
+        record = read_json(path, MAX_BYTES["record"], root=path.parent.parent)
+    except (OSError, StoreError):
+        record = None
+    record = record if isinstance(record, dict) else {}
     record.update(
         counts=counts,
         runs=[{"run_id": job.run_id, "overrides": job.overrides} for job in jobs],
