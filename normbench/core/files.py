@@ -434,8 +434,10 @@ def read_parquet(
         for i in range(metadata.num_row_groups):
             piece = parquet.read_row_group(i, columns=wanted)
             rows, expanded = rows + piece.num_rows, expanded + piece.nbytes
-            if rows > max_rows or expanded > limit:
-                raise StoreError(f"{path}: more rows or bytes than its footer says")
+            if rows > max_rows:
+                raise StoreError(f"{path}: more than {max_rows} rows")
+            if expanded > limit:  # a footer's sizes are the writer's word, and encoded
+                raise StoreError(f"{path}: expands to more than {limit} bytes")
             pieces.append(piece)
         table = pa.concat_tables(pieces) if pieces else schema.empty_table()
         if wanted is not None:

@@ -61,7 +61,11 @@ def load_runs(runs_dir: Path) -> Selection:
     index = Index.open(runs_dir)
     try:
         known, indexed = index.records() if index else (Records(), set())
-    except sqlite3.Error:  # corrupt past the header: read every run, rebuild next time
+    except sqlite3.OperationalError:  # locked past the timeout: read the files this time
+        known, indexed = Records(), set()
+    except sqlite3.DatabaseError:  # corrupt past its first page: read the files, rebuild it
+        index.close()
+        index = Index.open(runs_dir, rebuild=True)
         known, indexed = Records(), set()
     wanted = [
         (name, files)

@@ -305,13 +305,18 @@ class Index:
         self.writable = writable
 
     @classmethod
-    def open(cls, runs_dir: Path, busy_timeout: float = 10.0) -> Index | None:
+    def open(
+        cls, runs_dir: Path, busy_timeout: float = 10.0, rebuild: bool = False
+    ) -> Index | None:
         """The runs directory's index, created when missing and rebuilt when it is not a
-        database of this version; None when it cannot have one (read-only without one, a
-        symlink or other non-file in its place, locked past the timeout)."""
+        database of this version (or when asked: one found corrupt past its first page);
+        None when it cannot have one (read-only without one, a symlink or other non-file in
+        its place, locked past the timeout)."""
         path = runs_dir / FILE
         writable = os.access(runs_dir, os.W_OK)
         if not _plain_files(path) or (not writable and not path.exists()):
+            return None
+        if rebuild and not (writable and _remove(path)):
             return None
         index = cls._connect(path, writable, busy_timeout)
         if index == "rebuild" and writable and _remove(path):

@@ -457,8 +457,9 @@ def test_an_interrupted_forced_rerun_keeps_the_previous_result(tmp_path):
     while time.time() < deadline and not any((runs / ".staging").glob("*/*/metrics.parquet")):
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)  # training under way in the staging directory
-    proc.communicate(timeout=180)
+    _, err = proc.communicate(timeout=180)
     assert proc.returncode == 130
+    assert "the forced rerun was discarded" in err and "keeps its previous result" in err
     assert (run.read_meta(), run.metrics_path.read_bytes()) == before
     assert not any((runs / ".staging").iterdir())
     again = subprocess.run(forced_run(tiny_cnn()), capture_output=True, text=True)
