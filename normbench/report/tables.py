@@ -198,13 +198,15 @@ def build_section(
     best_over_key: str | None,
     method: Method,
 ) -> Section:
+    if "seed" in runs:  # in seed order once, so that every group's results are (seeded_results)
+        runs = runs.sort_values("seed", kind="stable")
     keys = by or [k for k in varying_keys(runs) if not is_setting(k)]
     metric = metric_of(runs)
     if best_over_key:
         runs = best_over(runs, best_over_key, keys, metric)
         keys = [k for k in keys if k != best_over_key] + [best_over_key]
     fixed = {k: runs[k].iloc[0] for k in HEADLINE_KEYS if k in runs and k not in keys}
-    fixed = {k: v for k, v in fixed.items() if runs[k].map(label).nunique() == 1 and v is not None}
+    fixed = {k: v for k, v in fixed.items() if labels(runs[k]).nunique() == 1 and v is not None}
     tables = {
         "convergence": convergence_table(runs, keys, metric, method),
         "batch_sensitivity": batch_table(runs, keys, metric, method),
@@ -225,7 +227,7 @@ def varying_keys(runs: pd.DataFrame) -> list[str]:
     """Config keys whose value differs across the runs (seed, execution and observation keys
     aside), group names first."""
     config = [c for c in runs.columns if c not in NOT_CONFIG and c not in NOT_GROUPING]
-    varying = [c for c in config if runs[c].map(label).nunique() > 1]
+    varying = [c for c in config if labels(runs[c]).nunique() > 1]
     varying = [c for c in varying if not _implied_by_norm(runs, c)]
     return sorted(varying, key=lambda c: (not c.endswith(".name"), c))
 
@@ -235,7 +237,7 @@ def _implied_by_norm(runs: pd.DataFrame, key: str) -> bool:
     for GroupNorm and null for BatchNorm): it says nothing norm.name does not."""
     if key.removeprefix("norm.") not in NORM_SPECIFIC_KEYS or "norm.name" not in runs:
         return False
-    return bool((runs[key].map(label).groupby(runs["norm.name"]).nunique() <= 1).all())
+    return bool((labels(runs[key]).groupby(runs["norm.name"]).nunique() <= 1).all())
 
 
 def label(value) -> str:
@@ -250,15 +252,31 @@ def label(value) -> str:
     return str(value)
 
 
+def labels(values: pd.Series) -> pd.Series:
+    """``label`` of each value, computed once per distinct value and type (a column of
+    100,000 runs holds a handful of values; 1, 1.0 and True stay three labels)."""
+    seen: dict[tuple, str] = {}
+    shown = []
+    for value in values:
+        try:
+            text = seen.get((type(value), value))
+            if text is None:
+                text = seen[(type(value), value)] = label(value)
+        except TypeError:  # a list
+            text = label(value)
+        shown.append(text)
+    return pd.Series(shown, index=values.index, dtype=object, name=values.name)
+
+
 def groups(runs: pd.DataFrame, keys: list[str]) -> list[tuple[dict, pd.DataFrame]]:
     """(the keys' values, the runs) per distinct combination of labels, sorted by label; the
     values keep their types (numbers stay numbers)."""
     if not keys:
         return [({}, runs)]
-    labels = [runs[k].map(label).rename(f"__{k}") for k in keys]
+    shown = [labels(runs[k]).rename(f"__{k}") for k in keys]
     return [
         ({k: _plain(part[k].iloc[0]) for k in keys}, part)
-        for _, part in runs.groupby(labels, sort=True, dropna=False)
+        for _, part in runs.groupby(shown, sort=True, dropna=False)
     ]
 
 
@@ -291,18 +309,23 @@ def seeded_results(
 ) -> dict[int, float]:
     """``results`` by seed, in seed order. Bits per byte have no worst value: a run that
     exploded without a NaN (a finite 1e10 bits per byte) counts at chance, as a diverged run
-    does, never beyond it; its excess measures nothing but would swamp every mean and CI."""
-    part = part.sort_values("seed") if "seed" in part else part
-    values = {}
-    for index, run in part.iterrows():
-        seed = run.get("seed", index)
-        chance = metric.chance(float(run["num_classes"]))
-        if run["status"] == "diverged" and method.diverged == "chance":
-            values[seed] = chance
-        elif run["status"] == "complete" and _finite(run.get(column)):
-            value = float(run[column])
-            values[seed] = value if metric.higher_is_better else min(value, chance)
-    return values
+    does, never beyond it; its excess measures nothing but would swamp every mean and CI.
+    (Column by column: a group of a store of 100,000 runs holds hundreds.)"""
+    if "seed" in part and not part["seed"].is_monotonic_increasing:
+        part = part.sort_values("seed")
+    seeds = part.get("seed", part.index)
+    values = part[column] if column in part else [None] * len(part)
+    values_by_seed = {}
+    for seed, status, value, classes in zip(
+        seeds, part["status"], values, part["num_classes"], strict=True
+    ):
+        if status == "diverged" and method.diverged == "chance":
+            values_by_seed[seed] = metric.chance(float(classes))
+        elif status == "complete" and _finite(value):
+            value = float(value)
+            chance = metric.chance(float(classes))
+            values_by_seed[seed] = value if metric.higher_is_better else min(value, chance)
+    return values_by_seed
 
 
 def matched_pair(
@@ -392,7 +415,7 @@ def mixed_provenance(part: pd.DataFrame) -> str:
             ("torch", "torch_version"),
             ("device", "device_used"),
         )
-        if column in finished and finished[column].map(label).nunique() > 1
+        if column in finished and len({label(value) for value in finished[column]}) > 1
     ]
     return ",".join(mixed)
 
@@ -417,9 +440,9 @@ def best_over(runs: pd.DataFrame, key: str, keys: list[str], metric: Metric) -> 
         if finished.empty:
             kept.append(part)
             continue
-        means = finished.groupby(finished[key].map(label))[metric.column].mean()
+        means = finished.groupby(labels(finished[key]))[metric.column].mean()
         winner = means.idxmax() if metric.higher_is_better else means.idxmin()
-        kept.append(part[part[key].map(label) == winner])
+        kept.append(part[labels(part[key]) == winner])
     return pd.concat(kept)
 
 
@@ -569,16 +592,26 @@ def stability_table(
     Metric.learned; chance is the unigram solution for bits per byte when the run recorded
     it); then the largest value at which every seed trained, and the metric there. None when
     the axis does not vary."""
-    if axis not in runs or runs[axis].map(label).nunique() < 2:
+    if axis not in runs or labels(runs[axis]).nunique() < 2:
         return None
     row_keys = [k for k in keys if k != axis]
     axis_values = sorted({v for v in runs[axis] if v is not None})
     rows = []
     for values, part in groups(runs, row_keys):
         row, stable = {**values}, None
+        at = labels(part[axis])
         for value in axis_values:
-            cell = part[part[axis].map(label) == label(value)]
-            trained = [_trained(run, metric) for _, run in cell.iterrows()]
+            cell = part[at == label(value)]
+            trained = [
+                _trained(status, final, classes, unigram, metric)
+                for status, final, classes, unigram in zip(
+                    cell["status"],
+                    cell[metric.column],
+                    cell["num_classes"],
+                    cell["unigram_bpb"],
+                    strict=True,
+                )
+            ]
             finished = results(cell, metric.column, metric, Method(diverged="exclude"))
             row[f"{label(value)}_mean"] = float(finished.mean()) if len(finished) else math.nan
             row[f"{label(value)}_trained"] = f"{sum(trained)}/{len(trained)}"
@@ -595,14 +628,14 @@ def stability_table(
     return table.iloc[order].reset_index(drop=True)
 
 
-def _trained(run: pd.Series, metric: Metric) -> bool:
+def _trained(status: str, value, classes, unigram, metric: Metric) -> bool:
     """A run that finished, did not diverge and ended clear of chance."""
-    if run["status"] != "complete" or not _finite(run.get(metric.column)):
+    if status != "complete" or not _finite(value):
         return False
-    chance = run.get("unigram_bpb") if not metric.higher_is_better else None
+    chance = unigram if not metric.higher_is_better else None
     if chance is None or not _finite(chance):
-        chance = metric.chance(float(run["num_classes"]))
-    return metric.learned(float(run[metric.column]), float(chance))
+        chance = metric.chance(float(classes))
+    return metric.learned(float(value), float(chance))
 
 
 # ----------------------------------------------------------------------------------- notes
@@ -682,7 +715,7 @@ def diagnostics_table(
         frames.append(frame[frame["step"] == step].assign(run_id=rid))
     if not frames:
         return None
-    labelled = runs[["run_id", *keys]].assign(**{k: runs[k].map(label) for k in keys})
+    labelled = runs[["run_id", *keys]].assign(**{k: labels(runs[k]) for k in keys})
     merged = pd.concat(frames).merge(labelled, on="run_id")
     merged["gap"] = merged["train_mode_val_acc"] - merged["eval_mode_val_acc"]
     columns = [

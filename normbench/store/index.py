@@ -163,8 +163,10 @@ def read_run(runs_dir: Path, name: str, files: Stamp) -> tuple[Record, dict]:
             config.setdefault(key, old)
     summary = meta.get("summary") or {}
     numbers = {key: finite(summary.get(key)) for key in SUMMARY_FIELDS}
-    if numbers["num_classes"] is None:  # runs made before the summary recorded it
-        numbers["num_classes"] = finite(config.get("data.num_classes", 10))
+    for classes in (numbers["num_classes"], config.get("data.num_classes"), 10):
+        if isinstance(classes, (int, float)) and 2 <= classes < 2**63:  # chance is 1/classes
+            numbers["num_classes"] = classes  # (the summary's; a run made before it had one)
+            break
     code, versions = meta.get("code") or {}, meta.get("versions") or {}
     fields = {
         "run_id": name,

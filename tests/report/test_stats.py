@@ -172,3 +172,20 @@ def test_holm_would_not_control_the_error_of_a_best_chosen_after_looking():
         p = [stats.p_lower(samples[i], samples[best]) for i in range(10) if i != best]
         hits += min(stats.holm(p)) < 0.05
     assert hits / 600 > 0.09
+
+
+def test_the_tabulated_range_tail_agrees_with_scipy(monkeypatch):
+    """range_sf's fixed quadrature (a report's Games-Howell p-values, hundreds at once)
+    against scipy's adaptive integration, over numbers of groups, df and q."""
+    monkeypatch.setattr(stats, "TABLE_FROM", 0)
+    for groups in (2, 7, 60, 300):
+        df = np.array([1.3, 4.0, 30.0, 900.0]).repeat(4)
+        q = np.tile([0.5, 2.0, 4.0, 7.0], 4)
+        tabulated = stats.range_sf(q, groups, df)
+        exact = scipy_stats.studentized_range.sf(q, groups, df)
+        assert np.all((np.abs(tabulated - exact) < 1e-10) | np.isclose(tabulated, exact, rtol=1e-7))
+    assert stats.range_sf(np.array([-1.0, 0.0, 3.0]), 5, np.array([4.0, 4.0, np.inf])).tolist() == [
+        1.0,
+        1.0,
+        0.0,
+    ]
