@@ -11,6 +11,8 @@ from __future__ import annotations
 def plain(text: str) -> str:
     """Stored text made safe for a terminal: control characters (escape sequences, carriage
     returns, bidirectional overrides) shown as escapes, never sent raw."""
+    if text.isprintable():  # the common case, checked in C: a listing shows 100,000 names
+        return text
     return "".join(
         c if c.isprintable() or c == " " else c.encode("unicode_escape").decode() for c in text
     )

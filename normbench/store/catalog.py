@@ -19,7 +19,6 @@ import pandas as pd
 
 from normbench.core.errors import UsageError
 from normbench.core.text import plain
-from normbench.experiment.compose import parse_overrides
 from normbench.store.index import (
     PROVENANCE_FIELDS,
     RECORD_FIELDS,
@@ -157,7 +156,9 @@ def select(
         if missing:
             selection.warnings.append(f"{len(missing)} runs of the sweep have no results yet")
         runs = runs[runs["run_id"].isin(sweep_ids)]
-    for override in parse_overrides(filters):
+    if filters:  # Hydra's override parser, imported only when there are filters: a second
+        from normbench.experiment.compose import parse_overrides
+    for override in parse_overrides(filters) if filters else ():
         key = override.key_or_group
         column = f"{key}.name" if f"{key}.name" in runs.columns else key
         if column not in runs.columns:

@@ -223,6 +223,9 @@ def test_an_infinite_summary_number_is_no_number(store, tmp_path):
     runs, ids = store
     meta = runs / ids[0] / "meta.json"
     meta.write_text(meta.read_text().replace('"parameters": 1234', '"parameters": Infinity'))
+    meta = runs / ids[1] / "meta.json"  # and a class count that would divide by zero
+    meta.write_text(meta.read_text().replace('"num_classes": 10', '"num_classes": 0'))
+    meta.write_text(meta.read_text().replace('"status": "complete"', '"status": "diverged"'))
     for extra in ([], ["--format", "json"], ["--html", str(tmp_path / "r.html")]):
         result = invoke("report", str(runs), *extra)
         assert result.exit_code == 0, (extra, result.output)
