@@ -45,8 +45,8 @@ def runs_list(
         typer.secho(f"warning: {plain(warning)}", fg="yellow", err=True)
     rows, shared = manage.list_rows(runs)
     lines = columns(
-        ["run id", "status", "choices", "result", "age", "tags"],
-        [[plain(str(value)) for value in row.values()] for row in rows],
+        list(manage.LISTED),
+        [[plain(str(value)) for value in row] for row in rows],
         terminal().width,
         wrap=("choices", "tags"),
     )
@@ -65,16 +65,23 @@ def columns(headers: list[str], rows: list[list[str]], width: int, wrap: tuple[s
         excess = sum(widths) + 2 * (len(widths) - 1) - width
         if excess > 0:
             widths[i] = max(len(headers[i]), 10, widths[i] - excess)
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    wrapped = {headers.index(name) for name in wrap}
+    line = "  ".join(f"{{:<{w}}}" for w in widths).format  # one C call a line
+    lines = [line(*headers).rstrip()]
+    wrapped = [headers.index(name) for name in wrap]
     for row in rows:
-        cells = [
-            _wrap(cell, w) if i in wrapped and len(cell) > w else [cell]
-            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-        ]
-        for j in range(max(len(cell) for cell in cells)):
-            parts = [cell[j] if j < len(cell) else "" for cell in cells]
-            lines.append("  ".join(p.ljust(w) for p, w in zip(parts, widths, strict=True)).rstrip())
+        long = [i for i in wrapped if len(row[i]) > widths[i]]
+        if not long:
+            lines.append(line(*row).rstrip())
+            continue
+        pieces = {i: _wrap(row[i], widths[i]) for i in long}
+        for j in range(max(len(piece) for piece in pieces.values())):
+            cells = [
+                (pieces[i][j] if j < len(pieces[i]) else "")
+                if i in pieces
+                else (cell if not j else "")
+                for i, cell in enumerate(row)
+            ]
+            lines.append(line(*cells).rstrip())
     return lines
 
 

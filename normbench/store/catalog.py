@@ -20,9 +20,10 @@ import pandas as pd
 from normbench.core.errors import UsageError
 from normbench.core.text import plain
 from normbench.store.index import (
+    COLUMNS,
     PROVENANCE_FIELDS,
     RECORD_FIELDS,
-    RUN_FIELDS,
+    STAMP,
     SUMMARY_FIELDS,
     Index,
     Record,
@@ -69,7 +70,7 @@ def load_runs(runs_dir: Path) -> Selection:
     wanted = [
         (name, files)
         for name, files in found.items()
-        if name not in known.runs or known.runs[name].stamp != files
+        if name not in known.runs or known.runs[name][STAMP] != files
     ]
     fresh = read_many(runs_dir, wanted)
     warnings += fresh.warnings
@@ -77,7 +78,7 @@ def load_runs(runs_dir: Path) -> Selection:
     for name, files in found.items():
         if name in fresh.runs:
             records[name] = fresh.runs[name]
-        elif name in known.runs and known.runs[name].stamp == files:
+        elif name in known.runs and known.runs[name][STAMP] == files:
             records[name] = known.runs[name]
     if index is not None:
         removed = indexed - records.keys()
@@ -101,25 +102,25 @@ def scan(runs_dir: Path) -> tuple[dict[str, Stamp], list[str]]:
     found, warnings = {}, []
     with os.scandir(runs_dir) as entries:
         for entry in entries:
-            if entry.name.startswith(".") or entry.name == "sweeps":
+            name = entry.name
+            if name.startswith(".") or name == "sweeps":
                 continue
-            name = plain(entry.name)
             if entry.is_symlink():
-                warnings.append(f"skipped {name}: a symlink (normbench reads run directories only)")
+                why = "a symlink (normbench reads run directories only)"
+            elif not entry.is_dir(follow_symlinks=False):
                 continue
-            if not entry.is_dir(follow_symlinks=False):
-                continue
-            if not is_run_id(entry.name):
-                warnings.append(
-                    f"skipped {name}: not a run id (MODEL-NORM-PLACEMENT-PRECISION-bBATCH-sSEED-"
-                    "HASH, as normbench names a run's directory)"
+            elif not is_run_id(name):
+                why = (
+                    "not a run id (MODEL-NORM-PLACEMENT-PRECISION-bBATCH-sSEED-HASH, as "
+                    "normbench names a run's directory)"
                 )
-                continue
-            files = stamp(entry.path)
-            if not has_meta(files):
-                warnings.append(f"skipped {name}: no meta.json (a half-written run?)")
-                continue
-            found[entry.name] = files
+            else:
+                files = stamp(entry.path)
+                if has_meta(files):
+                    found[name] = files
+                    continue
+                why = "no meta.json (a half-written run?)"
+            warnings.append(f"skipped {plain(name)}: {why}")
     return found, warnings
 
 
@@ -127,17 +128,16 @@ def as_frame(records: dict[str, Record], configs: dict[str, dict]) -> pd.DataFra
     """Records as one DataFrame: a run's own fields, then its config's keys (each distinct
     config built once and repeated per run). Config values keep their YAML types (a ghost
     batch of 32 beside a null one stays the int 32); summary numbers are floats (NaN for
-    missing)."""
-    own = pd.DataFrame(
-        [record.values for record in records.values()], columns=list(RUN_FIELDS), dtype=object
-    )
+    missing); tags and command are lists again."""
+    own = pd.DataFrame(list(records.values()), columns=list(COLUMNS), dtype=object)
     if records:
-        order = {key: i for i, key in enumerate({r.config_id for r in records.values()})}
+        order = {key: i for i, key in enumerate(dict.fromkeys(own["config_id"]))}
         shared = pd.DataFrame([configs[key] for key in order], dtype=object)
-        shared = shared.iloc[[order[record.config_id] for record in records.values()]]
+        shared = shared.iloc[own["config_id"].map(order).to_numpy()]
         own = pd.concat([own, shared.reset_index(drop=True)], axis=1)
-    for name in SUMMARY_FIELDS:
-        own[name] = pd.to_numeric(own[name], errors="coerce").astype(float)
+    own = own.drop(columns=["stamp", "config_id"])
+    summary = list(SUMMARY_FIELDS)
+    own[summary] = own[summary].astype(float)  # numbers or None: checked when read
     for name in ("tags", "command"):
         own[name] = own[name].map(as_list)
     return own

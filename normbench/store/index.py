@@ -7,14 +7,17 @@ in their seed share that config, so it is stored once (``configs``) and each run
 it: the index of a sweep is a few hundred configs and one short row per run, not a copy of
 every config.yaml.
 
-A record is kept with its files' stamps, (mtime_ns, size) of config.yaml, meta.json and
-metrics.parquet, and reused only while all three are unchanged. The index is a cache, and an
+A record is kept with its files' stamp, (mtime_ns, size) of config.yaml, meta.json and
+metrics.parquet, and reused only while all three are unchanged; the run's own process writes
+its record when the run ends (``record_run``), so that the next report reads none of its
+files. The index is a cache, and an
 untrusted one (it lies in the runs directory): its rows are checked when read (known status,
 integer seed, finite numbers, strings where strings belong; configs of plain values), one that
 fails is read again from the run's files; the database must have exactly the schema written
 here, or it is rebuilt, as it is when it is missing, not a database or of another version. It
 never names a path: records are matched to run directories by the directory's own name, which
-must be a run id. A read-only runs directory is read without an index.
+must be a run id. A read-only runs directory is read with its index as it is (SQLite's
+immutable mode: no lock or journal file is created), or without one.
 
 Several processes share it (two sweeps finishing runs while a report reads): SQLite in WAL
 mode, each write one short transaction, retried while another process holds the lock, and
@@ -36,7 +39,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from normbench.core.errors import StoreError
 from normbench.core.files import (
@@ -95,14 +98,11 @@ RUN_FIELDS += RECORD_FIELDS
 Stamp = str
 
 
-class Record(NamedTuple):
-    """One run as the index keeps it: its stamp, its own fields (aligned with RUN_FIELDS; the
-    lists, tags and command, as JSON text: ``as_list`` reads them) and the id of its config
-    (``config_id``)."""
-
-    stamp: Stamp
-    values: tuple
-    config_id: str
+# A run's record is its row as the index stores it: the RUN_FIELDS values (the lists, tags and
+# command, as JSON text: ``as_list`` reads them), then its files' stamp and its config's id.
+COLUMNS = (*RUN_FIELDS, "stamp", "config_id")
+STAMP, CONFIG = len(RUN_FIELDS), len(RUN_FIELDS) + 1
+Record = tuple
 
 
 @dataclass
@@ -128,9 +128,10 @@ def stamp(path: Path | str) -> Stamp:
     for name in RUN_FILES:
         try:
             info = os.lstat(f"{path}/{name}")
-            out.append(f"{info.st_mtime_ns}:{info.st_size}")
         except OSError:
             out.append("-")
+        else:
+            out.append(f"{info.st_mtime_ns}:{info.st_size}")
     return " ".join(out)
 
 
@@ -183,7 +184,7 @@ def read_run(runs_dir: Path, name: str, files: Stamp) -> tuple[Record, dict]:
         "note": text(meta.get("note")),
         "command": json.dumps(strings(meta.get("command"))),
     }
-    return Record(files, tuple(fields[key] for key in RUN_FIELDS), config_id(config)), config
+    return (*(fields[key] for key in RUN_FIELDS), files, config_id(config)), config
 
 
 def finite(value: Any) -> int | float | None:
@@ -230,7 +231,7 @@ def read_runs(runs_dir: Path, wanted: list[tuple[str, Stamp]]) -> Records:
             out.warnings.append(f"skipped {name}: {plain(unreadable(err))}")
             continue
         out.runs[name] = record
-        out.configs.setdefault(record.config_id, config)
+        out.configs.setdefault(record[CONFIG], config)
     return out
 
 
@@ -281,7 +282,6 @@ SCHEMA = (
     + "started TEXT, finished TEXT, tags TEXT, note TEXT, command TEXT, "
     + "stamp TEXT, config_id TEXT) WITHOUT ROWID",
 )
-_COLUMNS = (*RUN_FIELDS, "stamp", "config_id")  # the table's columns in this order
 _NUMBER = "(typeof({0}) IN ('integer', 'real') AND abs({0}) <= 1.7976931348623157e308)"
 # A row's check, computed by SQLite in the same query that reads the row (so a crafted
 # database cannot show the check one row and the reader another).
@@ -369,13 +369,13 @@ class Index:
         return version == SCHEMA_VERSION and sorted(found) == expected_schema()
 
     @contextlib.contextmanager
-    def _transaction(self) -> Iterator[None]:
-        """BEGIN IMMEDIATE ... COMMIT; the BEGIN retried, with a growing pause, while another
-        process holds the write lock past the busy timeout (sqlite3.OperationalError after
-        BUSY_RETRIES tries)."""
+    def _transaction(self, begin: str = "BEGIN IMMEDIATE") -> Iterator[None]:
+        """BEGIN IMMEDIATE (a write; ``begin="BEGIN"``: a read) ... COMMIT; the BEGIN retried,
+        with a growing pause, while another process holds the write lock past the busy
+        timeout (sqlite3.OperationalError after BUSY_RETRIES tries)."""
         for attempt in range(BUSY_RETRIES):
             try:
-                self.connection.execute("BEGIN IMMEDIATE")
+                self.connection.execute(begin)
                 break
             except sqlite3.OperationalError as err:
                 if "locked" not in str(err) or attempt == BUSY_RETRIES - 1:
@@ -392,35 +392,38 @@ class Index:
     def records(self) -> tuple[Records, set[str]]:
         """Every row that passes its checks, with the configs its rows point at (a row that
         fails them is left out: its run is read again from its files); and the run ids of
-        every row, so that rows of runs no longer there can be dropped."""
-        out = Records()
-        fields = len(RUN_FIELDS)
+        every row, so that rows of runs no longer there can be dropped. One read transaction:
+        what the checks saw is what is read."""
+        with self._transaction("BEGIN"):
+            failed = self.connection.execute(f"SELECT run_id FROM runs WHERE NOT ({_VALID})")
+            failed = {name for (name,) in failed}
+            rows = self.connection.execute(f"SELECT {', '.join(COLUMNS)} FROM runs").fetchall()
+            stored = self.connection.execute("SELECT id, flat FROM configs").fetchall()
+        ids = {row[0] for row in rows}
         tags_at = RUN_FIELDS.index("tags")
-        query = f"SELECT {', '.join(_COLUMNS)}, {_VALID} FROM runs"
-        for row in self.connection.execute(query):
-            if row[-1] and as_list(row[tags_at]) is not None:
-                out.runs[row[0]] = Record(row[fields], row[:fields], row[fields + 1])
-        ids = {name for (name,) in self.connection.execute("SELECT run_id FROM runs")}
-        wanted = {record.config_id for record in out.runs.values()}
-        for key, flat in self.connection.execute("SELECT id, flat FROM configs"):
-            if key in wanted and (config := _config(flat)) is not None:
-                out.configs[key] = config
-        out.runs = {name: r for name, r in out.runs.items() if r.config_id in out.configs}
-        return out, ids
+        not_lists = _not_lists({row[tags_at] for row in rows})
+        failed |= {row[0] for row in rows if row[tags_at] in not_lists} if not_lists else set()
+        runs = {row[0]: row for row in rows if row[0] not in failed}
+        wanted = {record[CONFIG] for record in runs.values()}
+        configs = {key: _config(flat) for key, flat in stored if key in wanted}
+        configs = {key: config for key, config in configs.items() if config is not None}
+        if not wanted <= configs.keys():
+            runs = {name: r for name, r in runs.items() if r[CONFIG] in configs}
+        return Records(runs, configs), ids
 
     def update(self, records: Records, removed: Iterable[str] = ()) -> None:
         """Write ``records`` (and their configs), drop the rows of ``removed`` runs, in one
         transaction. sqlite3.Error when the database is locked past every retry, read-only or
         corrupt."""
-        used = {record.config_id for record in records.runs.values()}
+        used = {record[CONFIG] for record in records.runs.values()}
         configs = [
             (key, json.dumps(config, allow_nan=False))
             for key, config in records.configs.items()
             if key in used
         ]
-        runs = [(*run.values, run.stamp, run.config_id) for run in records.runs.values()]
+        runs = list(records.runs.values())
         removed = [(name,) for name in removed]
-        marks = ", ".join("?" * len(_COLUMNS))
+        marks = ", ".join("?" * len(COLUMNS))
         with self._transaction():
             self.connection.executemany("INSERT OR REPLACE INTO configs VALUES (?, ?)", configs)
             self.connection.executemany(f"INSERT OR REPLACE INTO runs VALUES ({marks})", runs)
@@ -514,6 +517,11 @@ def _as_list(stored: str) -> list[str] | None:
 _as_list_cached = functools.lru_cache(maxsize=4096)(_as_list)
 
 
+def _not_lists(texts: set) -> set:
+    """The stored texts that are not a JSON list of strings (tags must be one)."""
+    return {text for text in texts if as_list(text) is None}
+
+
 def _config(flat: Any) -> dict | None:
     """A stored config, or None when it is not a flat object of plain values."""
     if not isinstance(flat, str):
@@ -549,7 +557,7 @@ def record_run(runs_dir: Path, name: str) -> None:
     if index is None:
         return
     try:
-        index.update(Records({name: record}, {record.config_id: config}))
+        index.update(Records({name: record}, {record[CONFIG]: config}))
     except sqlite3.Error:
         pass
     finally:

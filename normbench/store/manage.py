@@ -71,37 +71,57 @@ def age(timestamp: str | None, now: datetime | None = None) -> str:
     return f"{max(0, seconds):.0f} s"
 
 
-def list_rows(runs: pd.DataFrame) -> tuple[list[dict[str, str]], str]:
-    """One row a run, newest first: id, status, the headline choices that differ between the
-    listed runs, result, age, tags; and the choices they all share, as one line. Column by
-    column (a store of 100,000 runs lists in a second)."""
+LISTED = ("run id", "status", "choices", "result", "age", "tags")  # `runs list`'s columns
+
+
+def list_rows(runs: pd.DataFrame) -> tuple[list[tuple[str, ...]], str]:
+    """One row a run (LISTED), newest first: id, status, the headline choices that differ
+    between the listed runs, result, age, tags; and the choices they all share, as one line.
+    Column by column (a store lists 100,000 runs)."""
     present = [key for key in HEADLINE if key in runs]
-    shown_values = {key: runs[key].map(str) for key in present}
+    shown_values = {key: _shown(runs[key]) for key in present}
     shared = [key for key in present if shown_values[key].nunique() == 1]
     varying = [key for key in present if key not in shared]
     ordered = runs.sort_values("started", ascending=False, na_position="last").index
-    now = datetime.now(timezone.utc)
-    columns = {
-        "run_id": runs.loc[ordered, "run_id"],
-        "status": runs.loc[ordered, "status"],
-        "choices": _choices([shown_values[key][ordered] for key in varying], varying, len(runs)),
-        "result": [
+    newest = runs.loc[ordered]
+    now, ages = datetime.now(timezone.utc), {}
+    for when in set(newest["finished"].fillna(newest["started"])):
+        ages[when] = age(when, now)
+    columns = (
+        newest["run_id"].tolist(),
+        newest["status"].tolist(),
+        _choices([shown_values[key][ordered] for key in varying], varying, len(runs)),
+        [
             _result(bpb, acc)
-            for bpb, acc in zip(
-                runs.loc[ordered, "final_val_bpb"], runs.loc[ordered, "final_val_acc"], strict=True
-            )
+            for bpb, acc in zip(newest["final_val_bpb"], newest["final_val_acc"], strict=True)
         ],
-        "age": [
-            age(finished or started, now)
-            for finished, started in zip(
-                runs.loc[ordered, "finished"], runs.loc[ordered, "started"], strict=True
-            )
-        ],
-        "tags": [",".join(t) if isinstance(t, list) else "" for t in runs.loc[ordered, "tags"]],
-    }
-    rows = [dict(zip(columns, row, strict=True)) for row in zip(*columns.values(), strict=True)]
+        [ages[when] for when in newest["finished"].fillna(newest["started"])],
+        [",".join(tags) if isinstance(tags, list) else "" for tags in newest["tags"]],
+    )
+    rows = list(zip(*columns, strict=True))
     first = [[shown_values[key].iloc[0]] for key in shared]
     return rows, (_choices(first, shared, 1)[0] if len(runs) else "")
+
+
+def _shown(values: pd.Series) -> pd.Series:
+    """``str`` of each value: a column of strings as it is, of integers converted at once,
+    else once per distinct value and type (a column of 100,000 runs holds a handful)."""
+    kind = pd.api.types.infer_dtype(values, skipna=False)
+    if kind == "string":
+        return values
+    if kind == "integer":
+        return values.astype(str)
+    seen: dict[tuple, str] = {}
+    shown = []
+    for value in values:
+        key = (type(value), value) if isinstance(value, (str, int, float, type(None))) else None
+        text = seen.get(key) if key is not None else None
+        if text is None:
+            text = str(value)
+            if key is not None:
+                seen[key] = text
+        shown.append(text)
+    return pd.Series(shown, index=values.index, dtype=object)
 
 
 def _result(bpb: float, acc: float) -> str:
