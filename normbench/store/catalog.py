@@ -38,7 +38,7 @@ from normbench.store.records import sweep_run_ids
 from normbench.store.rundir import RunDir, is_run_id
 
 NOT_CONFIG = ("run_id", "status", "error", *SUMMARY_FIELDS, *PROVENANCE_FIELDS, *RECORD_FIELDS)
-OLD_INDEX = ".index.json"  # the JSON index of normbench before 0.3: deleted when seen
+OLD_INDEX = ".index.json"  # the JSON index of earlier versions: deleted, never read
 
 
 @dataclass

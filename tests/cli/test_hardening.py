@@ -274,7 +274,7 @@ def test_meta_of_the_wrong_shape_is_a_warning(tmp_path, meta):
 
 
 def test_an_index_that_is_not_ours_is_rebuilt(tmp_path):
-    """Garbage, an empty file, another program's database and a JSON index of normbench 0.2
+    """Garbage, an empty file, another program's database and an earlier normbench's JSON index
     in place of runs/.index.sqlite: the report reads the runs' files and rebuilds it."""
     import sqlite3
 

@@ -65,7 +65,7 @@ def store(tmp_path):
 
 
 def plant_old_index(runs, changes: dict[str, dict]) -> None:
-    """A .index.json as normbench 0.2 left it (its rows trusted while the files' sizes and
+    """A .index.json as an earlier normbench left it (its rows trusted while the files' sizes and
     mtimes matched), with some rows changed: the attack of issue 24, item 1."""
     rows = load_runs(runs).runs.set_index("run_id", drop=False)
     entries = {}
