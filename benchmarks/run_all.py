@@ -15,7 +15,7 @@ SCRIPTS = [
     "model_cost.py",
     "norm_cost.py",
     "sweep_scaling.py",
-    "report_scaling.py",
+    "store_scale.py",
 ]
 
 if __name__ == "__main__":

@@ -3,6 +3,10 @@ directories with chosen numbers, written as normbench writes them."""
 
 from __future__ import annotations
 
+import contextlib
+import resource
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 from normbench.experiment.compose import compose
@@ -111,3 +115,31 @@ def run_dirs(runs: Path) -> set[str]:
 
 def metas(runs: Path) -> dict[str, dict]:
     return {name: RunDir(runs, name).read_meta() for name in run_dirs(runs)}
+
+
+@contextlib.contextmanager
+def limited(seconds: float, memory: int = 2 << 30) -> Iterator[None]:
+    """Run a block under a wall-clock limit (TimeoutError from a timer signal, which also ends
+    a blocking open or read) and an address-space limit ``memory`` bytes above what this
+    process maps now (MemoryError past it): a hang or a blow-up fails the test instead of
+    stopping the suite."""
+
+    def expired(signum, frame):
+        raise TimeoutError(f"took more than {seconds} s")
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    mapped = next(
+        int(line.split()[1]) * 1024
+        for line in Path("/proc/self/status").read_text().splitlines()
+        if line.startswith("VmSize:")
+    )
+    cap = mapped + memory if hard == resource.RLIM_INFINITY else min(hard, mapped + memory)
+    previous = signal.signal(signal.SIGALRM, expired)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))

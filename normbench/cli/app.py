@@ -96,8 +96,11 @@ def main_options(
 
 
 def fail(message: str) -> typer.Exit:
-    """Report bad input in one line on stderr; the caller raises the returned Exit(2)."""
-    typer.echo(f"normbench: error: {message}", err=True)
+    """Report bad input in one line on stderr (control characters from a file name or a
+    stored value shown as escapes); the caller raises the returned Exit(2)."""
+    from normbench.core.text import plain
+
+    typer.echo(f"normbench: error: {plain(message)}", err=True)
     return typer.Exit(2)
 
 

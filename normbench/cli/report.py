@@ -143,7 +143,12 @@ def report(
 
             result.across = aggregate(result, across.split(","), profile)
         if diagnostics:
-            tables.attach_diagnostics(result, runs_dir)
+            before = len(result.warnings)
+            try:
+                tables.attach_diagnostics(result, runs_dir)
+            finally:  # the runs whose diagnostics were skipped, named even when none remain
+                for warning in result.warnings[before:]:
+                    typer.secho(f"warning: {render.plain(warning)}", fg="yellow", err=True)
         text = None if fmt == "rich" else render.as_text(result, fmt, table, out)
     except UsageError as err:
         raise fail(str(err)) from None

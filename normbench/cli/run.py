@@ -45,7 +45,7 @@ def run(
         typer.echo(f"# run_id: {run_id(config)}")
         typer.echo(OmegaConf.to_yaml(OmegaConf.create(config)), nl=False)
         return
-    from normbench.store.rundir import Labels, Rerun
+    from normbench.store.rundir import Labels, Rerun, RunDir
     from normbench.training.run import run_experiment
 
     interrupt_on_sigterm()
@@ -55,11 +55,31 @@ def run(
     except UsageError as err:
         raise fail(str(err)) from None
     except KeyboardInterrupt:
-        typer.echo(f"interrupted: metrics so far kept in {runs_dir / run_id(config)}", err=True)
+        typer.echo(
+            f"interrupted: {interrupted_note(RunDir(runs_dir, run_id(config)), force)}", err=True
+        )
         raise typer.Exit(130) from None
     typer.echo(summary_line(outcome, config))
     if outcome.status == "failed":
         raise typer.Exit(1)
+
+
+def interrupted_note(run, force: bool) -> str:
+    """What an interrupted run kept, as its files say: a forced rerun of a finished run
+    trains beside it and is discarded, the finished result staying; any other run keeps its
+    metrics so far, and running it again resumes from its checkpoint if it saved one."""
+    from normbench.store.rundir import FINISHED
+
+    meta = run.read_meta() or {}
+    if force and meta.get("status") in FINISHED:
+        return (
+            f"the forced rerun was discarded; {run.path} keeps its previous result "
+            f"({meta['status']})"
+        )
+    return (
+        f"metrics so far kept in {run.path}; running it again resumes from its last "
+        "checkpoint if it saved one (train.checkpoint_every), else starts it over"
+    )
 
 
 def check_tags(tags: list[str]) -> tuple[str, ...]:

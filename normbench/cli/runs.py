@@ -33,10 +33,8 @@ def runs_list(
     runs_dir: RunsDir = Path("runs"),
 ) -> None:
     """One line per run: id, status, key choices, result, age, tags (newest first)."""
-    from rich.table import Table
-
     from normbench.core.errors import UsageError
-    from normbench.report import render
+    from normbench.core.text import plain
     from normbench.store import manage
 
     try:
@@ -44,18 +42,65 @@ def runs_list(
     except UsageError as err:
         raise fail(str(err)) from None
     for warning in warnings:
-        typer.secho(f"warning: {render.plain(warning)}", fg="yellow", err=True)
+        typer.secho(f"warning: {plain(warning)}", fg="yellow", err=True)
     rows, shared = manage.list_rows(runs)
-    table = Table(box=None, pad_edge=False)
-    table.add_column("run id", no_wrap=True)
-    for column in ("status", "choices", "result", "age", "tags"):
-        table.add_column(column, overflow="fold")
+    lines = columns(
+        list(manage.LISTED),
+        [[plain(str(value)) for value in row] for row in rows],
+        terminal().width,
+        wrap=("choices", "tags"),
+    )
+    shared = f"; all with {plain(shared)}" if shared and len(rows) > 1 else ""
+    lines.append(f"{len(runs)} run(s) in {plain(str(runs_dir))}{shared}")
+    typer.echo("\n".join(lines))  # one write: a line at a time costs seconds for 100,000
+
+
+def columns(headers: list[str], rows: list[list[str]], width: int, wrap: tuple[str, ...]):
+    """Lines of a plain table, columns two spaces apart, fitted to ``width`` by wrapping the
+    ``wrap`` columns (in that order) onto more lines at spaces. Plain text rather than a rich
+    Table: rich lays out a table in a millisecond a row, and a store lists 100,000 runs."""
+    widths = [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(headers)]
+    for name in wrap:
+        i = headers.index(name)
+        excess = sum(widths) + 2 * (len(widths) - 1) - width
+        if excess > 0:
+            widths[i] = max(len(headers[i]), 10, widths[i] - excess)
+    line = "  ".join(f"{{:<{w}}}" for w in widths).format  # one C call a line
+    lines = [line(*headers).rstrip()]
+    wrapped = [headers.index(name) for name in wrap]
     for row in rows:
-        table.add_row(*(render.cell(value) for value in row.values()))
-    console = terminal()
-    console.print(table)
-    shared = f"; all with {render.plain(shared)}" if shared and len(rows) > 1 else ""
-    console.print(f"{len(runs)} run(s) in {render.plain(str(runs_dir))}{shared}", soft_wrap=True)
+        long = [i for i in wrapped if len(row[i]) > widths[i]]
+        if not long:
+            lines.append(line(*row).rstrip())
+            continue
+        pieces = {i: _wrap(row[i], widths[i]) for i in long}
+        for j in range(max(len(piece) for piece in pieces.values())):
+            cells = [
+                (pieces[i][j] if j < len(pieces[i]) else "")
+                if i in pieces
+                else (cell if not j else "")
+                for i, cell in enumerate(row)
+            ]
+            lines.append(line(*cells).rstrip())
+    return lines
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width``, broken at spaces (a longer word is cut)."""
+    lines, line = [], ""
+    for word in text.split(" "):
+        while len(word) > width:
+            if line:
+                lines.append(line)
+                line = ""
+            lines.append(word[:width])
+            word = word[width:]
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return [*lines, line] if line or not lines else lines
 
 
 @runs_app.command("show")
@@ -66,23 +111,35 @@ def runs_show(
     """A run's config, status, provenance and summary."""
     import json
 
-    from normbench.core.errors import UsageError
+    from normbench.core.errors import StoreError, UsageError
+    from normbench.core.files import read_text
+    from normbench.core.text import plain
     from normbench.store import manage
+    from normbench.store.rundir import MAX_BYTES, check_meta
 
     try:
         run = manage.resolve(runs_dir, run_name)
-        meta = run.read_meta()
-        config = (run.path / "config.yaml").read_text()
-    except (UsageError, OSError) as err:
+        config = read_text(run.config_path, MAX_BYTES["config.yaml"], root=runs_dir)
+    except (UsageError, StoreError) as err:
         raise fail(str(err)) from None
-    typer.echo(f"# {run.path}")
-    typer.echo(config.rstrip())
-    shown = {k: v for k, v in (meta or {}).items() if k != "traceback"}
-    typer.echo("# meta.json")
-    typer.echo(json.dumps(shown, indent=2, default=str))
-    if meta and meta.get("traceback"):
+    except OSError as err:
+        raise fail(f"{run.config_path}: {err.strerror}") from None
+    try:
+        meta = check_meta(run.meta_path, run.read_json("meta.json"))
+        unreadable = None
+    except (OSError, StoreError) as err:
+        meta, unreadable = {}, getattr(err, "strerror", None) or str(err)
+    typer.echo(f"# {plain(str(run.path))}")
+    for line in config.rstrip().splitlines():
+        typer.echo(plain(line))
+    typer.echo("# meta.json" + (f": unreadable ({plain(unreadable)})" if unreadable else ""))
+    shown = {k: v for k, v in meta.items() if k != "traceback"}
+    if shown:  # JSON escapes control characters itself (\u001b)
+        typer.echo(json.dumps(shown, indent=2, default=str))
+    if isinstance(meta.get("traceback"), str):
         typer.echo("# traceback")
-        typer.echo(meta["traceback"].rstrip())
+        for line in meta["traceback"].rstrip().splitlines():
+            typer.echo(plain(line))
 
 
 @runs_app.command("diff")
@@ -133,10 +190,12 @@ def runs_clean(
     from normbench.store import manage
 
     try:
-        runs_dir, runs, _ = _runs_selection(arguments, runs_dir, status, None)
+        runs_dir, runs, warnings = _runs_selection(arguments, runs_dir, status, None)
     except UsageError as err:
         raise fail(str(err)) from None
-    doomed = manage.clean_candidates(runs_dir, runs) if len(runs) else []
+    doomed, kept = manage.clean_candidates(runs_dir, runs) if len(runs) else ([], [])
+    for warning in [*warnings, *kept]:
+        typer.secho(f"warning: {render.plain(warning)}", fg="yellow", err=True)
     for run in doomed:
         typer.echo(f"{'would delete' if dry_run else 'delete'} {render.plain(run.run_id)}")
     if not doomed:
@@ -148,9 +207,14 @@ def runs_clean(
     if not yes and not typer.confirm(f"Delete these {len(doomed)} run(s)?", default=False):
         typer.echo("nothing deleted")
         raise typer.Exit(1)
+    deleted = 0
     for run in doomed:
-        manage.delete(run)
-    typer.echo(f"deleted {len(doomed)} run(s)")
+        why = manage.delete(run)
+        if why is None:
+            deleted += 1
+        else:
+            typer.secho(f"warning: kept {run.run_id}: {render.plain(why)}", fg="yellow", err=True)
+    typer.echo(f"deleted {deleted} run(s)")
 
 
 @runs_app.command("export")

@@ -9,8 +9,8 @@ unpacked from a colleague's tarball, a preset is downloaded. So a file is read o
 - it is a regular file: never a FIFO or a device, which could block forever or never end;
 - its size is bounded, and so is what it expands to: the decompressed bytes and row count of
   a parquet file, the members of an npz archive;
-- YAML has no aliases (a few hundred bytes of nested aliases expand to gigabytes) and no
-  explicit tags;
+- YAML has no aliases or anchors (a few hundred bytes of nested aliases expand to
+  gigabytes), no merge keys and no explicit tags;
 - JSON and YAML nest at most MAX_DEPTH levels.
 
 Whatever fails is a ``StoreError``: one line naming the path and what is wrong. Checking the
@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import io
 import json
 import os
+import re
 import stat
 import zipfile
 from collections.abc import Iterator
@@ -41,13 +43,11 @@ def _open_flags() -> int:
     return os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-def _open_fd(path: Path, root: Path | None) -> int:
-    """A descriptor for ``path``, never through a symlink: the last component is opened with
-    O_NOFOLLOW, and with ``root`` every directory between root and the file too (each opened
-    relative to its parent's descriptor, so a directory swapped for a link between a check and
-    the open is still refused)."""
-    if root is None:
-        return os.open(path, _open_flags())
+def _walk(path: Path, root: Path) -> tuple[int, str]:
+    """A descriptor of the directory holding ``path`` and the file's name in it, never through
+    a symlink: every directory between ``root`` and the file is opened relative to its
+    parent's descriptor with O_NOFOLLOW, so a directory swapped for a link between a check and
+    the open is still refused."""
     try:
         parts = Path(path).relative_to(root).parts
     except ValueError:
@@ -61,23 +61,72 @@ def _open_fd(path: Path, root: Path | None) -> int:
             inner = os.open(part, flags, dir_fd=directory)
             os.close(directory)
             directory = inner
-        return os.open(parts[-1], _open_flags(), dir_fd=directory)
+    except BaseException:
+        os.close(directory)
+        raise
+    return directory, parts[-1]
+
+
+def _open_fd(path: Path | str, root: Path | None, dir_fd: int | None) -> int:
+    """A descriptor for ``path`` (a name inside ``dir_fd`` when given), never through a
+    symlink: the last component is opened with O_NOFOLLOW, and with ``root`` every directory
+    between root and the file too."""
+    if dir_fd is not None:
+        return os.open(path, _open_flags(), dir_fd=dir_fd)
+    if root is None:
+        return os.open(path, _open_flags())
+    directory, name = _walk(Path(path), root)
+    try:
+        return os.open(name, _open_flags(), dir_fd=directory)
     finally:
         os.close(directory)
 
 
+def _refusal(path: object, err: OSError) -> StoreError:
+    if err.errno in (errno.ELOOP, errno.ENOTDIR):
+        return StoreError(f"{path}: a symlink (normbench never reads through one)")
+    return StoreError(f"{path}: cannot open it ({err.strerror})")
+
+
 @contextlib.contextmanager
-def open_regular(path: Path, limit: int, root: Path | None = None) -> Iterator[BinaryIO]:
-    """A regular file of at most ``limit`` bytes, opened for reading. FileNotFoundError when it
-    is missing; StoreError for a symlink, a FIFO or device, a file over the limit."""
+def open_directory(path: Path, root: Path | None = None) -> Iterator[int]:
+    """A descriptor of the directory ``path`` (a run directory), never through a symlink (with
+    ``root``, no directory between root and ``path`` is one either): its files are then read by
+    name with ``dir_fd``, one open each. FileNotFoundError when it is missing; StoreError for a
+    symlink or anything that is not a directory."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        fd = _open_fd(Path(path), root)
+        if root is None:
+            fd = os.open(path, flags)
+        else:
+            parent, name = _walk(Path(path), root)
+            try:
+                fd = os.open(name, flags, dir_fd=parent)
+            finally:
+                os.close(parent)
     except FileNotFoundError:
         raise
     except OSError as err:
-        if err.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise StoreError(f"{path}: a symlink (normbench never reads through one)") from None
-        raise StoreError(f"{path}: cannot open it ({err.strerror})") from None
+        raise _refusal(path, err) from None
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def open_regular(
+    path: Path | str, limit: int, root: Path | None = None, dir_fd: int | None = None
+) -> Iterator[BinaryIO]:
+    """A regular file of at most ``limit`` bytes, opened for reading (``path`` names it inside
+    the directory ``dir_fd`` when that is given). FileNotFoundError when it is missing;
+    StoreError for a symlink, a FIFO or device, a file over the limit."""
+    try:
+        fd = _open_fd(path, root, dir_fd)
+    except FileNotFoundError:
+        raise
+    except OSError as err:
+        raise _refusal(path, err) from None
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -87,9 +136,11 @@ def open_regular(path: Path, limit: int, root: Path | None = None) -> Iterator[B
         yield handle
 
 
-def read_bytes(path: Path, limit: int, root: Path | None = None) -> bytes:
+def read_bytes(
+    path: Path | str, limit: int, root: Path | None = None, dir_fd: int | None = None
+) -> bytes:
     """A regular file's bytes (see ``open_regular``), never more than ``limit``."""
-    with open_regular(path, limit, root) as handle:
+    with open_regular(path, limit, root, dir_fd) as handle:
         data = handle.read(limit + 1)
     if len(data) > limit:  # it grew while we read it
         raise StoreError(f"{path} is larger than {limit} bytes")
@@ -104,19 +155,23 @@ def read_text(path: Path, limit: int, root: Path | None = None) -> str:
         raise StoreError(f"{path}: not UTF-8 text") from None
 
 
-def depth(value: Any) -> int:
-    """Nesting depth of dicts and lists (iterative: never a RecursionError); stops counting
-    past MAX_DEPTH."""
-    deepest, stack = 0, [(value, 0)]
-    while stack:
-        item, level = stack.pop()
-        deepest = max(deepest, level)
-        if level > MAX_DEPTH:
-            break
-        children = (
-            item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
-        )
-        stack.extend((child, level + 1) for child in children)
+def depth(value: Any, level: int = 0) -> int:
+    """Nesting depth of dicts and lists: 0 for a scalar, 1 for a flat list. Stops descending
+    past MAX_DEPTH (so a recursion never goes deeper than that)."""
+    if isinstance(value, dict):
+        children = value.values()
+    elif isinstance(value, list):
+        children = value
+    else:
+        return level
+    if level > MAX_DEPTH:
+        return level
+    deepest = level
+    for child in children:
+        if isinstance(child, (dict, list)):
+            deepest = max(deepest, depth(child, level + 1))
+        elif deepest == level:
+            deepest = level + 1
     return deepest
 
 
@@ -136,26 +191,174 @@ def read_json(path: Path, limit: int, root: Path | None = None) -> Any:
 
 
 def parse_yaml(text: bytes | str, where: object) -> Any:
-    """Safe YAML without aliases or explicit tags, at most MAX_DEPTH levels deep. The events
-    are checked before anything is built, so an alias bomb costs its own few hundred bytes."""
+    """Safe YAML without anchors, aliases, merge keys or explicit tags, MAX_DEPTH levels deep,
+    as PyYAML's safe loader reads it otherwise. The value is built from the parser's events,
+    each checked as it comes, so an alias bomb costs its own few hundred bytes and a deeply
+    nested document stops at MAX_DEPTH.
+
+    Reading the configs of 100,000 runs is the first report's main cost, and they differ in a
+    few lines: a document that is a plain top-level mapping (every line at column 0 a
+    ``key:``) is read entry by entry, each entry's text parsed once per process."""
     import yaml
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        for event in yaml.parse(text, Loader=loader):
-            if isinstance(event, yaml.AliasEvent):
-                raise StoreError(f"{where}: YAML aliases are not allowed here")
-            tag = getattr(event, "tag", None)
-            implicit = getattr(event, "implicit", True)
-            explicit = implicit is False or (isinstance(implicit, tuple) and not any(implicit))
-            if tag is not None and explicit:
-                raise StoreError(f"{where}: YAML tags ({str(tag)[:40]}) are not allowed here")
-        value = yaml.load(text, Loader=loader)
+        if isinstance(text, bytes):
+            text = text.decode()
+        value = _by_entries(text)
+        return _yaml_value(text) if value is None else value
     except (yaml.YAMLError, RecursionError, UnicodeDecodeError, ValueError) as err:
         raise StoreError(f"{where}: not valid YAML ({type(err).__name__})") from None
-    if depth(value) > MAX_DEPTH:
-        raise StoreError(f"{where}: nested deeper than {MAX_DEPTH} levels")
-    return value
+    except _Refused as refused:
+        raise StoreError(f"{where}: {refused}") from None
+
+
+def _by_entries(text: str) -> dict | None:
+    """A top-level mapping read entry by entry; None when ``text`` is not one, or when an
+    entry does not read as a mapping of its own (the whole text then decides)."""
+    import yaml
+
+    entries = _top_level_entries(text)
+    if entries is None:
+        return None
+    merged: dict = {}
+    for entry in entries:
+        try:
+            value = _entry_value(entry)
+        except (yaml.YAMLError, ValueError, _Refused):
+            return None
+        if type(value) is not dict:
+            return None
+        merged.update(_copied(value))
+    return merged
+
+
+class _Refused(Exception):
+    """What the YAML reader refuses (an alias, a tag, a merge key, nesting past MAX_DEPTH)."""
+
+
+_COLUMN_0 = re.compile(r"^[^ \n]", re.MULTILINE)  # a line that starts at column 0
+_KEY_LINE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*:(?: |\r?\n|\r?$)")
+
+
+def _top_level_entries(text: str) -> list[str] | None:
+    """A top-level block mapping's entries, each as a document of its own (``seed: 0\n``,
+    ``train:`` with its indented lines); None unless every line at column 0 is a plain
+    ``key:`` (a comment, a directive, a flow collection or a scalar continued at column 0
+    makes the document be read whole)."""
+    starts = [match.start() for match in _COLUMN_0.finditer(text)]
+    if not starts or text[: starts[0]].strip():
+        return None
+    if not all(_KEY_LINE.match(text, start) for start in starts):
+        return None
+    ends = [*starts[1:], len(text)]
+    return [text[start:end] for start, end in zip(starts, ends, strict=True)]
+
+
+def _entry_value(entry: str) -> Any:
+    return _entry_cached(entry) if len(entry) <= 4096 else _yaml_value(entry)
+
+
+@functools.lru_cache(maxsize=2048)
+def _entry_cached(entry: str) -> Any:
+    """An entry's value, shared between calls: callers get a copy (``_copied``)."""
+    return _yaml_value(entry)
+
+
+def _copied(value: dict | list) -> dict | list:
+    """A copy of a cached value's containers (its scalars are immutable, shared)."""
+    items = value.items() if type(value) is dict else enumerate(value)
+    copy = {} if type(value) is dict else [None] * len(value)
+    for key, item in items:
+        copy[key] = _copied(item) if type(item) in (dict, list) else item
+    return copy
+
+
+_NO_KEY = object()  # a mapping waiting for its next key
+
+
+def _yaml_value(text: str) -> Any:
+    """The one document of ``text`` (None for an empty stream); _Refused for what the reader
+    does not accept."""
+    import yaml
+
+    building: list[list] = []  # the open containers: [dict or list, the pending key]
+    root, documents = None, 0
+    for event in yaml.parse(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+        kind = type(event)
+        if kind is yaml.ScalarEvent:
+            _check_tag(event)
+            plain = event.implicit[0]
+            if plain and event.value == "<<" and building and building[-1][1] is _NO_KEY:
+                raise _Refused("YAML merge keys (<<) are not allowed here")
+            value = _plain_scalar(event.value) if plain else event.value
+        elif kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
+            _check_tag(event)
+            if len(building) >= MAX_DEPTH:
+                raise _Refused(f"nested deeper than {MAX_DEPTH} levels")
+            building.append([{} if kind is yaml.MappingStartEvent else [], _NO_KEY])
+            continue
+        elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
+            value = building.pop()[0]
+        elif kind is yaml.AliasEvent:
+            raise _Refused("YAML aliases are not allowed here (nor anchors)")
+        elif kind is yaml.DocumentStartEvent:
+            documents += 1
+            if documents > 1:
+                raise _Refused("more than one YAML document")
+            continue
+        else:  # the stream's and the document's start and end
+            continue
+        if not building:
+            root = value
+        elif isinstance(building[-1][0], list):
+            building[-1][0].append(value)
+        elif building[-1][1] is _NO_KEY:
+            if isinstance(value, (dict, list)):
+                raise _Refused("a mapping key that is not a scalar")
+            building[-1][1] = value
+        else:
+            building[-1][0][building[-1][1]] = value
+            building[-1][1] = _NO_KEY
+    return root
+
+
+def _check_tag(event: Any) -> None:
+    """Refuse an anchor (only an alias would use it) and an explicit tag
+    (``!!python/object``, ``!!binary``, ``!custom``); ``!`` alone only marks a value as not to
+    be resolved further."""
+    if event.anchor is not None:
+        raise _Refused("YAML aliases are not allowed here (nor anchors)")
+    if event.tag is not None and event.tag != "!":
+        raise _Refused(f"YAML tags ({str(event.tag)[:40]}) are not allowed here")
+
+
+def _plain_scalar(text: str) -> Any:
+    """A plain (unquoted) scalar as YAML 1.1 reads it: ``3`` an int, ``1.0e-05`` a float,
+    ``null`` None, ``true`` a bool, anything else a string. Short texts are cached: configs
+    repeat the same few hundred values."""
+    return _resolve_short(text) if len(text) <= 64 else _resolve(text)
+
+
+def _resolve(text: str) -> Any:
+    import yaml
+
+    loader = _scalar_loader()
+    tag = loader.resolve(yaml.ScalarNode, text, (True, False))
+    construct = loader.yaml_constructors.get(tag)
+    if construct is None:  # `=` or `<<` as a value: PyYAML has no reading for them either
+        raise ValueError(f"no value for {text!r}")
+    return construct(loader, yaml.ScalarNode(tag, text))
+
+
+_resolve_short = functools.lru_cache(maxsize=4096)(_resolve)
+
+
+@functools.cache
+def _scalar_loader():
+    """PyYAML's safe loader, used only to resolve and construct single scalars."""
+    import yaml
+
+    return yaml.SafeLoader("")
 
 
 def read_yaml(path: Path, limit: int = YAML_LIMIT, root: Path | None = None) -> Any:
@@ -175,18 +378,36 @@ def parquet_rows(path: Path, limit: int, root: Path | None = None) -> tuple[int,
         return metadata.num_rows, list(metadata.schema.names)
 
 
+def check_parquet_ends(
+    path: Path | str, limit: int, root: Path | None = None, dir_fd: int | None = None
+) -> None:
+    """StoreError unless ``path`` is a regular file of at most ``limit`` bytes that starts and
+    ends with parquet's magic bytes: a complete file (a truncated one has lost its footer),
+    checked with two 4-byte reads, for listing thousands of runs. ``parquet_rows`` reads the
+    footer (ten times slower), ``read_parquet`` the data."""
+    with open_regular(path, limit, root, dir_fd) as handle:
+        fd = handle.fileno()
+        size = os.fstat(fd).st_size
+        if size < 12 or os.pread(fd, 4, 0) != b"PAR1" or os.pread(fd, 4, size - 4) != b"PAR1":
+            raise StoreError(f"{path}: not a complete parquet file (truncated?)")
+
+
 def read_parquet(
     path: Path,
     limit: int,
     max_rows: int,
+    *,
     numeric: tuple[str, ...] = (),
+    required: tuple[str, ...] = (),
     columns: list[str] | None = None,
     root: Path | None = None,
 ):
     """A parquet file as a pandas DataFrame, read only when its footer promises at most
     ``max_rows`` rows and at most ``limit`` uncompressed bytes (a 10 MB file can hold 200
-    million compressed rows). ``numeric``: columns that must be numbers where present (a
-    string column in a metrics file is refused, not met later as a TypeError)."""
+    million compressed rows), and read a row group at a time, so that what it expands to is
+    checked as it grows. ``required``: columns it must have (another kind of file in its place
+    is refused by name); ``numeric``: columns that must hold numbers where present (a string
+    column is refused here, not met later as a TypeError); ``columns``: the ones to read."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -196,23 +417,33 @@ def read_parquet(
         metadata = parquet.metadata
         if metadata.num_rows > max_rows:
             raise StoreError(f"{path}: {metadata.num_rows} rows, more than {max_rows}")
-        expanded = sum(
-            metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups)
-        )
-        if expanded > limit:
-            raise StoreError(f"{path}: expands to {expanded} bytes, more than {limit}")
+        groups = [metadata.row_group(i) for i in range(metadata.num_row_groups)]
+        if sum(group.total_byte_size for group in groups) > limit:
+            raise StoreError(f"{path}: expands to more than {limit} bytes")
         schema = parquet.schema_arrow
+        missing = [name for name in required if name not in schema.names]
+        if missing:
+            raise StoreError(f"{path}: no {', '.join(missing)} column (not the file expected)")
         for name in numeric:
             if name in schema.names:
                 kind = schema.field(name).type
                 if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
                     raise StoreError(f"{path}: column {name} holds {kind}, not numbers")
         wanted = None if columns is None else [c for c in columns if c in schema.names]
-        table = parquet.read(columns=wanted)
+        pieces, rows, expanded = [], 0, 0
+        for i in range(metadata.num_row_groups):
+            piece = parquet.read_row_group(i, columns=wanted)
+            rows, expanded = rows + piece.num_rows, expanded + piece.nbytes
+            if rows > max_rows:
+                raise StoreError(f"{path}: more than {max_rows} rows")
+            if expanded > limit:  # a footer's sizes are the writer's word, and encoded
+                raise StoreError(f"{path}: expands to more than {limit} bytes")
+            pieces.append(piece)
+        table = pa.concat_tables(pieces) if pieces else schema.empty_table()
+        if wanted is not None:
+            table = table.select(wanted)
     except (pa.ArrowException, OSError, ValueError) as err:
         raise StoreError(f"{path}: not a readable parquet file ({type(err).__name__})") from None
-    if table.num_rows > max_rows:
-        raise StoreError(f"{path}: more than {max_rows} rows")
     return table.to_pandas()
 
 

@@ -11,6 +11,26 @@ from __future__ import annotations
 def plain(text: str) -> str:
     """Stored text made safe for a terminal: control characters (escape sequences, carriage
     returns, bidirectional overrides) shown as escapes, never sent raw."""
+    if text.isprintable():  # the common case, checked in C: a listing shows 100,000 names
+        return text
     return "".join(
         c if c.isprintable() or c == " " else c.encode("unicode_escape").decode() for c in text
+    )
+
+
+# What CommonMark and GitHub's tables read as markup inside a line: escapes, code spans,
+# emphasis, links and images, heading closers, strikethrough, cell separators. (Punctuation
+# that is markup only at the start of a line, list and block markers, never starts one here:
+# every value follows a label or a cell separator, and newlines are neutralised.)
+_MARKDOWN_PUNCTUATION = "\\`*_[]#~|"
+_HTML = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+
+
+def escape_markdown(text: str) -> str:
+    """Stored text made inert in markdown: terminal-safe first (``plain``: a newline becomes
+    the two characters ``\\n``, so a value can never start a heading or end a table row), then
+    every inline markup character backslash-escaped and ``< > &`` written as HTML entities (no
+    raw HTML, no entity, no autolink)."""
+    return "".join(
+        _HTML.get(c) or (f"\\{c}" if c in _MARKDOWN_PUNCTUATION else c) for c in plain(text)
     )

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from normbench.core.errors import UsageError
+from normbench.core.errors import StoreError, UsageError
+from normbench.core.files import YAML_LIMIT, read_text
 from normbench.core.keys import Key, shown
 from normbench.core.registry import canonical_target, entry_points, resolve, signature_keys
 from normbench.experiment.schema import (
@@ -118,8 +119,12 @@ def describe_option(group: str, option: str) -> str:
     found = options(group)[option]
     if found.path is None:
         return str(found.target)
+    try:
+        text = read_text(found.path, YAML_LIMIT)
+    except (OSError, StoreError) as err:
+        return f"(cannot read {found.path.name}: {getattr(err, 'strerror', None) or err})"
     lines = []
-    for line in found.path.read_text().splitlines():
+    for line in text.splitlines():
         if not line.startswith("#"):
             break
         if not line.startswith("# @"):  # Hydra's header (# @package), not prose

@@ -24,9 +24,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from normbench.core.errors import UsageError
+from normbench.core.errors import StoreError, UsageError
+from normbench.core.files import read_parquet
 from normbench.report.render import batch_sizes, plain, settings_text, short
 from normbench.report.tables import Method, Report, Section, groups, label
+from normbench.store.rundir import MAX_BYTES
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -78,12 +80,15 @@ def draw(
     only: tuple[str, ...] = (),
 ) -> list[list[Drawing]]:
     """Every figure that applies (or those named in ``only``), per section, as PNG;
-    ``progress`` hears a line before each figure (they take a second or more each)."""
+    ``progress`` hears a line before each figure (they take a second or more each), and a
+    warning for each run a figure had to leave out (also added to the report's warnings)."""
     from matplotlib import rc_context
 
-    planned = []
+    planned, skipped = [], []
     for section in report.sections:
-        planned.append(("learning_curves", section, lambda s: learning_curves(s, runs_dir, x)))
+        planned.append(
+            ("learning_curves", section, lambda s: learning_curves(s, runs_dir, x, skipped))
+        )
         planned.append(("seed_results", section, lambda s: seed_results(s, report.method)))
         if section.tables.get("batch_sensitivity") is not None:
             planned.append(("batch_sensitivity", section, batch_curve))
@@ -107,6 +112,11 @@ def draw(
             fig = build(section)
             if fig is not None:
                 drawings[id(section)].append(Drawing(name, fig.get_label(), to_png(fig)))
+            for warning in skipped:
+                if progress:
+                    progress(f"warning: {warning}")
+                report.warnings.append(warning)
+            skipped.clear()
     return [drawings[id(s)] for s in report.sections]
 
 
@@ -224,11 +234,14 @@ def plain_log_formatter() -> type:
 
 
 # ------------------------------------------------------------------------ learning curves
-def learning_curves(section: Section, runs_dir: Path, x: str | None = None) -> Figure | None:
+def learning_curves(
+    section: Section, runs_dir: Path, x: str | None = None, skipped: list[str] | None = None
+) -> Figure | None:
     """Training loss and the validation metric against steps, samples, epochs or time, one
     line per group (the best groups when there are many): the mean over the seeds present at
     each point, shaded between their min and max; a marker and a count where the number of
-    seeds changes (a seed that ended early)."""
+    seeds changes (a seed that ended early). A run whose metrics file cannot be read is left
+    out, and named in ``skipped``."""
     check_x(x)
     x = x or default_x(section)
     x_column, x_label = X_AXES[x]
@@ -257,7 +270,7 @@ def learning_curves(section: Section, runs_dir: Path, x: str | None = None) -> F
         if labels not in by_label:
             continue
         values, part = by_label[labels]
-        curves = [_metrics(runs_dir, rid, [metric, x_column]) for rid in part["run_id"]]
+        curves = [_metrics(runs_dir, rid, [metric, x_column], skipped) for rid in part["run_id"]]
         curves = [c for c in curves if c is not None and len(c)]
         if not curves:
             continue
@@ -281,11 +294,30 @@ def learning_curves(section: Section, runs_dir: Path, x: str | None = None) -> F
     return finish(fig, section)
 
 
-def _metrics(runs_dir: Path, rid: str, columns: list[str]) -> pd.DataFrame | None:
+MAX_METRIC_ROWS = 1_000_000  # a run logging every step of a million-step run
+
+
+def _metrics(
+    runs_dir: Path, rid: str, columns: list[str], skipped: list[str] | None
+) -> pd.DataFrame | None:
+    """A run's metrics, the ``columns`` of them, through the trusted reader (bounded in bytes
+    and rows, numbers only); None, and the run named in ``skipped``, when they cannot be
+    read."""
+    wanted = list(dict.fromkeys(["step", "train_loss", *columns]))
     try:
-        wanted = list(dict.fromkeys(["step", "train_loss", *columns]))
-        return pd.read_parquet(runs_dir / rid / "metrics.parquet", columns=wanted)
-    except (OSError, ValueError, KeyError):
+        return read_parquet(
+            runs_dir / rid / "metrics.parquet",
+            MAX_BYTES["metrics.parquet"],
+            MAX_METRIC_ROWS,
+            numeric=tuple(wanted),
+            required=tuple(wanted),
+            columns=wanted,
+            root=runs_dir,
+        )
+    except (OSError, StoreError) as err:
+        if skipped is not None:
+            reason = str(err) if isinstance(err, StoreError) else err.strerror
+            skipped.append(f"learning curves: skipped {rid}: {plain(str(reason))}")
         return None
 
 

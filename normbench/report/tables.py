@@ -19,13 +19,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from normbench.core.errors import UsageError
+from normbench.core.errors import StoreError, UsageError
+from normbench.core.files import read_parquet
+from normbench.core.text import plain
 from normbench.experiment.compose import parse_overrides
 from normbench.experiment.schema import EXECUTION_KEYS, OBSERVATION_KEYS
 from normbench.layers.keys import NORM_KEYS, NORM_SPECIFIC_KEYS
 from normbench.report import stats
 from normbench.report.stats import Results
 from normbench.store.catalog import NOT_CONFIG, Selection
+from normbench.store.rundir import MAX_BYTES
 
 RESULT_STATUSES = ("complete", "diverged")  # runs whose numbers are results
 UNFINISHED_STATUSES = ("interrupted", "running", "abandoned")
@@ -233,13 +236,15 @@ def build_section(
     best_over_key: str | None,
     method: Method,
 ) -> Section:
+    if "seed" in runs:  # in seed order once, so that every group's results are (seeded_results)
+        runs = runs.sort_values("seed", kind="stable")
     keys = by or [k for k in varying_keys(runs) if not is_setting(k)]
     metric = metric_of(runs)
     if best_over_key:
         runs = best_over(runs, best_over_key, keys, metric)
         keys = [k for k in keys if k != best_over_key] + [best_over_key]
     fixed = {k: runs[k].iloc[0] for k in HEADLINE_KEYS if k in runs and k not in keys}
-    fixed = {k: v for k, v in fixed.items() if runs[k].map(label).nunique() == 1 and v is not None}
+    fixed = {k: v for k, v in fixed.items() if labels(runs[k]).nunique() == 1 and v is not None}
     tables = {
         "convergence": convergence_table(runs, keys, metric, method),
         "batch_sensitivity": batch_table(runs, keys, metric, method),
@@ -263,7 +268,7 @@ def varying_keys(runs: pd.DataFrame) -> list[str]:
     """Config keys whose value differs across the runs (seed, execution and observation keys
     aside), group names first."""
     config = [c for c in runs.columns if c not in NOT_CONFIG and c not in NOT_GROUPING]
-    varying = [c for c in config if runs[c].map(label).nunique() > 1]
+    varying = [c for c in config if labels(runs[c]).nunique() > 1]
     varying = [c for c in varying if not _implied_by_norm(runs, c)]
     return sorted(varying, key=lambda c: (not c.endswith(".name"), c))
 
@@ -273,7 +278,7 @@ def _implied_by_norm(runs: pd.DataFrame, key: str) -> bool:
     for GroupNorm and null for BatchNorm): it says nothing norm.name does not."""
     if key.removeprefix("norm.") not in NORM_SPECIFIC_KEYS or "norm.name" not in runs:
         return False
-    return bool((runs[key].map(label).groupby(runs["norm.name"]).nunique() <= 1).all())
+    return bool((labels(runs[key]).groupby(runs["norm.name"]).nunique() <= 1).all())
 
 
 def label(value) -> str:
@@ -288,15 +293,38 @@ def label(value) -> str:
     return str(value)
 
 
+HOMOGENEOUS = ("string", "integer", "floating", "boolean")  # pandas' infer_dtype kinds
+
+
+def labels(values: pd.Series) -> pd.Series:
+    """``label`` of each value, computed once per distinct value: a column of 100,000 runs
+    holds a handful. A column of one type is mapped at once; a mixed one value by value,
+    keyed by type too (1, 1.0 and True stay three labels)."""
+    if pd.api.types.infer_dtype(values, skipna=False) in HOMOGENEOUS:
+        distinct = pd.unique(values)
+        return values.map(dict(zip(distinct, map(label, distinct), strict=True)))
+    seen: dict[tuple, str] = {}
+    shown = []
+    for value in values:
+        try:
+            text = seen.get((type(value), value))
+            if text is None:
+                text = seen[(type(value), value)] = label(value)
+        except TypeError:  # a list
+            text = label(value)
+        shown.append(text)
+    return pd.Series(shown, index=values.index, dtype=object, name=values.name)
+
+
 def groups(runs: pd.DataFrame, keys: list[str]) -> list[tuple[dict, pd.DataFrame]]:
     """(the keys' values, the runs) per distinct combination of labels, sorted by label; the
     values keep their types (numbers stay numbers)."""
     if not keys:
         return [({}, runs)]
-    labels = [runs[k].map(label).rename(f"__{k}") for k in keys]
+    shown = [labels(runs[k]).rename(f"__{k}") for k in keys]
     return [
         ({k: _plain(part[k].iloc[0]) for k in keys}, part)
-        for _, part in runs.groupby(labels, sort=True, dropna=False)
+        for _, part in runs.groupby(shown, sort=True, dropna=False)
     ]
 
 
@@ -328,18 +356,22 @@ def seeded_results(part: pd.DataFrame, column: str, metric: Metric, method: Meth
     """``results`` by seed, in seed order, oriented as the metric reads (not negated). Bits per
     byte have no worst value: a run that exploded without a NaN (a finite 1e10 bits per byte)
     counts at chance, as a diverged run does, never beyond it; its excess measures nothing
-    but would swamp every mean and CI."""
-    part = part.sort_values("seed") if "seed" in part else part
-    values = {}
-    for index, run in part.iterrows():
-        seed = int(run.get("seed", index))
-        chance = metric.chance(float(run["num_classes"]))
-        if run["status"] == "diverged" and method.diverged == "chance":
-            values[seed] = chance
-        elif run["status"] == "complete" and _finite(run.get(column)):
-            value = float(run[column])
-            values[seed] = value if metric.higher_is_better else min(value, chance)
-    return values
+    but would swamp every mean and CI. (Column by column: a group of a store of 100,000 runs
+    holds hundreds.)"""
+    if "seed" in part and not part["seed"].is_monotonic_increasing:
+        part = part.sort_values("seed")
+    seeds = part.get("seed", part.index)
+    values = part[column] if column in part else [None] * len(part)
+    by_seed = {}
+    for seed, status, value, classes in zip(
+        seeds, part["status"], values, part["num_classes"], strict=True
+    ):
+        if status == "diverged" and method.diverged == "chance":
+            by_seed[int(seed)] = metric.chance(float(classes))
+        elif status == "complete" and _finite(value):
+            value, chance = float(value), metric.chance(float(classes))
+            by_seed[int(seed)] = value if metric.higher_is_better else min(value, chance)
+    return by_seed
 
 
 def scored(values: Results, metric: Metric) -> Results:
@@ -519,7 +551,7 @@ def mixed_provenance(part: pd.DataFrame) -> str:
             ("torch", "torch_version"),
             ("device", "device_used"),
         )
-        if column in finished and finished[column].map(label).nunique() > 1
+        if column in finished and len({label(value) for value in finished[column]}) > 1
     ]
     return ",".join(mixed)
 
@@ -544,9 +576,9 @@ def best_over(runs: pd.DataFrame, key: str, keys: list[str], metric: Metric) -> 
         if finished.empty:
             kept.append(part)
             continue
-        means = finished.groupby(finished[key].map(label))[metric.column].mean()
+        means = finished.groupby(labels(finished[key]))[metric.column].mean()
         winner = means.idxmax() if metric.higher_is_better else means.idxmin()
-        kept.append(part[part[key].map(label) == winner])
+        kept.append(part[labels(part[key]) == winner])
     return pd.concat(kept)
 
 
@@ -696,16 +728,26 @@ def stability_table(
     interval and seed count, the per-seed values (JSON) and the loss it is in, and a verdict
     on it against a reference row paired by seed (``lr_sensitivity_verdicts``). None when the
     axis does not vary."""
-    if axis not in runs or runs[axis].map(label).nunique() < 2:
+    if axis not in runs or labels(runs[axis]).nunique() < 2:
         return None
     row_keys = [k for k in keys if k != axis]
     axis_values = sorted({v for v in runs[axis] if v is not None})
     rows = []
     for values, part in groups(runs, row_keys):
         row, stable = {**values}, None
+        at = labels(part[axis])
         for value in axis_values:
-            cell = part[part[axis].map(label) == label(value)]
-            seeds_trained = [trained(run, metric) for _, run in cell.iterrows()]
+            cell = part[at == label(value)]
+            seeds_trained = [
+                trained(status, final, classes, unigram, metric)
+                for status, final, classes, unigram in zip(
+                    cell["status"],
+                    cell[metric.column],
+                    cell["num_classes"],
+                    cell["unigram_bpb"],
+                    strict=True,
+                )
+            ]
             finished = results(cell, metric.column, metric, Method(diverged="exclude"))
             row[f"{label(value)}_mean"] = float(finished.mean()) if len(finished) else math.nan
             row[f"{label(value)}_trained"] = f"{sum(seeds_trained)}/{len(seeds_trained)}"
@@ -816,14 +858,14 @@ def lr_sensitivity_row(part: pd.DataFrame, metric: Metric) -> dict:
     }
 
 
-def trained(run: pd.Series, metric: Metric) -> bool:
+def trained(status: str, value, classes, unigram, metric: Metric) -> bool:
     """A run that finished, did not diverge and ended clear of chance."""
-    if run["status"] != "complete" or not _finite(run.get(metric.column)):
+    if status != "complete" or not _finite(value):
         return False
-    chance = run.get("unigram_bpb") if not metric.higher_is_better else None
+    chance = unigram if not metric.higher_is_better else None
     if chance is None or not _finite(chance):
-        chance = metric.chance(float(run["num_classes"]))
-    return metric.learned(float(run[metric.column]), float(chance))
+        chance = metric.chance(float(classes))
+    return metric.learned(float(value), float(chance))
 
 
 # ----------------------------------------------------------------------------------- notes
@@ -851,12 +893,27 @@ def section_notes(runs: pd.DataFrame, metric: Metric, method: Method) -> list[st
 
 
 # ----------------------------------------------------------------------------- diagnostics
-# Diagnostics columns added after the first diagnosed runs (normbench.training.diagnostics).
+# Diagnostics columns every diagnosed run has, and those added later (NaN for older runs).
+DIAGNOSTIC_COLUMNS = (
+    "step",
+    "unit",
+    "grad_norm",
+    "in_std",
+    "out_std",
+    "train_mode_val_acc",
+    "eval_mode_val_acc",
+    *(f"sn_{kind}_{norm}" for kind in ("mean", "var") for norm in ("in", "ln", "bn")),
+)
 INSTABILITY_COLUMNS = ("resid_rms", "max_logit", "log_z")
+MAX_DIAGNOSTIC_ROWS = 1_000_000
 
 
 def diagnostics_table(
-    runs: pd.DataFrame, keys: list[str], runs_dir: Path, at: str = "last"
+    runs: pd.DataFrame,
+    keys: list[str],
+    runs_dir: Path,
+    at: str = "last",
+    skipped: list[str] | None = None,
 ) -> pd.DataFrame | None:
     """Per group and residual unit, at each run's last diagnosed step (``at="last"``) or at
     initialisation (``at="first"``: step 0, the first batch before any update), averaged over
@@ -867,18 +924,34 @@ def diagnostics_table(
     weights; ``layer`` numbers the units of each sublayer type (attention, mlp, conv) so that
     depth profiles compare like with like. Runs diagnosed before normbench recorded the
     stream, logits and log Z show NaN there. None when no selected run was trained with
-    diagnostics=true."""
+    diagnostics=true. A diagnostics file that cannot be read (a FIFO, garbage, another kind of
+    file) is left out and named in ``skipped``."""
     frames = []
     for rid in runs["run_id"]:
-        path = runs_dir / rid / "diagnostics.parquet"
-        if path.exists():
-            frame = pd.read_parquet(path)
-            frame = frame.assign(**{c: math.nan for c in INSTABILITY_COLUMNS if c not in frame})
-            step = frame["step"].max() if at == "last" else frame["step"].min()
-            frames.append(frame[frame["step"] == step].assign(run_id=rid))
+        try:
+            frame = read_parquet(
+                runs_dir / rid / "diagnostics.parquet",
+                MAX_BYTES["diagnostics.parquet"],
+                MAX_DIAGNOSTIC_ROWS,
+                numeric=(*DIAGNOSTIC_COLUMNS, *INSTABILITY_COLUMNS),
+                required=(*DIAGNOSTIC_COLUMNS, "sublayer"),
+                root=runs_dir,
+            )
+        except FileNotFoundError:
+            continue  # trained without diagnostics=true
+        except (OSError, StoreError) as err:
+            if skipped is not None:
+                reason = str(err) if isinstance(err, StoreError) else err.strerror
+                skipped.append(f"diagnostics: skipped {rid}: {plain(str(reason))}")
+            continue
+        if frame.empty:
+            continue
+        frame = frame.assign(**{c: math.nan for c in INSTABILITY_COLUMNS if c not in frame})
+        step = frame["step"].max() if at == "last" else frame["step"].min()
+        frames.append(frame[frame["step"] == step].assign(run_id=rid))
     if not frames:
         return None
-    labelled = runs[["run_id", *keys]].assign(**{k: runs[k].map(label) for k in keys})
+    labelled = runs[["run_id", *keys]].assign(**{k: labels(runs[k]) for k in keys})
     merged = pd.concat(frames).merge(labelled, on="run_id")
     merged["gap"] = merged["train_mode_val_acc"] - merged["eval_mode_val_acc"]
     columns = [
@@ -923,11 +996,18 @@ def last_over_first(
 
 def attach_diagnostics(result: Report, runs_dir: Path) -> None:
     """``--diagnostics``: each section's diagnostics tables at initialisation and at the last
-    evaluation; refused when no selected run recorded diagnostics."""
-    found = False
+    evaluation; refused when no selected run recorded diagnostics. A run whose diagnostics
+    could not be read is named in the report's warnings."""
+    found, skipped = False, []
     for section in result.sections:
         for name, at in (("diagnostics_init", "first"), ("diagnostics", "last")):
-            section.tables[name] = diagnostics_table(section.runs, section.keys, runs_dir, at)
+            section.tables[name] = diagnostics_table(
+                section.runs, section.keys, runs_dir, at, skipped if at == "last" else None
+            )
         found = found or section.tables["diagnostics"] is not None
+    result.warnings.extend(skipped)
     if not found:
-        raise UsageError("--diagnostics: none of these runs was trained with diagnostics=true")
+        reason = f" that could be read ({len(skipped)} skipped)" if skipped else ""
+        raise UsageError(
+            f"--diagnostics: none of these runs was trained with diagnostics=true{reason}"
+        )

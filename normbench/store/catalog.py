@@ -1,67 +1,44 @@
-"""The runs a report is about: every run directory read into one flat row, then narrowed to a
-sweep and to filters.
+"""The runs a report is about: every run directory as one flat row, then narrowed to a sweep
+and to filters.
 
-Reads the run store only (never torch). An index file (runs/.index.json) keeps the rows keyed
-by each run's files' sizes and modification times, so a second report over ten thousand runs
-re-reads only what changed.
+Reads the run store only (never torch). The rows come from the index (normbench.store.index:
+runs/.index.sqlite) where a run's files are unchanged, and from the files otherwise, so a
+second report over 100,000 runs reads three stamps a run, not three files.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
+import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from normbench.core.errors import StoreError, UsageError
-from normbench.core.files import read_json
+from normbench.core.errors import UsageError
 from normbench.core.text import plain
-from normbench.experiment.compose import parse_overrides
-from normbench.experiment.schema import LATER_KEYS, flatten
+from normbench.store.index import (
+    COLUMNS,
+    PROVENANCE_FIELDS,
+    RECORD_FIELDS,
+    STAMP,
+    SUMMARY_FIELDS,
+    Index,
+    Record,
+    Records,
+    Stamp,
+    as_list,
+    has_meta,
+    read_many,
+    stamp,
+)
 from normbench.store.records import sweep_run_ids
-from normbench.store.rundir import (
-    FINISHED,
-    MAX_BYTES,
-    RunDir,
-    atomic_write,
-    check_meta,
-    metrics_rows,
-)
+from normbench.store.rundir import RunDir, is_run_id
 
-INDEX = ".index.json"
-INDEX_VERSION = 6
-SUMMARY_FIELDS = (
-    "final_val_acc",
-    "best_val_acc",
-    "final_val_loss",
-    "final_val_bpb",
-    "test_acc",
-    "test_loss",
-    "test_bpb",
-    "steps",
-    "steps_to_target",
-    "time_to_target_s",
-    "train_loss_auc",
-    "train_s",
-    "wall_s",
-    "parameters",
-    "num_classes",
-    "unigram_bpb",
-    "val_size",
-    "test_size",
-    "initial_val_loss",
-    "initial_val_bpb",
-)
-# Where a run's numbers came from: the code's fingerprint, torch, and the device it ran on.
-PROVENANCE_FIELDS = ("code_hash", "torch_version", "device_used")
-# What a person attached, the clock recorded, or the command line was (argv): never part of
-# an experiment's config.
-RECORD_FIELDS = ("started", "finished", "tags", "note", "command")
 NOT_CONFIG = ("run_id", "status", "error", *SUMMARY_FIELDS, *PROVENANCE_FIELDS, *RECORD_FIELDS)
+OLD_INDEX = ".index.json"  # the JSON index of earlier versions: deleted, never read
 
 
 @dataclass
@@ -72,61 +49,6 @@ class Selection:
     warnings: list[str] = field(default_factory=list)
 
 
-RUN_FILES = ("config.yaml", "meta.json", "metrics.parquet")
-
-
-def read_run(path: Path) -> dict:
-    """One run as a flat row: status, the flattened config, summary numbers, provenance. A
-    run whose files are not what normbench writes raises StoreError naming the file."""
-    run = RunDir(path.parent, path.name)
-    meta = check_meta(run.meta_path, read_json(run.meta_path, MAX_BYTES["meta.json"]))
-    cfg = run.read_config()
-    if meta.get("run_id", path.name) != path.name:
-        raise StoreError(
-            f"{run.meta_path}: it belongs to another run ({plain(str(meta['run_id']))[:80]})"
-        )
-    if meta["status"] in FINISHED and metrics_rows(run.metrics_path) == 0:
-        raise StoreError(f"{run.metrics_path}: a finished run with no metrics")
-    row = {"run_id": path.name, "status": meta["status"], "error": meta.get("error")}
-    row.update(flatten(cfg))
-    for key, old in LATER_KEYS.items():  # a built-in group's run made before the key existed
-        if f"{key.partition('.')[0]}._target_" not in row:
-            row.setdefault(key, old)
-    summary = meta.get("summary") or {}
-    row.update({name: summary.get(name) for name in SUMMARY_FIELDS})
-    if row["num_classes"] is None:  # runs made before the summary recorded it
-        row["num_classes"] = cfg["data"].get("num_classes", 10)
-    code = meta.get("code") or {}
-    row["code_hash"] = code.get("source_hash") or "unrecorded"
-    row["torch_version"] = (meta.get("versions") or {}).get("torch")
-    row["device_used"] = meta.get("device")
-    row.update({name: meta.get(name) for name in RECORD_FIELDS})
-    return row
-
-
-def stamp(path: Path) -> list:
-    """Size and modification time of a run's three files (None for a missing one): the index
-    reuses a row only while all three are unchanged."""
-    out = []
-    for name in RUN_FILES:
-        try:
-            info = os.lstat(path / name)
-            out.append([info.st_mtime_ns, info.st_size])
-        except OSError:
-            out.append(None)
-    return out
-
-
-def unreadable(err: Exception) -> str:
-    """Why a run could not be read, naming the file: ``metrics.parquet is missing``."""
-    if isinstance(err, StoreError):
-        return str(err)
-    if isinstance(err, FileNotFoundError) and err.filename:
-        return f"{Path(err.filename).name} is missing"
-    where = f"{Path(err.filename).name}: " if getattr(err, "filename", None) else ""
-    return f"{where}{getattr(err, 'strerror', None) or err}"
-
-
 def load_runs(runs_dir: Path) -> Selection:
     """Every run under runs_dir; half-written, corrupt or unsafe ones skipped with a warning
     naming the run and the file; a ``running`` run whose lock is free shown as abandoned."""
@@ -135,70 +57,90 @@ def load_runs(runs_dir: Path) -> Selection:
             f"runs directory {runs_dir} does not exist; train something first: "
             "normbench run, or normbench sweep smoke"
         )
-    index = _read_index(runs_dir / INDEX)
-    rows, warnings, fresh = [], [], {}
+    found, warnings = scan(runs_dir)
+    index = Index.open(runs_dir)
+    try:
+        known, indexed = index.records() if index else (Records(), set())
+    except sqlite3.OperationalError:  # locked past the timeout: read the files this time
+        known, indexed = Records(), set()
+    except sqlite3.DatabaseError:  # corrupt past its first page: read the files, rebuild it
+        index.close()
+        index = Index.open(runs_dir, rebuild=True)
+        known, indexed = Records(), set()
+    wanted = [
+        (name, files)
+        for name, files in found.items()
+        if name not in known.runs or known.runs[name][STAMP] != files
+    ]
+    fresh = read_many(runs_dir, wanted)
+    warnings += fresh.warnings
+    records = {}
+    for name, files in found.items():
+        if name in fresh.runs:
+            records[name] = fresh.runs[name]
+        elif name in known.runs and known.runs[name][STAMP] == files:
+            records[name] = known.runs[name]
+    if index is not None:
+        removed = indexed - records.keys()
+        if index.writable and (fresh.runs or removed):
+            with contextlib.suppress(sqlite3.Error):  # busy or read-only: the next one writes
+                index.update(fresh, removed)
+        index.close()
+        with contextlib.suppress(OSError):
+            (runs_dir / OLD_INDEX).unlink(missing_ok=True)
+    frame = as_frame(records, {**known.configs, **fresh.configs})
+    running = frame.index[frame["status"] == "running"]
+    for row in running:
+        if RunDir(runs_dir, frame.at[row, "run_id"]).lock_is_free():
+            frame.at[row, "status"] = "abandoned"
+    return Selection(frame, warnings)
+
+
+def scan(runs_dir: Path) -> tuple[dict[str, Stamp], list[str]]:
+    """The run directories directly in ``runs_dir`` (real directories named by a run id, with
+    a meta.json) and their files' stamps; a warning for every other directory or link."""
+    found, warnings = {}, []
     with os.scandir(runs_dir) as entries:
         for entry in entries:
-            if entry.name.startswith(".") or entry.name == "sweeps":
+            name = entry.name
+            if name.startswith(".") or name == "sweeps":
                 continue
-            name = plain(entry.name)
             if entry.is_symlink():
-                warnings.append(f"skipped {name}: a symlink (normbench reads run directories only)")
+                why = "a symlink (normbench reads run directories only)"
+            elif not entry.is_dir(follow_symlinks=False):
                 continue
-            if not entry.is_dir(follow_symlinks=False):
-                continue
-            files = stamp(Path(entry.path))
-            if files[1] is None:
-                warnings.append(f"skipped {name}: no meta.json (a half-written run?)")
-                continue
-            cached = index.get(entry.name)
-            if cached and cached["stamp"] == files:
-                row = cached["row"]
+            elif not is_run_id(name):
+                why = (
+                    "not a run id (MODEL-NORM-PLACEMENT-PRECISION-bBATCH-sSEED-HASH, as "
+                    "normbench names a run's directory)"
+                )
             else:
-                try:
-                    row = read_run(Path(entry.path))
-                except (OSError, StoreError) as err:
-                    warnings.append(f"skipped {name}: {plain(unreadable(err))}")
+                files = stamp(entry.path)
+                if has_meta(files):
+                    found[name] = files
                     continue
-            fresh[entry.name] = {"stamp": files, "row": row}
-            rows.append(row)
-    if fresh.keys() != index.keys() or any(fresh[k]["stamp"] != index[k]["stamp"] for k in fresh):
-        with contextlib.suppress(OSError, StoreError):  # a read-only runs directory still reports
-            payload = {"version": INDEX_VERSION, "runs": fresh}
-            atomic_write(runs_dir / INDEX, json.dumps(payload, separators=(",", ":")))
-    for row in rows:
-        if row["status"] == "running" and RunDir(runs_dir, row["run_id"]).lock_is_free():
-            row["status"] = "abandoned"
-    return Selection(as_frame(rows), warnings)
+                why = "no meta.json (a half-written run?)"
+            warnings.append(f"skipped {plain(name)}: {why}")
+    return found, warnings
 
 
-def as_frame(rows: list[dict]) -> pd.DataFrame:
-    """Rows as a DataFrame in which config values keep their YAML types (a ghost batch of 32
-    beside a null one stays the int 32) and summary numbers are floats (NaN for missing)."""
-    frame = pd.DataFrame(rows, dtype=object)
-    for name in SUMMARY_FIELDS:
-        if name in frame:
-            frame[name] = pd.to_numeric(frame[name], errors="coerce").astype(float)
-    return frame
-
-
-def _read_index(path: Path) -> dict:
-    """The index's rows by run, or {} when it is missing or not of the expected shape."""
-    try:
-        payload = read_json(path, MAX_BYTES["index"])
-    except (OSError, StoreError):
-        return {}
-    if not isinstance(payload, dict) or payload.get("version") != INDEX_VERSION:
-        return {}
-    runs = payload.get("runs")
-    if not isinstance(runs, dict) or not all(
-        isinstance(entry, dict)
-        and isinstance(entry.get("stamp"), list)
-        and isinstance(entry.get("row"), dict)
-        for entry in runs.values()
-    ):
-        return {}
-    return runs
+def as_frame(records: dict[str, Record], configs: dict[str, dict]) -> pd.DataFrame:
+    """Records as one DataFrame: a run's own fields, then its config's keys (each distinct
+    config built once and repeated per run). Config values keep their YAML types (a ghost
+    batch of 32 beside a null one stays the int 32); summary numbers are floats (NaN for
+    missing); tags and command are lists again."""
+    own = pd.DataFrame(list(records.values()), columns=list(COLUMNS), dtype=object)
+    if records:
+        order = {key: i for i, key in enumerate(dict.fromkeys(own["config_id"]))}
+        shared = pd.DataFrame([configs[key] for key in order], dtype=object)
+        shared = shared.iloc[own["config_id"].map(order).to_numpy()]
+        own = pd.concat([own, shared.reset_index(drop=True)], axis=1)
+    own = own.drop(columns=["stamp", "config_id"])
+    summary = list(SUMMARY_FIELDS)
+    own[summary] = own[summary].astype(float)  # numbers or None: checked when read
+    for name in ("tags", "command"):
+        own[name] = own[name].map(as_list)
+    return own
 
 
 def select(
@@ -214,7 +156,9 @@ def select(
         if missing:
             selection.warnings.append(f"{len(missing)} runs of the sweep have no results yet")
         runs = runs[runs["run_id"].isin(sweep_ids)]
-    for override in parse_overrides(filters):
+    if filters:  # Hydra's override parser, imported only when there are filters: a second
+        from normbench.experiment.compose import parse_overrides
+    for override in parse_overrides(filters) if filters else ():
         key = override.key_or_group
         column = f"{key}.name" if f"{key}.name" in runs.columns else key
         if column not in runs.columns:

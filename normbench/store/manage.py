@@ -1,24 +1,30 @@
 """Managing a runs directory: list, show, compare and clean runs.
 
-Reads through normbench.catalog (the index keeps ``runs list`` fast over thousands of runs);
-``clean`` deletes only plain run directories directly inside the runs directory, never
-through a symlink, and never a run whose lock is held (a run being trained).
+Reads through normbench.store.catalog (the index keeps ``runs list`` fast over 100,000 runs)
+and the trusted reader. A run named on the command line must be a run id or the start of one
+(a-z 0-9 _ . -: never a path or a pattern). ``clean`` trusts neither the index nor a name for a
+path: it deletes only a directory named by a run id, directly inside the runs directory, that
+is not a symlink, while holding the run's lock (never a run being trained).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import re
 import shutil
+import stat
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
 
-from normbench.core.errors import UsageError
-from normbench.experiment.schema import flatten
+from normbench.core.errors import StoreError, UsageError
+from normbench.core.keys import shown
+from normbench.core.text import plain
 from normbench.store.catalog import Selection
-from normbench.store.rundir import STATUSES, RunDir
+from normbench.store.rundir import STATUSES, RunDir, is_run_id
 
 # The choices that say what a run is, in the order `runs list` shows them.
 HEADLINE = (
@@ -30,6 +36,7 @@ HEADLINE = (
     "batch_size",
     "seed",
 )
+PREFIX = re.compile(r"[a-z0-9_.-]{1,200}")  # what the start of a run id may hold
 
 
 def parse_statuses(text: str | None) -> list[str] | None:
@@ -64,72 +71,132 @@ def age(timestamp: str | None, now: datetime | None = None) -> str:
     return f"{max(0, seconds):.0f} s"
 
 
-def list_rows(runs: pd.DataFrame) -> tuple[list[dict[str, str]], str]:
-    """One row a run, newest first: id, status, the headline choices that differ between the
-    listed runs, result, age, tags; and the choices they all share, as one line."""
+LISTED = ("run id", "status", "choices", "result", "age", "tags")  # `runs list`'s columns
+
+
+def list_rows(runs: pd.DataFrame) -> tuple[list[tuple[str, ...]], str]:
+    """One row a run (LISTED), newest first: id, status, the headline choices that differ
+    between the listed runs, result, age, tags; and the choices they all share, as one line.
+    Column by column (a store lists 100,000 runs)."""
     present = [key for key in HEADLINE if key in runs]
-    shared = [key for key in present if runs[key].map(str).nunique() == 1]
+    shown_values = {key: _shown(runs[key]) for key in present}
+    shared = [key for key in present if shown_values[key].nunique() == 1]
     varying = [key for key in present if key not in shared]
-    rows = []
-    ordered = runs.sort_values("started", ascending=False, na_position="last")
-    for _, run in ordered.iterrows():
-        result = "-"
-        for column, name in (("final_val_bpb", "bpb"), ("final_val_acc", "acc")):
-            value = run.get(column)
-            if isinstance(value, float) and not math.isnan(value):
-                result = f"{name} {value:.4f}"
-                break
-        rows.append(
-            {
-                "run_id": run["run_id"],
-                "status": run["status"],
-                "choices": _choices(run, varying),
-                "result": result,
-                "age": age(run.get("finished") or run.get("started")),
-                "tags": ",".join(run["tags"]) if isinstance(run.get("tags"), list) else "",
-            }
-        )
-    return rows, _choices(runs.iloc[0], shared) if len(runs) else ""
+    ordered = runs.sort_values("started", ascending=False, na_position="last").index
+    newest = runs.loc[ordered]
+    now, ages = datetime.now(timezone.utc), {}
+    for when in set(newest["finished"].fillna(newest["started"])):
+        ages[when] = age(when, now)
+    columns = (
+        newest["run_id"].tolist(),
+        newest["status"].tolist(),
+        _choices([shown_values[key][ordered] for key in varying], varying, len(runs)),
+        [
+            _result(bpb, acc)
+            for bpb, acc in zip(newest["final_val_bpb"], newest["final_val_acc"], strict=True)
+        ],
+        [ages[when] for when in newest["finished"].fillna(newest["started"])],
+        [",".join(tags) if isinstance(tags, list) else "" for tags in newest["tags"]],
+    )
+    rows = list(zip(*columns, strict=True))
+    first = [[shown_values[key].iloc[0]] for key in shared]
+    return rows, (_choices(first, shared, 1)[0] if len(runs) else "")
 
 
-def _choices(run: pd.Series, keys: list[str]) -> str:
-    return " ".join(f"{key.removesuffix('.name')}={run[key]}" for key in keys)
+def _shown(values: pd.Series) -> pd.Series:
+    """``str`` of each value: a column of strings as it is, of integers converted at once,
+    else once per distinct value and type (a column of 100,000 runs holds a handful)."""
+    kind = pd.api.types.infer_dtype(values, skipna=False)
+    if kind == "string":
+        return values
+    if kind == "integer":
+        return values.astype(str)
+    seen: dict[tuple, str] = {}
+    shown = []
+    for value in values:
+        key = (type(value), value) if isinstance(value, (str, int, float, type(None))) else None
+        text = seen.get(key) if key is not None else None
+        if text is None:
+            text = str(value)
+            if key is not None:
+                seen[key] = text
+        shown.append(text)
+    return pd.Series(shown, index=values.index, dtype=object)
+
+
+def _result(bpb: float, acc: float) -> str:
+    for value, name in ((bpb, "bpb"), (acc, "acc")):
+        if isinstance(value, float) and not math.isnan(value):
+            return f"{name} {value:.4f}"
+    return "-"
+
+
+def _choices(values: list, keys: list[str], count: int) -> list[str]:
+    """``norm=batchnorm seed=1`` for each of ``count`` runs, from each key's column of shown
+    values (no keys: empty strings)."""
+    if not keys:
+        return [""] * count
+    names = [key.removesuffix(".name") for key in keys]
+    return [
+        " ".join(f"{name}={value}" for name, value in zip(names, row, strict=True))
+        for row in zip(*values, strict=True)
+    ]
 
 
 def resolve(runs_dir: Path, name: str) -> RunDir:
-    """A run by its id or an unambiguous prefix of it."""
-    if not name or "/" in name or name.startswith("."):
-        raise UsageError(f"run {name!r}: a run id (or the start of one), as `runs list` shows")
-    exact = runs_dir / name
-    if exact.is_dir() and not exact.is_symlink():
+    """A run by its id or an unambiguous start of it (a prefix, never a pattern or a path)."""
+    if not PREFIX.fullmatch(name) or name.startswith("."):
+        raise UsageError(
+            f"run {shown(plain(name))}: a run id or the start of one (a-z 0-9 _ . -), as "
+            "`runs list` shows it"
+        )
+    if is_run_id(name) and _is_run_directory(runs_dir, name):
         return RunDir(runs_dir, name)
-    matches = sorted(
-        p.name
-        for p in runs_dir.glob(f"{name}*")
-        if p.is_dir() and not p.is_symlink() and not p.name.startswith(".") and p.name != "sweeps"
-    )
+    try:
+        with os.scandir(runs_dir) as entries:
+            matches = sorted(
+                entry.name
+                for entry in entries
+                if entry.name.startswith(name)
+                and is_run_id(entry.name)
+                and entry.is_dir(follow_symlinks=False)
+            )
+    except OSError as err:
+        raise UsageError(f"runs directory {runs_dir}: {err.strerror}") from None
     if len(matches) == 1:
         return RunDir(runs_dir, matches[0])
     if not matches:
         raise UsageError(f"run {name}: no such run in {runs_dir}; see normbench runs list")
-    shown = ", ".join(matches[:5]) + (" ..." if len(matches) > 5 else "")
-    raise UsageError(f"run {name}: {len(matches)} runs start so; give more of the id: {shown}")
+    listed = ", ".join(matches[:5]) + (" ..." if len(matches) > 5 else "")
+    raise UsageError(f"run {name}: {len(matches)} runs start so; give more of the id: {listed}")
+
+
+def _is_run_directory(runs_dir: Path, name: str) -> bool:
+    """Whether runs_dir/name is a directory itself (not a symlink to one)."""
+    try:
+        return stat.S_ISDIR(os.lstat(runs_dir / name).st_mode)
+    except OSError:
+        return False
 
 
 def read_config(run: RunDir) -> dict:
-    import yaml
+    """A run's config, flattened, through the trusted reader (UsageError naming the file)."""
+    try:
+        return run.read_config()
+    except (OSError, StoreError) as err:
+        raise UsageError(f"run {run.run_id}: {_reason(err)}") from None
 
-    text = (run.path / "config.yaml").read_text()
-    cfg = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    if not isinstance(cfg, dict):
-        raise UsageError(f"run {run.run_id}: config.yaml is not a config")
-    return cfg
+
+def _reason(err: OSError | StoreError) -> str:
+    if isinstance(err, StoreError):
+        return str(err)
+    return f"{Path(err.filename or '').name or 'a file'}: {err.strerror}"
 
 
 def diff(a: RunDir, b: RunDir) -> list[tuple[str, str, str]]:
     """(key, value in A, value in B) for every config key that differs, and for the code,
     torch and device that made each run."""
-    flat_a, flat_b = flatten(read_config(a)), flatten(read_config(b))
+    flat_a, flat_b = read_config(a), read_config(b)
     rows = [
         (key, json.dumps(flat_a.get(key, "(absent)")), json.dumps(flat_b.get(key, "(absent)")))
         for key in sorted(set(flat_a) | set(flat_b))
@@ -146,21 +213,50 @@ def diff(a: RunDir, b: RunDir) -> list[tuple[str, str, str]]:
     return rows
 
 
-def clean_candidates(runs_dir: Path, runs: pd.DataFrame) -> list[RunDir]:
-    """The selected runs that can be deleted: plain directories (never symlinks) directly
-    inside runs_dir, not being trained (their lock is free)."""
-    out = []
+def clean_candidates(runs_dir: Path, runs: pd.DataFrame) -> tuple[list[RunDir], list[str]]:
+    """The selected runs that can be deleted (see ``deletable``), and a warning for each that
+    cannot."""
+    out, warnings = [], []
     for rid in runs["run_id"]:
-        run = RunDir(runs_dir, rid)
-        if run.path.is_symlink() or not run.path.is_dir():
-            continue
+        run = RunDir(runs_dir, rid) if is_run_id(rid) else None
+        why = "not a run id" if run is None else deletable(run)
+        if why is None:
+            out.append(run)
+        else:
+            warnings.append(f"kept {plain(str(rid))[:120]}: {why}")
+    return out, warnings
+
+
+def deletable(run: RunDir) -> str | None:
+    """Why ``run`` cannot be deleted now, or None: its name must be a run id (so its directory
+    is directly inside the runs directory), the directory one itself (never a symlink), and
+    its lock free and not a symlink."""
+    if not is_run_id(run.run_id):
+        return "not a run id"
+    if not _is_run_directory(run.path.parent, run.run_id):
+        return "not a directory of its own (a symlink?)"
+    try:
         with run.lock(wait=False) as free:
-            if free:
-                out.append(run)
-    return out
+            return None if free else "being trained (its lock is held)"
+    except StoreError as err:
+        return plain(str(err))
 
 
-def delete(run: RunDir) -> None:
-    """Remove a run's directory and its lock file."""
-    shutil.rmtree(run.path)
-    (run.path.parent / ".locks" / f"{run.run_id}.lock").unlink(missing_ok=True)
+def delete(run: RunDir) -> str | None:
+    """Remove a run's directory and its lock file, checked again (``deletable``) while
+    holding the lock; returns why it was kept, or None once deleted."""
+    if not is_run_id(run.run_id):
+        return "not a run id"
+    try:
+        with run.lock(wait=False) as free:
+            if not free:
+                return "being trained (its lock is held)"
+            if not _is_run_directory(run.path.parent, run.run_id):
+                return "not a directory of its own (a symlink?)"
+            shutil.rmtree(run.path)  # never follows a symlink inside it
+            run.lock_path.unlink(missing_ok=True)
+    except StoreError as err:
+        return plain(str(err))
+    except OSError as err:
+        return f"cannot delete it ({err.strerror})"
+    return None

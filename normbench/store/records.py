@@ -87,9 +87,10 @@ def sweep_record(runs_dir: Path, name: str) -> dict:
 
 
 def read_record(path: Path) -> dict | None:
-    """A sweep record, or None when it is not one (truncated, wrong shape)."""
+    """A sweep record (runs/sweeps/NAME.json, read through the trusted reader: never through a
+    symlinked sweeps folder or file), or None when it is not one (truncated, wrong shape)."""
     try:
-        record = read_json(path, MAX_BYTES["record"])
+        record = read_json(path, MAX_BYTES["record"], root=path.parent.parent)
     except (OSError, StoreError):
         return None
     runs = record.get("runs") if isinstance(record, dict) else None

@@ -20,6 +20,7 @@ import fcntl
 import functools
 import hashlib
 import json
+import math
 import os
 import re
 import stat
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from normbench.core.errors import StoreError
-from normbench.core.files import MAX_DEPTH, depth, parquet_rows, read_json, read_parquet, read_yaml
+from normbench.core.files import parquet_rows, read_json, read_parquet, read_yaml
 from normbench.experiment.schema import GROUPS, experiment
 from normbench.store.provenance import is_stale
 
@@ -45,7 +46,7 @@ MAX_BYTES = {
     "metrics.parquet": 256 << 20,
     "diagnostics.parquet": 256 << 20,
     "record": 64 << 20,  # a sweep record
-    "index": 512 << 20,  # runs/.index.json
+    "checkpoint.pt": 64 << 30,  # a model's whole training state
 }
 
 FINISHED = ("complete", "diverged")  # results: not run again unless forced
@@ -107,6 +108,19 @@ def headline(name: str) -> str:
     return re.sub(r"[^a-z0-9_.]", "_", name.rpartition(":")[2].lower())
 
 
+# The run id grammar (``run_id``): model, norm, placement and precision as ``headline`` writes
+# them, batch size, seed, 8 hex digits. Every path normbench builds from a run id that it did
+# not just compute (a directory name, an index row, a command-line argument) must match it:
+# no "/", no "..", nothing absolute, nothing hidden.
+RUN_ID = re.compile(
+    r"[a-z0-9_][a-z0-9_.]*-[a-z0-9_.]+-[a-z0-9_.]+-[a-z0-9_.]+-b[0-9]+-s[0-9]+-[0-9a-f]{8}"
+)
+
+
+def is_run_id(name: object) -> bool:
+    return isinstance(name, str) and RUN_ID.fullmatch(name) is not None
+
+
 @functools.cache
 def file_mode() -> int:
     """rw for whoever the umask allows: colleagues sharing a group runs directory read each
@@ -150,8 +164,9 @@ def real_directory(path: Path) -> Path:
 
 
 def check_meta(path: Path, meta: Any) -> dict:
-    """meta.json of the shape normbench writes, else StoreError."""
-    if not isinstance(meta, dict) or depth(meta) > MAX_DEPTH:
+    """meta.json of the shape normbench writes, else StoreError. (Its depth was bounded when
+    it was read.)"""
+    if not isinstance(meta, dict):
         raise StoreError(f"{path}: not a run's meta.json (expected an object)")
     if meta.get("status") not in STATUSES:
         raise StoreError(
@@ -161,29 +176,58 @@ def check_meta(path: Path, meta: Any) -> dict:
         if meta.get(key) is not None and not isinstance(meta[key], kind):
             raise StoreError(f"{path}: {key} should be {'an object' if kind is dict else 'a list'}")
     summary = meta.get("summary") or {}
-    if any(not isinstance(v, (int, float, type(None))) for v in summary.values()):
+    if any(
+        isinstance(v, bool) or not isinstance(v, (int, float, type(None))) for v in summary.values()
+    ):
         raise StoreError(f"{path}: summary values should be numbers")
     if any(not isinstance(tag, str) for tag in meta.get("tags") or []):
         raise StoreError(f"{path}: tags should be strings")
     return meta
 
 
-def check_config(path: Path, cfg: Any) -> dict:
+SCALARS = (str, int, float, bool, type(None))  # what a config value is (or a list of them)
+
+
+def check_config(path: Path | str, cfg: Any) -> dict[str, Any]:
     """config.yaml of the shape normbench writes (every group chosen by name, a seed and a
-    batch size), else StoreError: a truncated file is refused rather than reported as a run
-    without a norm."""
-    if not isinstance(cfg, dict) or depth(cfg) > MAX_DEPTH:
+    batch size, values that are strings, finite numbers, booleans, nulls or lists of them),
+    flattened (``{'train.lr': 0.003}``); else StoreError: a truncated file is refused rather
+    than reported as a run without a norm. (Its depth was bounded when it was read.)"""
+    if not isinstance(cfg, dict):
         raise StoreError(f"{path}: not a run's config (expected a mapping)")
     for group in GROUPS:
         section = cfg.get(group)
         if not isinstance(section, dict) or not isinstance(section.get("name"), str):
             raise StoreError(f"{path}: no {group}.name (a truncated or foreign config?)")
-    for key in ("seed", "batch_size"):
-        if not isinstance(cfg.get(key), int) or isinstance(cfg.get(key), bool):
-            raise StoreError(f"{path}: {key} should be an integer")
+    for key, low in (("seed", 0), ("batch_size", 1)):
+        value = cfg.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value < 2**32:
+            raise StoreError(f"{path}: {key} should be an integer from {low} to {2**32 - 1}")
     if not isinstance(cfg.get("train"), dict):
         raise StoreError(f"{path}: no train section")
-    return cfg
+    flat: dict[str, Any] = {}
+    _flatten_checked(path, cfg, "", flat)
+    return flat
+
+
+def _is_plain(value: Any) -> bool:
+    kind = type(value)
+    return kind in (str, int, bool, type(None)) or (kind is float and math.isfinite(value))
+
+
+def _flatten_checked(path: Path | str, section: dict, prefix: str, flat: dict) -> None:
+    for key, value in section.items():
+        if type(key) is not str:
+            raise StoreError(f"{path}: key {str(key)[:40]!r} in {prefix or 'the top'} is no name")
+        if type(value) is dict:
+            _flatten_checked(path, value, f"{prefix}{key}.", flat)
+            continue
+        if not (_is_plain(value) or (type(value) is list and all(map(_is_plain, value)))):
+            raise StoreError(
+                f"{path}: {prefix}{key} holds {str(value)[:40]!r}; valid: a string, a finite "
+                "number, true/false, null, or a list of them"
+            )
+        flat[prefix + key] = value
 
 
 class RunDir:
@@ -267,13 +311,19 @@ class RunDir:
     def read_meta(self) -> dict[str, Any] | None:
         """The run's meta.json, or None when there is none or it is not a valid one."""
         try:
-            return check_meta(self.meta_path, read_json(self.meta_path, MAX_BYTES["meta.json"]))
+            return check_meta(self.meta_path, self.read_json("meta.json"))
         except (OSError, StoreError):
             return None
 
-    def read_config(self) -> dict:
-        """config.yaml, checked (StoreError when it is not a run's config)."""
-        return check_config(self.config_path, read_yaml(self.config_path))
+    def read_json(self, name: str) -> Any:
+        """One of the run's JSON files, through the trusted reader: never through a symlinked
+        run directory or file (StoreError), bounded."""
+        return read_json(self.path / name, MAX_BYTES[name], root=self.path.parent)
+
+    def read_config(self) -> dict[str, Any]:
+        """config.yaml, checked and flattened (StoreError when it is not a run's config)."""
+        raw = read_yaml(self.config_path, MAX_BYTES["config.yaml"], root=self.path.parent)
+        return check_config(self.config_path, raw)
 
     def intact(self) -> bool:
         """Whether a finished run's three files are readable and consistent: a config of the
@@ -281,7 +331,7 @@ class RunDir:
         is not a result, and is trained again."""
         try:
             self.read_config()
-            return metrics_rows(self.metrics_path) > 0
+            return metrics_rows(self.metrics_path, self.path.parent) > 0
         except (OSError, StoreError):
             return False
 
@@ -340,10 +390,10 @@ class RunDir:
         atomic_write(self.metrics_path, sink.getvalue().to_pybytes())
 
 
-def metrics_rows(path: Path) -> int:
-    """Rows of a metrics.parquet, read from its footer (bounded; StoreError when it is not a
-    parquet file with normbench's step column)."""
-    rows, columns = parquet_rows(path, MAX_BYTES["metrics.parquet"])
+def metrics_rows(path: Path, root: Path) -> int:
+    """Rows of a metrics.parquet inside ``root``, read from its footer (bounded; StoreError
+    when it is not a parquet file with normbench's step column)."""
+    rows, columns = parquet_rows(path, MAX_BYTES["metrics.parquet"], root)
     if "step" not in columns:
         raise StoreError(f"{path}: no step column")
     return rows

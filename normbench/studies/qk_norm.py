@@ -116,7 +116,13 @@ def logit_growth(runs, section: tables.Section) -> pd.DataFrame:
             {
                 "qk_norm": run["model.qk_norm"],
                 "lr": float(run["train.lr"]),
-                "trained": tables.trained(run, section.metric),
+                "trained": tables.trained(
+                    run["status"],
+                    run[section.metric.column],
+                    run["num_classes"],
+                    run.get("unigram_bpb"),
+                    section.metric,
+                ),
                 "logit_0": float(by_step.loc[first]),
                 "logit_early": float(by_step.loc[early]),
                 "early_step": int(early),

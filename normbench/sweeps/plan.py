@@ -16,8 +16,17 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
+from normbench.core.errors import StoreError
+from normbench.core.files import read_json
 from normbench.store.provenance import is_stale
-from normbench.store.rundir import FINISHED, Rerun, RunDir, atomic_write, real_directory
+from normbench.store.rundir import (
+    FINISHED,
+    MAX_BYTES,
+    Rerun,
+    RunDir,
+    atomic_write,
+    real_directory,
+)
 from normbench.sweeps.grid import MAX_RUNS, Job, Sweep, compose_jobs, grid_overrides, varying_keys
 
 
@@ -146,8 +155,14 @@ def finish_record(
     until_decided: dict | None = None,
 ) -> dict[str, int]:
     """Store the runs (a sweep run until decided adds seeds), the counts so far and, until
-    decided, the design with the looks taken; returns the counts."""
-    record = json.loads(path.read_text())
+    decided, the design with the looks taken; returns the counts. The record is read back
+    through the trusted reader (it lies in the runs directory); one damaged meanwhile is
+    written anew."""
+    try:
+        record = read_json(path, MAX_BYTES["record"], root=path.parent.parent)
+    except (OSError, StoreError):
+        record = None
+    record = record if isinstance(record, dict) else {}
     record.update(
         counts=counts,
         runs=[{"run_id": job.run_id, "overrides": job.overrides} for job in jobs],

@@ -23,7 +23,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from normbench.store.rundir import atomic_write
+from normbench.core.errors import StoreError
+from normbench.core.files import open_regular
+from normbench.store.rundir import MAX_BYTES, atomic_write
 
 FILE_NAME = "checkpoint.pt"
 FORMAT = 1  # bumped when the layout changes: an older checkpoint is then not loaded
@@ -61,16 +63,49 @@ def save(path: Path, state: dict[str, Any]) -> None:
     atomic_write(path, buffer.getvalue())
 
 
+class Unusable(Exception):
+    """A checkpoint that is there but cannot be resumed from (the run starts afresh)."""
+
+
+# What a checkpoint must hold to be resumed from, and of which type (``save``'s callers).
+STATE = {
+    "step": int,
+    "model": dict,
+    "optimizer": dict,
+    "scheduler": dict,
+    "scaler": dict,
+    "rng": dict,
+    "data_order": dict,
+    "window": dict,
+    "rows": list,
+    "diagnostics": list,
+    "summary": dict,
+    "train_s": (int, float),
+    "wall_s": (int, float),
+}
+
+
 def load(path: Path) -> dict[str, Any] | None:
-    """The checkpoint at ``path`` on the CPU, or None when there is none, it is of another
-    format, or it cannot be read (the run then starts afresh: same result, more time)."""
-    if not path.is_file():
-        return None
+    """The checkpoint at ``path`` (a run directory's checkpoint.pt) on the CPU, or None when
+    there is none. Read through the trusted reader (a regular file, never through a symlink,
+    bounded) with ``weights_only``; ``Unusable`` naming what is wrong when it cannot be read,
+    is of another format or lacks part of a run's state (the run then starts afresh: the same
+    result, more time)."""
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except (OSError, EOFError, RuntimeError, ValueError, pickle.UnpicklingError):
+        with open_regular(path, MAX_BYTES["checkpoint.pt"], root=path.parent.parent) as handle:
+            state = torch.load(handle, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
         return None
-    return state if isinstance(state, dict) and state.get("format") == FORMAT else None
+    except StoreError as err:
+        raise Unusable(str(err)) from None
+    except (OSError, EOFError, RuntimeError, ValueError, pickle.UnpicklingError) as err:
+        raise Unusable(f"{path}: not a checkpoint ({type(err).__name__})") from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise Unusable(f"{path}: not a checkpoint of format {FORMAT} (another version's?)")
+    for key, kind in STATE.items():
+        if not isinstance(state.get(key), kind) or isinstance(state.get(key), bool):
+            raise Unusable(f"{path}: no {key} in it (a checkpoint without a run's state)")
+    return state
 
 
 def rng_state(device: torch.device) -> dict[str, Any]:

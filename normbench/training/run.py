@@ -24,9 +24,18 @@ import numpy as np
 import torch
 
 from normbench import __version__
-from normbench.core.errors import UsageError
+from normbench.core.errors import StoreError, UsageError
+from normbench.store.index import record_run
 from normbench.store.provenance import fingerprint, is_stale
-from normbench.store.rundir import FINISHED, Labels, Rerun, RunDir, real_directory, run_id
+from normbench.store.rundir import (
+    FINISHED,
+    Labels,
+    Rerun,
+    RunDir,
+    is_run_id,
+    real_directory,
+    run_id,
+)
 from normbench.training import checkpoint
 from normbench.training.trainer import Trainer, now
 
@@ -72,11 +81,13 @@ def run_experiment(
     """
     device = resolve_device(cfg["device"])
     run = RunDir(runs_dir, run_id(cfg))
+    clean_staging(Path(runs_dir))
     with run.lock():  # another process training this run: wait for it, then look again
         previous = run.read_meta()
         if not run.needs_training(previous, cfg, rerun or Rerun()):
             if labels:
                 run.write_meta(labels.apply(previous))
+                record_run(run.path.parent, run.run_id)
             return Outcome(
                 run.run_id,
                 run.path,
@@ -89,10 +100,16 @@ def run_experiment(
         labels = labels or Labels()
         labels = Labels(kept.tags + labels.tags, labels.note or kept.note)
         if rerun and rerun.force and previous and previous.get("status") in FINISHED:
-            return train_replacing(cfg, run, device, progress, labels)
-        if rerun and rerun.force:
-            (run.path / checkpoint.FILE_NAME).unlink(missing_ok=True)
-        return train_and_record(cfg, run, device, progress, labels)
+            outcome = train_replacing(cfg, run, device, progress, labels)
+        else:
+            if rerun and rerun.force:
+                (run.path / checkpoint.FILE_NAME).unlink(missing_ok=True)
+            outcome = train_and_record(cfg, run, device, progress, labels)
+        record_run(run.path.parent, run.run_id)  # the next report need not read it
+        return outcome
+
+
+STAGING = ".staging"  # runs/.staging/<run_id>-<8 hex>/<run_id>/: a forced rerun, while it trains
 
 
 def train_replacing(
@@ -100,8 +117,10 @@ def train_replacing(
 ) -> Outcome:
     """``--force`` on a finished run: train into a fresh directory beside it and swap it in
     only once the new run has finished, so that a forced rerun that is interrupted or fails
-    never destroys the result it was asked to replace. (The caller holds the run's lock.)"""
-    staging = real_directory(run.path.parent / ".staging") / secrets.token_hex(4)
+    never destroys the result it was asked to replace; what it trained is then discarded.
+    (The caller holds the run's lock; a process killed here leaves its staging directory to
+    ``clean_staging``.)"""
+    staging = real_directory(run.path.parent / STAGING) / f"{run.run_id}-{secrets.token_hex(4)}"
     fresh = RunDir(staging, run.run_id)
     try:
         outcome = train_and_record(cfg, fresh, device, progress, labels)
@@ -138,6 +157,32 @@ def signals_deferred() -> Iterator[None]:
 
 
 DEFERRED = (signal.SIGINT, signal.SIGTERM)
+
+
+def clean_staging(runs_dir: Path) -> None:
+    """Delete the staging directories that forced reruns killed by kill -9 (or a lost node)
+    left behind: those whose runs no live process holds. A staging directory belongs to the
+    run its name and its contents name; it is deleted while holding those runs' locks, and
+    kept while any of them is held (a forced rerun training now) or cannot be taken."""
+    staging = runs_dir / STAGING
+    if staging.is_symlink() or not staging.is_dir():
+        return
+    with os.scandir(staging) as entries:
+        left = [entry for entry in entries if entry.is_dir(follow_symlinks=False)]
+    for entry in left:
+        try:
+            owners = {name for name in os.listdir(entry.path) if is_run_id(name)}
+        except OSError:
+            continue
+        if is_run_id(entry.name.rpartition("-")[0]):
+            owners.add(entry.name.rpartition("-")[0])
+        with contextlib.ExitStack() as held:
+            try:
+                locks = [RunDir(runs_dir, owner).lock(wait=False) for owner in owners]
+                if all(held.enter_context(lock) for lock in locks):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+            except StoreError:  # a symlinked lock: leave it to a person
+                continue
 
 
 def train_and_record(

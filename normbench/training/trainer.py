@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,6 +20,7 @@ import torch.nn.functional as F
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from normbench.core.text import plain
 from normbench.data.base import Split, Stream, cache_dir
 from normbench.data.datasets import input_shape, load
 from normbench.data.generated import will_generate
@@ -436,26 +438,45 @@ class Trainer:
         return tick + time.perf_counter() - started
 
     def resume(self, window: Window) -> int:
-        """Load the run's checkpoint if it has one; returns the step to continue after."""
-        state = checkpoint.load(self.checkpoint_path)
-        if state is None:
-            return 0
+        """Load the run's checkpoint if it has one; returns the step to continue after. A
+        checkpoint that cannot be resumed from (unreadable, another format, without a model
+        state, of another model's shapes) means starting afresh, with a warning on stderr:
+        the same result, more time."""
+        try:
+            state = checkpoint.load(self.checkpoint_path)
+            if state is None:
+                return 0
+            self.restore(state, window)
+        except checkpoint.Unusable as err:
+            problem = str(err)
+        except (KeyError, TypeError, ValueError, RuntimeError, IndexError, AttributeError) as err:
+            problem = f"{self.checkpoint_path}: cannot resume from it ({type(err).__name__})"
+        else:
+            return state["step"]
+        sys.stderr.write(f"warning: {plain(problem)}; starting the run afresh\n")
+        self.setup()  # the model, optimiser and generators as they start (a restore may
+        window.clear()  # have changed some of them before it failed)
+        return 0
+
+    def restore(self, state: dict, window: Window) -> None:
+        """The training state of a checkpoint (``checkpoint.load`` checked its keys): the
+        model, optimiser, schedules and generators first, as they can fail on another model's
+        state; then the run's records so far."""
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.scaler.load_state_dict(state["scaler"])
-        self.loss_scale = self.scaler.get_scale()
         checkpoint.set_rng_state(state["rng"], self.device)
         self.data_order.load_state_dict(state["data_order"])
         window.load_state_dict(state["window"])
+        self.loss_scale = self.scaler.get_scale()
         self.rows = state["rows"]
         if self.diagnostics is not None:
             self.diagnostics.rows = state["diagnostics"]
         self.summary = state["summary"]
         self.train_s, self.wall_s = state["train_s"], state["wall_s"]
-        self.first_step = state["first_step"]
+        self.first_step = state.get("first_step")
         self.resumed_from = state["step"]
-        return state["step"]
 
     def generating_note(self, data: dict) -> contextlib.AbstractContextManager:
         """A spinner while a first run on this machine generates its data set (seconds, once;
@@ -562,7 +583,10 @@ class Window:
     def read(self) -> tuple[float, float]:
         """(mean loss, accuracy) since the last read, then start a new window."""
         result = (self.loss.item() / self.steps, self.correct.item() / self.samples)
+        self.clear()
+        return result
+
+    def clear(self) -> None:
         self.loss.zero_()
         self.correct.zero_()
         self.samples = self.steps = 0
-        return result

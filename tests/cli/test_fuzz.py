@@ -11,16 +11,20 @@ import contextlib
 import json
 import os
 import shutil
+from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
-from helpers import make_run
-from hypothesis import HealthCheck, given, settings
+from helpers import limited, make_run
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from normbench.cli import app
 from normbench.core.errors import UsageError
 from normbench.experiment.schema import SCHEMA
+from normbench.report import plots
 from normbench.report.render import to_json
 from normbench.report.tables import build
 from normbench.store.catalog import load_runs
@@ -139,10 +143,10 @@ CORRUPTION = st.one_of(
         ]
     ),
 )
-TARGETS = ["meta.json", "config.yaml", "metrics.parquet", ".index.json", "sweep record"]
+TARGETS = ["meta.json", "config.yaml", "metrics.parquet", ".index.sqlite", "sweep record"]
 
 
-@FUZZ
+@settings(FUZZ, max_examples=80)  # every command's property below covers report as well
 @given(
     st.lists(st.tuples(st.sampled_from(TARGETS), st.integers(0, 3), CORRUPTION), max_size=3),
     st.booleans(),
@@ -157,8 +161,8 @@ def test_corrupted_run_files_never_crash_hang_or_write_outside(
     outside.write_text("untouched")
     run_ids = sorted(p.name for p in runs.iterdir() if p.name.startswith("cnn-"))
     for target, which, payload in damage:
-        if target == ".index.json":
-            path = runs / ".index.json"
+        if target == ".index.sqlite":
+            path = runs / ".index.sqlite"
         elif target == "sweep record":
             path = next((runs / "sweeps").iterdir())
         else:
@@ -178,3 +182,168 @@ def test_corrupted_run_files_never_crash_hang_or_write_outside(
     assert result.exit_code in (0, 2), (damage, result.output, result.exception)
     assert outside.read_text() == before_outside
     assert {p.name for p in root.iterdir()} == {"runs", "outside.txt"}
+
+
+# ------------------------------------------------------- every command, every input file
+@pytest.fixture(scope="module")
+def armoury(tmp_path_factory):
+    """Everything a command reads, written once as normbench writes it: a store of four runs
+    (one with diagnostics, one failed), its index, a sweep record, a sweep preset and an npz
+    data file. Each case damages a copy."""
+    root = tmp_path_factory.mktemp("armoury")
+    runs = root / "runs"
+    for norm in ("batchnorm", "layernorm"):
+        make_run(runs, [f"norm={norm}", "seed=0"], acc=0.8)
+    make_run(runs, ["norm=batchnorm", "seed=1"], acc=0.85)
+    make_run(runs, ["norm=layernorm", "seed=1"], status="failed", acc=None, error="boom")
+    ids = sorted(p.name for p in runs.iterdir() if p.name.startswith("cnn-"))
+    units = [
+        {"step": step, "unit": unit, "depth": unit, "sublayer": "convblock", "grad_norm": 0.1}
+        | {k: 1.0 for k in ("in_mean", "in_std", "out_mean", "out_std")}
+        | {"train_mode_val_acc": 0.5, "eval_mode_val_acc": 0.4}
+        | {f"sn_{a}_{b}": float("nan") for a in ("mean", "var") for b in ("in", "ln", "bn")}
+        for step in (0, 30)
+        for unit in range(2)
+    ]
+    pd.DataFrame(units).to_parquet(runs / ids[0] / "diagnostics.parquet")
+    load_runs(runs)
+    (runs / "sweeps").mkdir()
+    record = {"name": "s", "runs": [{"run_id": rid} for rid in ids]}
+    (runs / "sweeps" / "s-20260101-000000-abc.json").write_text(json.dumps(record))
+    (root / "grid.yaml").write_text("version: 1\nparams:\n  model: cnn\n  seed: 0,1\n")
+    rng = np.random.default_rng(0)
+    np.savez(
+        root / "data.npz",
+        x_train=rng.normal(size=(80, 1, 8)).astype(np.float32),
+        y_train=np.arange(80) % 2,
+    )
+    (root / "outside").mkdir()
+    (root / "outside" / "secret.txt").write_text("untouched")
+    return root, ids
+
+
+RUN_FILES = ["{run}/meta.json", "{run}/config.yaml", "{run}/metrics.parquet"]
+STORE_FILES = [*RUN_FILES, "{runs}/.index.sqlite", "{runs}/.locks/{run_id}.lock"]
+# Each command, and the files it reads (a case damages these, or any other, files).
+COMMANDS = [
+    (["runs", "list", "{runs}"], STORE_FILES),
+    (["runs", "list", "{runs}", "--status", "failed,abandoned"], STORE_FILES),
+    (["runs", "show", "{run}", "--runs-dir", "{runs}"], RUN_FILES),
+    (["runs", "show", "cnn-batchnorm-pre-fp32-b32-s0", "--runs-dir", "{runs}"], RUN_FILES),
+    (["runs", "diff", "{run}", "{other}", "--runs-dir", "{runs}"], RUN_FILES),
+    (["runs", "clean", "{runs}", "--yes"], STORE_FILES),
+    (["report", "{runs}", "--html", "{out}/report.html"], STORE_FILES),
+    (["report", "{runs}", "--diagnostics", "--format", "json"], ["{run}/diagnostics.parquet"]),
+    (["report", "{runs}", "--format", "markdown"], STORE_FILES),
+    (
+        ["report", "{runs}", "--format", "json", "--sweep", "s"],
+        ["{runs}/sweeps/s-20260101-000000-abc.json"],
+    ),
+    (["report", "{runs}", "--format", "csv", "--table", "convergence"], STORE_FILES),
+    (["sweep", "{root}/grid.yaml", "--dry-run", "--runs-dir", "{runs}"], ["{root}/grid.yaml"]),
+    (
+        ["run", "data=arrays", "data.path={root}/data.npz", "--cfg", "--runs-dir", "{runs}"],
+        ["{root}/data.npz"],
+    ),
+]
+FILES = sorted({name for _, names in COMMANDS for name in names})
+DAMAGE = st.one_of(
+    CORRUPTION.map(lambda payload: ("bytes", payload)),
+    st.integers(0, 400).map(lambda keep: ("truncate", keep)),
+    st.sampled_from(
+        [
+            ("fifo", None),
+            ("symlink", "{root}/outside/secret.txt"),
+            ("symlink", "/dev/zero"),
+            ("symlink", "{root}/outside"),
+            ("bytes", b"a: &a [x, x]\nb: &b [*a, *a]\nc: [*b, *b]\n"),
+            ("bytes", b'{"status": "complete", "summary": {"parameters": 1e999}}'),
+            ("bytes", b"params: {seed: !!python/object/apply:os.system [echo]}\n"),
+            ("strings", None),  # a parquet file of string columns
+        ]
+    ),
+)
+
+
+def damage(path, kind: str, payload, root) -> None:
+    """Replace ``path`` by ``kind`` of damage (its directory made when missing)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "truncate" and path.is_file():
+        path.write_bytes(path.read_bytes()[:payload])
+        return
+    if path.is_symlink() or path.exists():
+        path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "symlink":
+        path.symlink_to(payload.format(root=root))
+    elif kind == "strings":
+        pd.DataFrame({"step": ["1", "2"], "train_loss": ["a", "b"]}).to_parquet(path)
+    else:
+        path.write_bytes(payload if kind == "bytes" else b"")
+
+
+def snapshot(root) -> dict:
+    """Every file and link under ``root`` but the runs directory and the output folder."""
+    seen = {}
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root)
+        if relative.parts[0] in ("runs", "out"):
+            continue
+        if path.is_symlink():
+            seen[str(relative)] = ("link", os.readlink(path))
+        elif path.is_file():
+            seen[str(relative)] = ("file", path.read_bytes())
+        else:
+            seen[str(relative)] = ("other", path.stat().st_mode)
+    return seen
+
+
+@pytest.mark.parametrize(("command", "reads"), COMMANDS, ids=lambda c: " ".join(c[:3])[:30])
+@settings(
+    max_examples=8,  # a case per command and kind of damage, or so: 13 commands, ~20 s in all
+    deadline=None,  # limited() below bounds each case instead, and also ends a blocking read
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    derandomize=True,
+)
+@given(data=st.data())
+def test_every_command_on_damaged_files_answers_without_a_traceback(
+    armoury, tmp_path_factory, monkeypatch, command, reads, data
+):
+    """Random, truncated, FIFO, symlinked and hostile files under every command that reads a
+    runs directory, a preset or a data file: each case within 30 s and 2 GB more memory (8 GB
+    when it imports torch), exit 0 or 2 (one line), no traceback, and nothing outside the runs
+    directory changed."""
+    target = st.one_of(st.sampled_from(reads), st.sampled_from(FILES))
+    damages = data.draw(st.lists(st.tuples(target, st.integers(0, 3), DAMAGE), max_size=3))
+    pristine, ids = armoury
+    root = tmp_path_factory.mktemp("case")
+    shutil.copytree(pristine, root, symlinks=True, dirs_exist_ok=True)
+    (root / "out").mkdir()
+    runs = root / "runs"
+    for target, which, (kind, payload) in damages:
+        run = runs / ids[which]
+        path = target.format(run=run, runs=runs, root=root, run_id=ids[which])
+        damage(Path(path), kind, payload, root)
+    before = snapshot(root)
+    fields = {"runs": runs, "root": root, "out": root / "out", "run": ids[0], "other": ids[1]}
+    arguments = [part.format(**fields) for part in command]
+    monkeypatch.setattr(plots, "to_png", lambda fig: b"\x89PNG\r\n\x1a\n")  # drawn, not encoded
+    with limited(30, 8 << 30 if command[0] == "run" else 2 << 30):
+        result = runner.invoke(app, arguments, env={"COLUMNS": "100"})
+    event(f"{' '.join(command[:2])}: exit {result.exit_code}")  # --hypothesis-show-statistics
+    shown = (arguments, damages, result.output[-2000:])
+    assert result.exception is None or isinstance(result.exception, SystemExit), (
+        *shown,
+        repr(result.exception),
+    )
+    assert result.exit_code in (0, 2) and "Traceback" not in result.output, shown
+    if result.exit_code == 2:
+        errors = [line for line in result.output.splitlines() if line.startswith("normbench:")]
+        assert len(errors) == 1, shown
+    assert snapshot(root) == before, shown
+    assert {p.name for p in root.iterdir()} == {*before_names(before), "runs", "out"}, shown
+
+
+def before_names(seen: dict) -> set[str]:
+    return {Path(name).parts[0] for name in seen}

@@ -215,7 +215,7 @@ def test_corrupt_configs_are_named_warnings_never_tracebacks(tmp_path, content, 
     assert result.exit_code == 0 and "Traceback" not in result.output
     payload = json.loads(result.stdout)
     assert any(ids[0] in w and words in w for w in payload["warnings"]), payload["warnings"]
-    assert (runs / ".index.json").stat().st_size < 1_000_000
+    assert (runs / ".index.sqlite").stat().st_size < 1_000_000
 
 
 def test_a_fifo_never_blocks_report_run_or_dry_run(tmp_path):
@@ -269,12 +269,34 @@ def test_meta_of_the_wrong_shape_is_a_warning(tmp_path, meta):
     assert any(ids[0] in w for w in json.loads(result.stdout)["warnings"])
 
 
-def test_an_index_of_the_wrong_shape_is_rebuilt(tmp_path):
+def test_an_index_that_is_not_ours_is_rebuilt(tmp_path):
+    """Garbage, an empty file, another program's database and an earlier normbench's JSON index
+    in place of runs/.index.sqlite: the report reads the runs' files and rebuilds it."""
+    import sqlite3
+
     runs, ids = hand_store(tmp_path)
-    for bad in ('{"version": 4, "runs": {"x": 5}}', "[1]", '{"version": 4, "runs": [1]}'):
-        (runs / ".index.json").write_text(bad)
+    index = runs / ".index.sqlite"
+
+    def foreign(path):
+        connection = sqlite3.connect(path)
+        connection.execute("CREATE TABLE runs (run_id TEXT, row TEXT)")
+        connection.execute("INSERT INTO runs VALUES ('../victim', '{}')")
+        connection.commit()
+        connection.close()
+
+    for make in (
+        lambda path: path.write_bytes(b"garbage" * 100),
+        lambda path: path.write_bytes(b""),
+        foreign,
+        lambda path: path.write_text('{"version": 5, "runs": {}}'),
+    ):
+        for leftover in runs.glob(".index.sqlite*"):
+            leftover.unlink()
+        make(index)
         result = report_json(runs)
-        assert result.exit_code == 0 and '"complete": 2' in result.stdout
+        assert result.exit_code == 0 and '"complete": 2' in result.stdout, result.output
+        tables = sqlite3.connect(index).execute("SELECT name FROM sqlite_master").fetchall()
+        assert sorted(tables) == [("configs",), ("runs",)]
 
 
 def test_a_truncated_sweep_record_is_skipped(tmp_path):
@@ -428,8 +450,9 @@ def test_an_interrupted_forced_rerun_keeps_the_previous_result(tmp_path):
     while time.time() < deadline and not any((runs / ".staging").glob("*/*/metrics.parquet")):
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)  # training under way in the staging directory
-    proc.communicate(timeout=180)
+    _, err = proc.communicate(timeout=180)
     assert proc.returncode == 130
+    assert "the forced rerun was discarded" in err and "keeps its previous result" in err
     assert (run.read_meta(), run.metrics_path.read_bytes()) == before
     assert not any((runs / ".staging").iterdir())
     again = subprocess.run(forced_run(tiny_cnn()), capture_output=True, text=True)

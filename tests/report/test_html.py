@@ -34,8 +34,9 @@ CHROMIUM = next(
 
 @pytest.fixture
 def hostile(tmp_path):
-    """A study whose runs directory attacks the reader: a norm named like a script tag, a
-    failed run whose directory is an <img> with an onerror handler, markup in an error."""
+    """A study whose runs directory attacks the reader: a norm named like a script tag, markup
+    in a failed run's error, a copy of that run in a directory named as an <img> with an
+    onerror handler (not a run id: skipped, and named in a warning)."""
     return hostile_store(tmp_path / "runs")
 
 
@@ -61,7 +62,7 @@ def hostile_store(runs: Path) -> Path:
     rid = make_run(
         runs, ["norm=layernorm", "seed=9"], status="failed", acc=None, error="boom <b>bold</b>"
     )
-    (runs / rid).rename(runs / IMG)
+    shutil.copytree(runs / rid, runs / IMG)
     meta = json.loads((runs / IMG / "meta.json").read_text())
     (runs / IMG / "meta.json").write_text(json.dumps({**meta, "run_id": IMG}))
     return runs

@@ -427,7 +427,7 @@ def test_missing_or_empty_runs_directory_is_a_clear_error(tmp_path):
 
 def test_the_index_refreshes_changed_runs(study):
     first = load_runs(study).runs.set_index("run_id")
-    assert (study / ".index.json").exists()
+    assert (study / ".index.sqlite").exists()
     rid = first.index[0]
     meta = RunDir(study, rid).read_meta()
     meta["summary"]["final_val_acc"] = 0.123456

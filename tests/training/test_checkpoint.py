@@ -175,3 +175,31 @@ def test_an_unreadable_checkpoint_is_ignored_and_the_run_starts_afresh(tmp_path)
     (run.path / checkpoint.FILE_NAME).write_bytes(b"not a checkpoint")
     assert run_experiment(cfg, tmp_path, progress=False).status == "complete"
     assert meta(run.path)["resumed_from"] == []
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        {"format": checkpoint.FORMAT, "step": 5},  # loadable, without a model state
+        {"format": checkpoint.FORMAT + 1, "step": 5},  # another version's
+        "another model",  # every key, but another model's weights
+    ],
+)
+def test_a_checkpoint_without_a_usable_state_starts_the_run_afresh_with_a_warning(
+    tmp_path, capsys, state
+):
+    cfg = compose(tiny(*LONG, "train.max_steps=20"))
+    run = RunDir(tmp_path, run_id(cfg))
+    run.path.mkdir(parents=True)
+    if state == "another model":
+        state = {
+            key: kind() if isinstance(kind, type) else 0.0 for key, kind in checkpoint.STATE.items()
+        }
+        state.update(format=checkpoint.FORMAT, step=5, model={"weight": torch.zeros(3)})
+    torch.save(state, run.path / checkpoint.FILE_NAME)
+    outcome = run_experiment(cfg, tmp_path, progress=False)
+    assert outcome.status == "complete", outcome.error
+    assert meta(run.path)["resumed_from"] == []
+    assert "; starting the run afresh" in capsys.readouterr().err
+    again = run_experiment(cfg, tmp_path, progress=False)  # and it stays finished
+    assert again.skipped

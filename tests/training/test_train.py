@@ -379,3 +379,20 @@ def test_a_signal_between_the_config_and_meta_writes_waits_for_both():
         finished.append("meta")
     assert finished == ["config", "meta"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+
+
+def test_leftover_staging_directories_are_cleaned_when_the_next_run_starts(tmp_path):
+    """A forced rerun killed by kill -9 leaves runs/.staging/<run_id>-<hex>/ behind; the next
+    run deletes it, but never one whose run a live process holds (a forced rerun under way)."""
+    runs = tmp_path / "runs"
+    left, held, old = (f"cnn-batchnorm-pre-fp32-b32-s{seed}-0000000{seed}" for seed in (1, 2, 3))
+    for directory in (f"{left}-0a1b2c3d/{left}", f"{held}-4e5f6a7b/{held}", f"0123abcd/{old}"):
+        (runs / ".staging" / directory).mkdir(parents=True)
+        (runs / ".staging" / directory / "metrics.parquet").write_bytes(b"PAR1")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (runs / ".staging" / "link").symlink_to(outside)
+    with RunDir(runs, held).lock():
+        run_experiment(compose(tiny("model=cnn", "model.width=8")), runs, progress=False)
+    assert sorted(p.name for p in (runs / ".staging").iterdir()) == [f"{held}-4e5f6a7b", "link"]
+    assert outside.is_dir()

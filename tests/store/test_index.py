@@ -1,0 +1,205 @@
+"""runs/.index.sqlite: reused while a run's files are unchanged, updated when a run ends,
+checked row by row, rebuilt when it is not ours, never followed through a symlink, shared by
+processes writing at once, and left alone in a read-only runs directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+from helpers import make_run
+
+from normbench.store import index
+from normbench.store.catalog import load_runs
+from normbench.store.rundir import RunDir
+
+
+@pytest.fixture
+def runs(tmp_path):
+    runs = tmp_path / "runs"
+    for norm in ("batchnorm", "layernorm"):
+        for seed in range(2):
+            make_run(runs, [f"norm={norm}", f"seed={seed}"], acc=0.8 + seed / 10)
+    make_run(runs, ["norm=groupnorm", "seed=0"], status="failed", acc=None, error="boom")
+    return runs
+
+
+def essentials(runs) -> list[tuple]:
+    """What a report reads of each run, in a comparable form."""
+    frame = load_runs(runs).runs.sort_values("run_id")
+    columns = ["run_id", "status", "seed", "final_val_acc", "norm.name", "tags", "command"]
+    return [tuple(json.dumps(v) for v in row) for row in frame[columns].fillna(-1).values]
+
+
+@pytest.fixture
+def reads(monkeypatch):
+    """The runs read from their files (not from the index) by each load after this."""
+    names: list[str] = []
+    read_run = index.read_run
+
+    def counting(runs_dir, name, files):
+        names.append(name)
+        return read_run(runs_dir, name, files)
+
+    monkeypatch.setattr(index, "read_run", counting)
+    return names
+
+
+def test_rows_come_from_the_index_until_a_file_changes(runs, reads):
+    truth = essentials(runs)
+    assert len(reads) == 5 and (runs / index.FILE).is_file()
+    reads.clear()
+    assert essentials(runs) == truth and reads == []
+    rid = sorted(p.name for p in runs.iterdir() if p.name.startswith("cnn-"))[0]
+    run = RunDir(runs, rid)
+    run.write_meta({**run.read_meta(), "note": "edited"})
+    load_runs(runs)
+    assert reads == [rid]
+
+
+def test_the_update_after_a_run_makes_the_next_load_read_no_file(runs, reads):
+    load_runs(runs)
+    run = RunDir(runs, sorted(p.name for p in runs.iterdir() if p.name.startswith("cnn-"))[0])
+    meta = run.read_meta()
+    run.write_meta({**meta, "summary": {**meta["summary"], "final_val_acc": 0.123}})
+    index.record_run(runs, run.run_id)
+    reads.clear()
+    frame = load_runs(runs).runs.set_index("run_id")
+    assert reads == [] and frame.loc[run.run_id, "final_val_acc"] == pytest.approx(0.123)
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        "UPDATE runs SET status = 'complete; DROP' ",
+        "UPDATE runs SET final_val_acc = '0.5'",
+        "UPDATE runs SET final_val_acc = 9e999",
+        "UPDATE runs SET seed = 1.5",
+        "UPDATE runs SET tags = 'not json'",
+        "UPDATE runs SET tags = '[1, 2]'",
+        "UPDATE runs SET stamp = NULL",
+        "UPDATE configs SET flat = '[]'",
+        'UPDATE configs SET flat = \'{"norm.name": {"a": 1}}\'',
+        'UPDATE configs SET flat = \'{"status": "complete"}\'',
+        "UPDATE configs SET flat = '{\"train.lr\": NaN}'",
+    ],
+)
+def test_an_index_row_that_fails_its_checks_is_read_again_from_the_files(runs, reads, tamper):
+    truth = essentials(runs)
+    with sqlite3.connect(runs / index.FILE) as connection:
+        connection.execute(tamper)
+    reads.clear()
+    assert essentials(runs) == truth
+    assert len(reads) == 5  # every row failed, every run was read again (and re-indexed)
+    reads.clear()
+    assert essentials(runs) == truth and reads == []
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "corrupt page", "other schema"])
+def test_an_index_that_is_not_ours_is_rebuilt(runs, reads, damage):
+    truth = essentials(runs)
+    path = runs / index.FILE
+    with sqlite3.connect(path) as connection:
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    raw = path.read_bytes()
+    if damage == "garbage":
+        path.write_bytes(os.urandom(len(raw)))
+    elif damage == "truncated":
+        path.write_bytes(raw[:1000])
+    elif damage == "corrupt page":
+        path.write_bytes(raw[:4096] + os.urandom(len(raw) - 4096))
+    else:
+        with sqlite3.connect(path) as connection:
+            connection.execute("CREATE VIEW runs_view AS SELECT * FROM runs")
+    assert essentials(runs) == truth
+    reads.clear()
+    assert essentials(runs) == truth and reads == []  # rebuilt, and used again
+
+
+def test_a_symlinked_index_is_never_followed(runs, tmp_path):
+    truth = essentials(runs)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for name in os.listdir(runs):
+        if name.startswith(index.FILE):
+            os.replace(runs / name, elsewhere / name)
+    before = {p.name: p.read_bytes() for p in elsewhere.iterdir()}
+    (runs / index.FILE).symlink_to(elsewhere / index.FILE)
+    assert essentials(runs) == truth
+    (runs / index.FILE).unlink()
+    (runs / index.FILE).write_bytes(b"")
+    (runs / f"{index.FILE}-wal").symlink_to(elsewhere / "wal")
+    assert essentials(runs) == truth
+    assert {p.name: p.read_bytes() for p in elsewhere.iterdir()} == before
+
+
+def test_a_read_only_runs_directory_reports_without_writing(runs, reads, monkeypatch):
+    truth = essentials(runs)
+    (runs / index.FILE).unlink()
+    monkeypatch.setattr(index.os, "access", lambda path, mode: False)  # root ignores chmod
+    reads.clear()
+    assert essentials(runs) == truth and len(reads) == 5
+    assert not any(p.name.startswith(index.FILE) for p in runs.iterdir())
+    monkeypatch.undo()
+    essentials(runs)  # an index, made by its owner
+    for name in os.listdir(runs):
+        if name.startswith(f"{index.FILE}-"):
+            (runs / name).unlink()
+    listing = sorted(os.listdir(runs))
+    written = (runs / index.FILE).read_bytes()
+    monkeypatch.setattr(index, "read_run", reads_nothing)
+    monkeypatch.setattr(index.os, "access", lambda path, mode: False)
+    assert essentials(runs) == truth  # read from the index, opened as immutable
+    assert sorted(os.listdir(runs)) == listing and (runs / index.FILE).read_bytes() == written
+
+
+def reads_nothing(*args):
+    raise AssertionError("a run was read from its files")
+
+
+WRITER = """
+import sys
+from pathlib import Path
+from normbench.store.index import record_run
+from normbench.store.rundir import RunDir
+runs = Path(sys.argv[1])
+for _ in range(int(sys.argv[2])):
+    for name in sys.argv[3:]:
+        run = RunDir(runs, name)
+        run.write_meta({**run.read_meta(), "note": str(_)})
+        record_run(runs, name)
+"""
+
+
+def test_two_writers_and_a_reader_at_once(runs):
+    """Two processes finishing runs (each update a transaction) while reports load: no
+    error, no lost row, and the index ends up current."""
+    names = sorted(p.name for p in runs.iterdir() if p.name.startswith("cnn-"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(runs), "15", *half], env=env, stderr=subprocess.PIPE
+        )
+        for half in (names[::2], names[1::2])
+    ]
+    while any(writer.poll() is None for writer in writers):
+        assert len(load_runs(runs).runs) == 5
+    assert [writer.wait() for writer in writers] == [0, 0], [w.stderr.read() for w in writers]
+    with sqlite3.connect(runs / index.FILE) as connection:
+        rows = connection.execute("SELECT run_id, stamp FROM runs").fetchall()
+    assert sorted(name for name, _ in rows) == names
+    assert all(stamp == index.stamp(runs / name) for name, stamp in rows)
+
+
+def test_many_runs_are_read_by_worker_processes_alike(runs, monkeypatch):
+    wanted = [(name, index.stamp(runs / name)) for name in sorted(os.listdir(runs))]
+    wanted = [(name, files) for name, files in wanted if name.startswith("cnn-")]
+    alone = index.read_runs(runs, wanted)
+    monkeypatch.setattr(index, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(index, "CHUNK", 2)
+    spread = index.read_many(runs, wanted)
+    assert spread.runs == alone.runs and spread.configs == alone.configs
