@@ -372,6 +372,16 @@ class RunDir:
             root=self.path.parent,
         )
 
+    def read_diagnostics(self) -> pd.DataFrame:
+        """diagnostics.parquet (``diagnostics=true``) as a DataFrame, through the trusted
+        reader as metrics are. FileNotFoundError when the run recorded none."""
+        return read_parquet(
+            self.path / "diagnostics.parquet",
+            MAX_BYTES["diagnostics.parquet"],
+            MAX_METRIC_ROWS * 100,  # a row per unit and diagnosed step
+            root=self.path.parent,
+        )
+
     def write_metrics(self, rows: list[dict[str, float]]) -> None:
         """All rows so far, as one parquet file (rewritten whole: runs log hundreds of rows)."""
         import pyarrow as pa

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from normbench.report import render, tables
+from normbench.store.rundir import RunDir
 from normbench.studies.study import (
     CONVERGENCE_COLUMNS,
     Context,
@@ -220,7 +221,7 @@ def steps_to(runs_frame: pd.DataFrame, runs: Path, threshold: float) -> pd.DataF
     for norm, part in runs_frame.groupby("norm.name"):
         reached = []
         for rid in part["run_id"]:
-            metrics = pd.read_parquet(runs / rid / "metrics.parquet", columns=["step", "val_bpb"])
+            metrics = RunDir(runs, rid).read_metrics()
             hit = metrics[metrics["val_bpb"] <= threshold]
             reached.append(int(hit["step"].iloc[0]) if len(hit) else math.nan)
         rows.append(
@@ -238,7 +239,7 @@ def generalisation(runs_frame: pd.DataFrame, runs: Path) -> pd.DataFrame:
     for norm, part in runs_frame.groupby("norm.name"):
         gaps = []
         for rid, test_bpb in zip(part["run_id"], part["test_bpb"], strict=True):
-            metrics = pd.read_parquet(runs / rid / "metrics.parquet", columns=["train_loss"])
+            metrics = RunDir(runs, rid).read_metrics()
             gaps.append(float(test_bpb) - float(metrics["train_loss"].iloc[-1]) / math.log(2))
         rows.append({"norm": norm, "gap_bits": float(pd.Series(gaps).mean()), "per_seed": gaps})
     return pd.DataFrame(rows)

@@ -10,10 +10,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from normbench.core.files import read_parquet
 from normbench.report import plots, stats, tables
 from normbench.report.tables import Method, label
-from normbench.store.rundir import MAX_BYTES
+from normbench.store.rundir import RunDir
 from normbench.studies.study import Context, Study, command_of, load, md, section_of, verdict
 
 QK_NORM = Study(
@@ -104,10 +103,10 @@ def logit_growth(runs, section: tables.Section) -> pd.DataFrame:
     for _, run in section.runs.iterrows():
         if run["status"] not in ("complete", "diverged"):
             continue
-        path = runs / run["run_id"] / "diagnostics.parquet"
-        if not path.is_file():
+        try:
+            frame = RunDir(runs, run["run_id"]).read_diagnostics()
+        except FileNotFoundError:
             continue
-        frame = read_parquet(path, MAX_BYTES["diagnostics.parquet"], 10**6)
         if "max_logit" not in frame or frame["step"].nunique() < 2:
             continue
         by_step = frame.groupby("step")["max_logit"].max()
@@ -212,10 +211,11 @@ def logit_over_steps(runs, section: tables.Section, stable_none):
     for qk, part in chosen.groupby(chosen["model.qk_norm"].map(label)):
         curves = []
         for rid in part["run_id"]:
-            path = runs / rid / "diagnostics.parquet"
-            if path.is_file():
-                frame = read_parquet(path, MAX_BYTES["diagnostics.parquet"], 10**6)
-                curves.append(frame.groupby("step")["max_logit"].max())
+            try:
+                frame = RunDir(runs, rid).read_diagnostics()
+            except FileNotFoundError:
+                continue
+            curves.append(frame.groupby("step")["max_logit"].max())
         if curves:
             joined = pd.concat(curves, axis=1).dropna()
             ax.plot(joined.index, np.exp(np.log(joined).mean(axis=1)), label=f"qk_norm={qk}")

@@ -47,6 +47,7 @@ ALLOWED = {
     ("store/index.py", "sqlite3.connect("): "the index: checked files, the opened path too",
     ("report/plots.py", "read_parquet("): "core.files.read_parquet, the bounded reader",
     ("report/tables.py", "read_parquet("): "core.files.read_parquet, the bounded reader",
+    ("store/rundir.py", "read_parquet("): "core.files.read_parquet: a run's metrics, diagnostics",
 }
 
 

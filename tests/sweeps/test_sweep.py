@@ -458,7 +458,7 @@ def test_depth_preset_holds_the_learning_rate_and_varies_depth_and_placement():
     assert {job.cfg["placement"]["name"] for job in sweep.jobs} >= {"pre", "post", "sandwich"}
     assert {job.cfg["placement"]["name"] for job in sweep.jobs} >= {"lns", "mix"}
     assert {job.cfg["data"]["name"] for job in sweep.jobs} == {"pysource"}
-    assert load_preset("depth")["version"] == 2 and len(sweep.jobs) == 3 * 6 * 2
+    assert load_preset("depth")["version"] == 2 and len(sweep.jobs) == 3 * 6 * 3
 
 
 def test_qk_norm_preset_crosses_qk_norm_with_a_learning_rate_grid_that_reaches_divergence():
