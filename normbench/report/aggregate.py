@@ -44,11 +44,12 @@ def probability_of_improvement(tasks: Sequence[Task]) -> float:
 
 
 def interquartile_mean(scores: np.ndarray) -> float:
-    """The mean of the middle 50% of the scores: scipy.stats.trim_mean(scores, 0.25), which
-    trims int(0.25 n) from each end (rliable trims the same way)."""
-    from scipy import stats
-
-    return float(stats.trim_mean(scores, 0.25))
+    """The mean of the middle 50% of the scores, as scipy.stats.trim_mean(scores, 0.25) and
+    rliable compute it: sorted, int(0.25 n) trimmed from each end (computed here directly:
+    scipy's wrapper costs a millisecond a call, and a bootstrap makes thousands)."""
+    ordered = np.sort(np.asarray(scores, dtype=float))
+    cut = int(0.25 * len(ordered))
+    return float(ordered[cut : len(ordered) - cut].mean())
 
 
 def normalized(scores: np.ndarray, chance: float, best: float) -> np.ndarray:

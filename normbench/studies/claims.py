@@ -29,7 +29,7 @@ LR = Study(
     ["lr_stability"],
     ["seed=0", "train.max_steps=200"],
     data="pysource",
-    smoke=("train.lr=0.01,0.3",),
+    smoke=("train.lr=0.01,0.3", "placement=pre,post"),
 )
 
 DEPTH = Study(
@@ -37,7 +37,7 @@ DEPTH = Study(
     ["depth"],
     ["seed=0", "train.max_steps=200"],
     data="pysource",
-    smoke=("model.depth=2,8",),
+    smoke=("model.depth=2,4", "placement=pre,post,lns,mix"),
 )
 
 CLAIMS = Study(
@@ -56,6 +56,7 @@ CLAIMS = Study(
     ],
     ["seed=0,1", "train.max_steps=200"],
     data="pysource",
+    smoke=("model.depth=2",),
 )
 
 STUDIES = (

@@ -42,6 +42,7 @@ XAVIER = Study(  # Xiong et al.'s gradient profile at their initialisation: step
         "diagnostics=true",
     ],
     ["seed=0,1"],
+    smoke=("model.depth=2",),
 )
 
 STUDIES = (

@@ -20,15 +20,16 @@ from normbench.store.catalog import Selection
 
 # --smoke: the quick settings on a tiny model and a few steps, for the test suite.
 SMOKE = [
-    "model.width=16",
+    "model.width=8",
     "norm.groups=4",
-    "train.max_steps=20",
-    "train.eval_every=10",
+    "train.max_steps=6",
+    "train.eval_every=3",
+    "train.log_every=3",
     "seed=0,1",
 ]
 SMOKE_DATA = {
-    "mnist1d": ["data.num_samples=500"],
-    "pysource": ["data.eval_windows=16"],
+    "mnist1d": ["data.num_samples=300"],
+    "pysource": ["data.eval_windows=8", "data.context=16"],
     "workloads": [],  # a study over several data sets keeps each one's own size
 }
 

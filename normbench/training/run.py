@@ -216,9 +216,13 @@ def train_and_record(
         "resumed_from": previous.get("resumed_from", []) if resuming else [],
     }
     meta = labels.apply(meta)
-    with signals_deferred():  # a Ctrl-C or SIGTERM now would leave a run without meta.json
-        run.write_config(cfg)
-        run.write_meta(meta)
+    # A Ctrl-C or SIGTERM between the two would leave a run directory without meta.json:
+    # signals wait for both, and an exception raised in the first still writes the second.
+    with signals_deferred():
+        try:
+            run.write_config(cfg)
+        finally:
+            run.write_meta(meta)
     if not resuming:
         run.metrics_path.unlink(missing_ok=True)  # a forced re-run starts a fresh log
     start = time.perf_counter()

@@ -34,6 +34,10 @@ def test_improvement_is_mann_whitney_u_over_nm_with_ties_at_one_half():
 
 def test_the_interquartile_mean_trims_a_quarter_from_each_end():
     assert aggregate.interquartile_mean(np.arange(1.0, 9.0)) == pytest.approx(4.5)
+    rng = np.random.default_rng(0)
+    for n in (3, 4, 5, 7, 10, 13):
+        x = rng.standard_normal(n)
+        assert aggregate.interquartile_mean(x) == pytest.approx(scipy_stats.trim_mean(x, 0.25))
     assert aggregate.interquartile_mean(np.array([0.0, 1.0, 1.0, 100.0])) == pytest.approx(1.0)
     assert list(aggregate.normalized(np.array([0.1, 0.55, 1.0]), 0.1, 1.0)) == pytest.approx(
         [0.0, 0.5, 1.0]

@@ -241,9 +241,9 @@ def test_ctrl_c_or_sigterm_of_the_sweep_cancels_the_array(tmp_path, signum):
 
 def test_scancel_is_noticed_at_once_and_a_rerun_finishes_only_what_is_missing(tmp_path):
     runs = tmp_path / "runs"
-    # 20 steps against 3,000: the short run is complete long before the long one could be,
+    # 20 steps against 1,000: the short run is complete long before the long one could be,
     # so cancelling as soon as the short one is done always finds the long one training.
-    args = [*quick("train.max_steps=20,3000", "train.eval_every=50"), *SLURM]
+    args = [*quick("train.max_steps=20,1000", "train.eval_every=50"), *SLURM]
     proc = start_sweep(runs, *args)
     progress = "the short run to complete"
     wait_until(lambda: statuses(runs).count("complete") == 1, progress, sweep=proc)

@@ -162,6 +162,15 @@ def sweep_cli(runs: Path, *args: str, **kwargs) -> subprocess.CompletedProcess:
     )
 
 
+# Two short runs beside two long ones (50 times as many steps): once both short runs are
+# complete, a long one is training and only a signal can end it.
+SHORT_AND_LONG = [
+    *(o for o in QUICK if not o.startswith("train.max_steps=")),
+    "train.max_steps=20,1000",
+    "train.eval_every=50",
+]
+
+
 def start_and_wait_for_progress(runs: Path, args: list[str], output) -> subprocess.Popen:
     """Start a sweep of two short runs and two long ones in its own process group; return once
     both short runs are complete and a long one is running (only a signal can end it now)."""
@@ -238,7 +247,7 @@ def test_a_failing_run_is_recorded_and_the_sweep_goes_on(tmp_path):
 @pytest.mark.slow
 def test_kill_9_of_the_sweep_and_its_workers_then_resume(tmp_path):
     runs = tmp_path / "runs"
-    args = [*QUICK, "train.max_steps=20,3000", "train.eval_every=50", "seed=0,1", "--jobs", "2"]
+    args = [*SHORT_AND_LONG, "seed=0,1", "--jobs", "2"]
     proc = start_and_wait_for_progress(runs, args, subprocess.DEVNULL)
     os.killpg(proc.pid, signal.SIGKILL)  # the sweep and every worker at once
     proc.wait()
@@ -260,7 +269,7 @@ def test_ctrl_c_interrupts_running_runs_and_the_same_command_finishes_the_rest(
     tmp_path, whole_group
 ):
     runs = tmp_path / "runs"
-    args = [*QUICK, "train.max_steps=20,3000", "train.eval_every=50", "seed=0,1", "--jobs", "2"]
+    args = [*SHORT_AND_LONG, "seed=0,1", "--jobs", "2"]
     proc = start_and_wait_for_progress(runs, args, subprocess.PIPE)
     if whole_group:  # a terminal's Ctrl-C reaches the sweep and its workers
         os.killpg(proc.pid, signal.SIGINT)
