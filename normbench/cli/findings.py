@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from normbench.cli.app import app, fail
+from normbench.cli.app import app, fail, interrupt_on_sigterm
 
 
 @app.command(short_help="Reproduce the literature's claims: run the studies, write findings.md.")
@@ -25,6 +25,9 @@ def findings(
     """Run every study (a batch-size, placement, no-norm, precision and LayerNorm-claims sweep;
     a second call only reports), then write the findings document: per claim of the
     literature its command, tables, figures (beside it, in img/) and a computed verdict."""
+    from rich.console import Console
+
+    from normbench.core.errors import UsageError
     from normbench.studies import findings as document
 
     if quick and smoke:
@@ -32,7 +35,14 @@ def findings(
     if jobs < 1:
         raise fail(f"--jobs {jobs}: must be at least 1")
     scale = "smoke" if smoke else "quick" if quick else "full"
-    complete = document.write(runs_dir, out, jobs, scale, lambda line: typer.echo(line, err=True))
+    interrupt_on_sigterm()
+    try:
+        complete = document.write(runs_dir, out, jobs, scale, Console(stderr=True))
+    except UsageError as err:
+        raise fail(str(err)) from None
+    except KeyboardInterrupt:
+        typer.echo("interrupted: completed runs are kept; run the same command again", err=True)
+        raise typer.Exit(130) from None
     typer.echo(f"wrote {out}")
     if not complete:
         raise typer.Exit(1)

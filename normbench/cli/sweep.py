@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated
 
@@ -130,58 +131,59 @@ def sweep(
     runner = make_launcher(launcher, settings, jobs, runs_dir, rerun, folder)
     console.print(planning.plan_summary(grid, planned), soft_wrap=True)
     interrupt_on_sigterm()
-    jobs_so_far, counts, views = list(grid.jobs), {}, []
-    todo, first, look = planned.todo, None, 1
-    for look in range(1, plan.looks + 1 if plan else 2):
-        view = live.LiveView(console, grid, todo, title=f"round {look}" if plan else None)
-        views.append(view)
-        design = plan.record(look) if plan else None
-        try:
-            if todo:
-                with view:
-                    runner.launch(todo, view)
-        except UsageError as err:  # the cluster refused the submission
-            if look == 1 and not view.finished:  # nothing ran: leave nothing behind
-                planning.discard_record(record, folder)
-            else:
+    with contextlib.closing(runner):  # the local pool serves every round
+        jobs_so_far, counts, views = list(grid.jobs), {}, []
+        todo, first, look = planned.todo, None, 1
+        for look in range(1, plan.looks + 1 if plan else 2):
+            view = live.LiveView(console, grid, todo, title=f"round {look}" if plan else None)
+            views.append(view)
+            design = plan.record(look) if plan else None
+            try:
+                if todo:
+                    with view:
+                        runner.launch(todo, view)
+            except UsageError as err:  # the cluster refused the submission
+                if look == 1 and not view.finished:  # nothing ran: leave nothing behind
+                    planning.discard_record(record, folder)
+                else:
+                    planning.finish_record(
+                        record, planning.add_counts(counts, view.counts), jobs_so_far, True, design
+                    )
+                raise fail(str(err)) from None
+            except KeyboardInterrupt:
                 planning.finish_record(
                     record, planning.add_counts(counts, view.counts), jobs_so_far, True, design
                 )
-            raise fail(str(err)) from None
-        except KeyboardInterrupt:
-            planning.finish_record(
-                record, planning.add_counts(counts, view.counts), jobs_so_far, True, design
-            )
+                console.print(
+                    f"interrupted: {view.counts['complete']} runs completed and kept; "
+                    "run the same command again to finish the rest",
+                    soft_wrap=True,
+                )
+                raise typer.Exit(130) from None
+            counts = planning.add_counts(counts, view.counts)
+            if plan is None:
+                break
+            now = adaptive.look_at(jobs_so_far, runs_dir, plan.at(look))
+            if look == 1:  # the grid alone, reported as a fixed design (full alpha)
+                first = adaptive.tally(
+                    adaptive.look_at(jobs_so_far, runs_dir, method), len(jobs_so_far)
+                )
+            todo, undecided = adaptive.seeds_to_add(jobs_so_far, now, plan)
+            if not todo or look == plan.looks:
+                console.print(
+                    f"round {look}: every verdict decided"
+                    if not undecided
+                    else f"round {look}: {undecided} group(s) undecided, all at "
+                    f"--max-seeds {plan.max_seeds}",
+                    soft_wrap=True,
+                )
+                break
             console.print(
-                f"interrupted: {view.counts['complete']} runs completed and kept; "
-                "run the same command again to finish the rest",
+                f"round {look + 1}: {undecided} group(s) undecided; {len(todo)} more seed(s)",
                 soft_wrap=True,
             )
-            raise typer.Exit(130) from None
-        counts = planning.add_counts(counts, view.counts)
-        if plan is None:
-            break
-        now = adaptive.look_at(jobs_so_far, runs_dir, plan.at(look))
-        if look == 1:  # the grid alone, reported as a fixed design (full alpha)
-            first = adaptive.tally(
-                adaptive.look_at(jobs_so_far, runs_dir, method), len(jobs_so_far)
-            )
-        todo, undecided = adaptive.seeds_to_add(jobs_so_far, now, plan)
-        if not todo or look == plan.looks:
-            console.print(
-                f"round {look}: every verdict decided"
-                if not undecided
-                else f"round {look}: {undecided} group(s) undecided, all at "
-                f"--max-seeds {plan.max_seeds}",
-                soft_wrap=True,
-            )
-            break
-        console.print(
-            f"round {look + 1}: {undecided} group(s) undecided; {len(todo)} more seed(s)",
-            soft_wrap=True,
-        )
-        jobs_so_far += todo
-        planning.finish_record(record, counts, jobs_so_far, False, plan.record(look + 1))
+            jobs_so_far += todo
+            planning.finish_record(record, counts, jobs_so_far, False, plan.record(look + 1))
     summary = planning.finish_record(
         record, counts, jobs_so_far, True, plan.record(look) if plan else None
     )

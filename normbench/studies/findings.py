@@ -7,16 +7,21 @@ reports. ``--quick``: fewer seeds and steps; ``--smoke``: tiny runs, for the tes
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from datetime import date, datetime
 from pathlib import Path
 
+from rich.console import Console
+
 from normbench.core.errors import UsageError
 from normbench.store import records
+from normbench.store.rundir import Rerun
 from normbench.studies import batch, claims, depth, dyt, placement, precision, qk_norm, suite
-from normbench.studies.study import Context, arguments
+from normbench.studies.study import Context, arguments, command_of
+from normbench.sweeps import grid as grids
+from normbench.sweeps import live
+from normbench.sweeps import plan as planning
+from normbench.sweeps.launchers import LocalLauncher
 
 # The document's sections in order, and every study whose sweep they read.
 SECTIONS = (
@@ -42,14 +47,26 @@ STUDIES = (
 )
 
 
-def run_studies(runs: Path, jobs: int, scale: str, say=print) -> None:
-    """Run every study's sweep (a study whose runs are complete trains nothing)."""
-    for study in STUDIES:
-        args = arguments(study, scale)
-        command = [sys.executable, "-m", "normbench", "sweep", *args, "--jobs", str(jobs)]
-        command += ["--runs-dir", str(runs), "--name", f"findings-{study.name}"]
-        say("$ normbench " + " ".join(command[3:]))
-        subprocess.run(command, check=False, stdout=subprocess.DEVNULL)
+def run_studies(runs: Path, jobs: int, scale: str, console: Console) -> None:
+    """Run every study's sweep, one after another in this process, on one pool of workers (a
+    worker imports torch once for them all); a study whose runs are complete trains nothing.
+    Each is recorded as the sweep ``findings-<study>``, as its printed command would be."""
+    rerun = Rerun()
+    with LocalLauncher(jobs, runs, rerun) as pool:
+        for study in STUDIES:
+            args = arguments(study, scale)
+            preset = None if "=" in args[0] else args[0]
+            grid = grids.expand(preset, [arg for arg in args if "=" in arg])
+            grid.name = f"findings-{study.name}"
+            console.print(f"$ {command_of(study, scale)} --name {grid.name}", soft_wrap=True)
+            todo = planning.plan(grid, runs, rerun).todo
+            record = planning.write_record(grid, runs, "local", datetime.now())
+            view = live.LiveView(console, grid, todo, title=f"study {study.name}")
+            try:
+                with view:
+                    pool.launch(todo, view)
+            finally:  # an interrupted study keeps what it completed
+                planning.finish_record(record, dict(view.counts), grid.jobs)
 
 
 def training_walls(runs: Path) -> dict[str, float]:
@@ -68,11 +85,11 @@ def training_walls(runs: Path) -> dict[str, float]:
     return walls
 
 
-def write(runs: Path, out: Path, jobs: int, scale: str, say=print) -> bool:
+def write(runs: Path, out: Path, jobs: int, scale: str, console: Console) -> bool:
     """Run the studies, compute every section and write the document; False when a section
     could not be computed (its study's runs are missing or failed)."""
     start = time.perf_counter()
-    run_studies(runs, jobs, scale, say)
+    run_studies(runs, jobs, scale, console)
     walls = training_walls(runs)
     ctx = Context(runs, scale, out.parent / "img")
     sections = []

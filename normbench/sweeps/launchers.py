@@ -227,6 +227,7 @@ class RunJob:
 class Worker:
     process: mp.process.BaseProcess
     inbox: Any
+    ready: bool = False  # torch imported: it waits for a job
     job: Job | None = None
 
 
@@ -277,43 +278,55 @@ class LocalLauncher:
     """A pool of worker processes on this machine, fed one job at a time.
 
     The parent assigns each job, so it always knows which run a worker holds: a worker that
-    dies (out of memory, kill -9) has its run recorded as failed and is replaced.
+    dies (out of memory, kill -9) has its run recorded as failed and is replaced. The pool
+    outlives a launch (a sweep run until decided launches once a round, ``normbench
+    findings`` once a study): a worker imports torch once; ``close`` ends the pool.
     """
 
     def __init__(self, jobs: int | None, runs_dir: Path, rerun: Rerun):
         self.jobs = jobs or cores()
         self.runs_dir, self.rerun = runs_dir, rerun
         self.threads = max(1, cores() // self.jobs)
+        self.context = mp.get_context("spawn")  # fresh interpreters: no state from a thread
+        self.events = None
+        self.workers: dict[int, Worker] = {}
+        self.next_index = 0
+
+    def __enter__(self) -> LocalLauncher:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def parallelism(self, n_jobs: int) -> int:
         return max(1, min(self.jobs, n_jobs))
 
+    def start_worker(self) -> None:
+        self.events = self.events or self.context.Queue()
+        inbox = self.context.Queue()
+        args = (self.next_index, inbox, self.events, str(self.runs_dir), self.rerun, self.threads)
+        process = self.context.Process(target=worker_loop, args=args, daemon=True)
+        process.start()
+        self.workers[self.next_index] = Worker(process, inbox)
+        self.next_index += 1
+
     def launch(self, jobs: list[Job], view: View) -> None:
-        context = mp.get_context("spawn")  # fresh interpreters: no state forked from a thread
-        events = context.Queue()
         pending = deque(jobs)
-        workers: dict[int, Worker] = {}
-        next_index = 0
-
-        def start_worker() -> None:
-            nonlocal next_index
-            inbox = context.Queue()
-            args = (next_index, inbox, events, str(self.runs_dir), self.rerun, self.threads)
-            process = context.Process(target=worker_loop, args=args, daemon=True)
-            process.start()
-            workers[next_index] = Worker(process, inbox)
-            next_index += 1
-
-        for _ in range(self.parallelism(len(jobs))):
-            start_worker()
+        if not pending:
+            return
+        for _ in range(self.parallelism(len(jobs)) - len(self.workers)):
+            self.start_worker()
+        for worker in self.workers.values():  # idle since the last launch
+            if worker.ready and pending:
+                self.assign(worker, pending.popleft())
         try:
-            while workers:
+            while pending or any(w.job is not None or not w.ready for w in self.workers.values()):
                 try:
-                    kind, index, payload = events.get(timeout=0.2)
+                    kind, index, payload = self.events.get(timeout=0.2)
                 except queue.Empty:
-                    self.replace_dead_workers(workers, pending, view, start_worker)
+                    self.replace_dead_workers(pending, view)
                     continue
-                worker = workers.get(index)
+                worker = self.workers.get(index)
                 if worker is None:  # already replaced: its run was accounted for
                     continue
                 if kind == "started":
@@ -322,36 +335,48 @@ class LocalLauncher:
                 if kind == "done":
                     view.done(worker.job.run_id, *payload)
                     worker.job = None
-                worker.job = pending.popleft() if pending else None
-                worker.inbox.put(worker.job)
-                if worker.job is None:
-                    worker.process.join()
-                    del workers[index]
+                worker.ready = True
+                if pending:
+                    self.assign(worker, pending.popleft())
         except KeyboardInterrupt:
-            self.stop(workers, view)
+            self.stop(view)
             raise
 
-    def replace_dead_workers(self, workers, pending, view: View, start_worker) -> None:
-        for index, worker in list(workers.items()):
+    def assign(self, worker: Worker, job: Job) -> None:
+        worker.job = job
+        worker.inbox.put(job)
+
+    def replace_dead_workers(self, pending: deque, view: View) -> None:
+        for index, worker in list(self.workers.items()):
             if worker.process.is_alive():
                 continue
-            del workers[index]
+            del self.workers[index]
             if worker.job is not None:
                 error = f"worker process died (exit code {worker.process.exitcode})"
                 status, error = record_lost_run(self.runs_dir, worker.job, "failed", error)
                 view.done(worker.job.run_id, status, error)
             if pending:
-                start_worker()
+                self.start_worker()
 
-    def stop(self, workers: dict[int, Worker], view: View) -> None:
+    def close(self) -> None:
+        """Every idle worker is told to stop and exits."""
+        for worker in self.workers.values():
+            worker.inbox.put(None)
+        for worker in self.workers.values():
+            worker.process.join(timeout=STOP_GRACE)
+            if worker.process.is_alive():
+                worker.process.kill()
+        self.workers.clear()
+
+    def stop(self, view: View) -> None:
         """Ctrl-C or SIGTERM to the sweep: every worker gets SIGTERM, marks its run
         interrupted and exits; one still alive after STOP_GRACE seconds is killed and its run
         recorded interrupted by the parent (the sweep ends within 5 s)."""
-        for worker in workers.values():
+        for worker in self.workers.values():
             if worker.process.is_alive():
                 os.kill(worker.process.pid, signal.SIGTERM)
         deadline = time.monotonic() + STOP_GRACE
-        for worker in workers.values():
+        for worker in self.workers.values():
             worker.process.join(timeout=max(0.1, deadline - time.monotonic()))
             if worker.process.is_alive():
                 worker.process.kill()
@@ -360,6 +385,7 @@ class LocalLauncher:
                     worker.job.run_id,
                     *record_lost_run(self.runs_dir, worker.job, "interrupted", None),
                 )
+        self.workers.clear()
 
 
 def record_lost_run(
@@ -424,6 +450,9 @@ class SubmititLauncher:
 
     def parallelism(self, n_jobs: int) -> int:
         return max(1, min(self.settings["array_parallelism"], n_jobs))
+
+    def close(self) -> None:
+        """Nothing to end: each job is its own process, which ends with its run."""
 
     def executor(self):
         import submitit
