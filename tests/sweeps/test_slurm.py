@@ -24,7 +24,8 @@ from normbench.store.rundir import RunDir, run_id
 from normbench.training import checkpoint
 from normbench.training.run import run_experiment
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+# one cluster of one node: its tests run one after another, in one xdist worker
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.xdist_group("slurm")]
 
 SCRIPT = Path(__file__).parents[2] / "scripts" / "slurm_cluster.sh"
 STATE = Path(os.environ.get("NORMBENCH_SLURM_DIR", "/tmp/normbench-slurm"))
@@ -247,6 +248,8 @@ def test_scancel_is_noticed_at_once_and_a_rerun_finishes_only_what_is_missing(tm
     proc = start_sweep(runs, *args)
     progress = "the short run to complete"
     wait_until(lambda: statuses(runs).count("complete") == 1, progress, sweep=proc)
+    # and the long one past its first logged step, so its checkpoint holds progress to keep
+    wait_until(lambda: training(runs) == 2, "the long run to log a step", sweep=proc)
     short = {name: meta for name, meta in metas(runs).items() if meta["status"] == "complete"}
     subprocess.run(["scancel", *job_ids(runs)], check=True)
     out, _ = proc.communicate(timeout=120)  # a hang guard: the sweep notices the cancellation
@@ -281,7 +284,7 @@ def test_a_time_limit_warning_checkpoints_requeues_and_the_run_completes(tmp_pat
     cfg = compose([*overrides, "threads=1"])  # cpus_per_task=1: one thread on the node
     whole = run_experiment(cfg, tmp_path / "whole", progress=False)
     (meta,) = metas(runs).values()
-    assert meta["status"] == "complete" and len(meta["resumed_from"]) == 1
+    assert meta["status"] == "complete" and len(meta["resumed_from"]) == 1, (meta, out)
     assert 0 < meta["resumed_from"][0] < 600
     pd.testing.assert_frame_equal(
         pd.read_parquet(whole.path / "metrics.parquet").drop(columns="elapsed_s"),
