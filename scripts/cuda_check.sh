@@ -30,7 +30,7 @@ stage() {  # stage NAME SECONDS LOG COMMAND...: run with a limit, log the time a
   nproc
 } >"$out/env.txt" 2>&1
 
-stage "CUDA tests" 180 "$out/cuda_tests.log" "$python" -m pytest -q -p no:cacheprovider tests/test_cuda.py
+stage "CUDA tests" 180 "$out/cuda_tests.log" "$python" -m pytest -q -p no:cacheprovider tests/training/test_cuda.py
 stage "default transformer run" 100 "$out/run.log" \
   "$python" -m normbench run -q device=cuda norm=layernorm placement=pre --runs-dir "$runs/runs"
 stage "default cnn run" 100 "$out/run.log" \
@@ -42,7 +42,7 @@ stage "norm cost" 120 "$out/bench.log" "$python" norm_cost.py --device cuda --re
 cd ..
 
 # The CPU-only suite runs beside the sweep: the benchmarks above had the machine to themselves.
-timeout 300 "$python" -m pytest -q -p no:cacheprovider --ignore=tests/test_cuda.py \
+timeout 300 "$python" -m pytest -q -p no:cacheprovider --ignore=tests/training/test_cuda.py \
   >"$out/suite.log" 2>&1 &
 suite=$!
 stage "precision sweep" 200 "$out/sweep.log" \
