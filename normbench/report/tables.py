@@ -492,9 +492,12 @@ def reference_indices(
     """Each row's reference row, as ``--reference KEY=VALUE ...`` names it (``norm=`` for
     ``norm.name``), or None without one. The named keys pick the reference among rows that
     agree on every other grouping key: one reference group per stratum (``--reference
-    norm=layernorm`` with learning rates varying: LayerNorm at each rate). A row with no such
-    reference gets None. A name that matches no group, or a key that does not tell groups
-    apart, is refused in one line."""
+    norm=layernorm`` with learning rates varying: LayerNorm at each rate). A key that does not
+    apply to one side (``-``: GroupNorm has no ghost batch) matches any value of the other
+    when no reference agrees exactly, so that ``--reference norm=groupnorm`` compares
+    BatchNorm at every ghost batch with the one GroupNorm group. A row with no such reference,
+    or with several, gets None. A name that matches no group, or a key that does not tell
+    groups apart, is refused in one line."""
     if not reference:
         return None
     wanted = {}
@@ -516,8 +519,20 @@ def reference_indices(
         raise UsageError(
             f"--reference {' '.join(reference)} matches no group; valid: {shown[:300]}"
         )
-    by_stratum = {tuple(label(rows[i][k]) for k in strata): i for i in chosen}
-    return [by_stratum.get(tuple(label(row[k]) for k in strata)) for row in rows]
+    stratum = [tuple(label(row[k]) for k in strata) for row in rows]
+    by_stratum = {stratum[i]: i for i in chosen}
+
+    def reference_of(row: int) -> int | None:
+        if stratum[row] in by_stratum:
+            return by_stratum[stratum[row]]
+        agree = [
+            i
+            for i in chosen
+            if all(a == b or "-" in (a, b) for a, b in zip(stratum[i], stratum[row], strict=True))
+        ]
+        return agree[0] if len(agree) == 1 else None
+
+    return [reference_of(row) for row in range(len(rows))]
 
 
 def reference_index(rows: list[dict], keys: list[str], reference: tuple[str, ...]) -> int | None:

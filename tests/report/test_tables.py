@@ -593,6 +593,29 @@ def test_a_reference_named_before_looking_gives_better_worse_and_equivalent(tmp_
     assert "Δ ref" in rich.output and "named before looking" in rich.output
 
 
+def test_a_reference_without_a_key_of_the_stratum_serves_every_value_of_it():
+    """GroupNorm has no ghost batch ('-'): named as the reference, it serves BatchNorm at each
+    ghost batch; an exact stratum wins over '-', and two equally good references give none."""
+    from normbench.report.tables import reference_indices
+
+    keys = ["norm.name", "norm.ghost_batch"]
+    rows = [
+        {"norm.name": "groupnorm", "norm.ghost_batch": None},
+        {"norm.name": "batchnorm", "norm.ghost_batch": 32},
+        {"norm.name": "batchnorm", "norm.ghost_batch": 2},
+    ]
+    assert reference_indices(rows, keys, ("norm=groupnorm",)) == [0, 0, 0]
+    assert reference_indices(rows, keys, ("norm=batchnorm",)) == [None, 1, 2]
+    lr = ["norm.name", "train.lr"]
+    strata = [
+        {"norm.name": "layernorm", "train.lr": 0.1},
+        {"norm.name": "layernorm", "train.lr": 0.3},
+        {"norm.name": "rmsnorm", "train.lr": 0.1},
+        {"norm.name": "dyt", "train.lr": None},
+    ]
+    assert reference_indices(strata, lr, ("norm=layernorm",)) == [0, 1, 0, None]
+
+
 @pytest.mark.parametrize(
     ("given", "words"),
     [
