@@ -388,15 +388,17 @@ def stability_rich(name: str):
         loss = sensitivity_loss(data)
         table = _table(stability_caption(section, axis, loss))
         key_columns(table, row_keys, data)
+        # a rate's cell is its mean over the seeds that trained, and how many did, one above
+        # the other: six rates, the LR sensitivity and its verdict fit 80 columns
         for value in values:
-            table.add_column(f"{short(axis)}={value}", justify="right", no_wrap=True)
+            table.add_column(f"{short(axis)}=\n{value}", justify="right", no_wrap=True)
         table.add_column("largest", justify="right", no_wrap=True)
         table.add_column(section.metric.label, justify="right", no_wrap=True)
         if loss:
-            table.add_column("LR sens. (n)", justify="right")
+            table.add_column("LR sens. (n)", justify="right", min_width=6)
         judged = "lr_sensitivity_verdict" in data
         if judged:
-            table.add_column("verdict")
+            table.add_column("verdict", overflow="fold", min_width=9)
         for _, row in data.iterrows():
             sensitivity = (
                 [
@@ -411,7 +413,7 @@ def stability_rich(name: str):
                 sensitivity.append(Text(word, style=VERDICT_STYLE.get(word, "")))
             table.add_row(
                 *(cell(row[k]) for k in row_keys),
-                *(f"{fmt(row[f'{v}_mean'])} {row[f'{v}_trained']}" for v in values),
+                *(f"{fmt(row[f'{v}_mean'])}\n{row[f'{v}_trained']}" for v in values),
                 "none" if row["largest_stable"] is None else label(row["largest_stable"]),
                 fmt(row["metric_there"]),
                 *sensitivity,
