@@ -46,22 +46,12 @@ def qk_norm(ctx: Context) -> str:
     growth = logit_growth(runs, section)
     figure_lines = figures_of(ctx, section, stable_none)
     before = growth_verdict(growth)
-    columns = [
-        "model.qk_norm",
-        *[c for c in shown.columns if c.endswith(("_mean", "_trained"))],
-        "largest_stable",
-        "lr_sensitivity",
-        "lr_sensitivity_ci95",
-        "lr_sensitivity_seeds",
-        "lr_sensitivity_verdict",
-        "lr_sensitivity_diff",
-        "lr_sensitivity_diff_ci_low",
-        "lr_sensitivity_diff_ci_high",
-    ]
+    shown = compact(shown)
+    columns = list(shown.columns)
     words = ", ".join(
         f"{name}: {lower[name]} ({stability.loc[name, 'lr_sensitivity_diff']:+.3f} "
         f"[{stability.loc[name, 'lr_sensitivity_diff_ci_low']:+.3f}, "
-        f"{stability.loc[name, 'lr_sensitivity_diff_ci_high']:+.3f}] bits per byte)"
+        f"{stability.loc[name, 'lr_sensitivity_diff_ci_high']:+.3f}] bits per byte, 90% CI)"
         for name in rows
     )
     return "\n".join(
@@ -223,3 +213,36 @@ def logit_over_steps(runs, section: tables.Section, stable_none):
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return fig
+
+
+def compact(stability: pd.DataFrame) -> pd.DataFrame:
+    """The stability table as a reader wants it in a document: per learning rate the mean
+    bits per byte with the seeds that trained, the largest stable rate, the LR sensitivity
+    with its 95% interval, and its paired difference to the reference with its interval."""
+    rates = [c.removesuffix("_mean") for c in stability.columns if c.endswith("_mean")]
+    frame = pd.DataFrame({"qk_norm": stability["model.qk_norm"]})
+    for rate in rates:
+        frame[f"lr={rate}"] = [
+            f"{mean:.3f} ({trained})"
+            for mean, trained in zip(
+                stability[f"{rate}_mean"], stability[f"{rate}_trained"], strict=True
+            )
+        ]
+    frame["largest stable lr"] = [label(v) for v in stability["largest_stable"]]
+    frame["LR sensitivity"] = [
+        f"{value:.3f} ± {ci:.3f}"
+        for value, ci in zip(
+            stability["lr_sensitivity"], stability["lr_sensitivity_ci95"], strict=True
+        )
+    ]
+    frame["verdict"] = stability["lr_sensitivity_verdict"]
+    frame["difference to none [90% CI]"] = [
+        "-" if low != low else f"{diff:+.3f} [{low:+.3f}, {high:+.3f}]"
+        for diff, low, high in zip(
+            stability["lr_sensitivity_diff"],
+            stability["lr_sensitivity_diff_ci_low"],
+            stability["lr_sensitivity_diff_ci_high"],
+            strict=True,
+        )
+    ]
+    return frame
