@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from normbench.report import plots, stats, tables
+from normbench.report import plots, render, stats, tables
 from normbench.report.tables import Method, label
 from normbench.store.rundir import RunDir
 from normbench.studies.study import Context, Study, command_of, load, md, section_of, verdict
@@ -223,14 +223,16 @@ def compact(stability: pd.DataFrame) -> pd.DataFrame:
     frame = pd.DataFrame({"qk_norm": stability["model.qk_norm"]})
     for rate in rates:
         frame[f"lr={rate}"] = [
-            f"{mean:.3f} ({trained})"
+            f"{render.fmt(mean)} ({trained})"
             for mean, trained in zip(
                 stability[f"{rate}_mean"], stability[f"{rate}_trained"], strict=True
             )
         ]
-    frame["largest stable lr"] = [label(v) for v in stability["largest_stable"]]
+    frame["largest stable lr"] = [
+        "none" if rate is None else label(rate) for rate in stability["largest_stable"]
+    ]
     frame["LR sensitivity"] = [
-        f"{value:.3f} ± {ci:.3f}"
+        render.with_ci(value, ci)
         for value, ci in zip(
             stability["lr_sensitivity"], stability["lr_sensitivity_ci95"], strict=True
         )

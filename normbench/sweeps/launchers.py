@@ -17,7 +17,6 @@ import contextlib
 import io
 import multiprocessing as mp
 import os
-import queue
 import signal
 import socket
 import stat
@@ -26,6 +25,7 @@ import time
 import traceback
 from collections import deque
 from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -226,14 +226,17 @@ class RunJob:
 @dataclass
 class Worker:
     process: mp.process.BaseProcess
-    inbox: Any
+    conn: Connection  # the parent's end of the worker's own pipe: jobs out, events back
     ready: bool = False  # torch imported: it waits for a job
     job: Job | None = None
 
 
-def worker_loop(index: int, inbox, events, runs_dir: str, rerun: Rerun, threads: int) -> None:
+def worker_loop(index: int, conn: Connection, runs_dir: str, rerun: Rerun, threads: int) -> None:
     """A worker process: import torch once, then train run after run until told to stop.
 
+    Each worker talks to the parent over a pipe of its own, never a queue shared with the
+    others: a worker killed mid-message (kill -9, the out-of-memory killer) breaks its own
+    pipe only, where a shared queue's lock could be left held and hang every other worker.
     The parent stops workers with SIGTERM (the run is recorded interrupted); SIGINT is
     ignored here, so a Ctrl-C that the terminal sends to the whole process group reaches the
     run through the parent, which knows what each worker holds."""
@@ -248,17 +251,16 @@ def worker_loop(index: int, inbox, events, runs_dir: str, rerun: Rerun, threads:
         torch.set_num_threads(threads)
         if torch.cuda.device_count() > 1:  # several GPUs: one worker each, round-robin
             torch.cuda.set_device(index % torch.cuda.device_count())
-        events.put(("ready", index, None))
+        conn.send(("ready", None))
         while True:
-            try:
-                job = inbox.get(timeout=1.0)
-            except queue.Empty:
+            if not conn.poll(1.0):
                 if os.getppid() != parent:  # the sweep died: do not train orphaned runs
                     return
                 continue
+            job = conn.recv()
             if job is None:
                 return
-            events.put(("started", index, job.run_id))
+            conn.send(("started", job.run_id))
             try:
                 outcome = run_experiment(job.cfg, runs_dir, rerun, progress=False)
                 result = (outcome.status, outcome.error, outcome.summary, outcome.skipped)
@@ -266,8 +268,8 @@ def worker_loop(index: int, inbox, events, runs_dir: str, rerun: Rerun, threads:
                 error = f"{type(exc).__name__}: {exc}"
                 record_failure_before_training(job.cfg, runs_dir, error, traceback.format_exc())
                 result = ("failed", error, {}, False)
-            events.put(("done", index, result))
-    except KeyboardInterrupt:
+            conn.send(("done", result))
+    except (KeyboardInterrupt, EOFError, BrokenPipeError):  # stopped, or the parent is gone
         return
 
 
@@ -288,7 +290,6 @@ class LocalLauncher:
         self.runs_dir, self.rerun = runs_dir, rerun
         self.threads = max(1, cores() // self.jobs)
         self.context = mp.get_context("spawn")  # fresh interpreters: no state from a thread
-        self.events = None
         self.workers: dict[int, Worker] = {}
         self.next_index = 0
 
@@ -302,70 +303,93 @@ class LocalLauncher:
         return max(1, min(self.jobs, n_jobs))
 
     def start_worker(self) -> None:
-        self.events = self.events or self.context.Queue()
-        inbox = self.context.Queue()
-        args = (self.next_index, inbox, self.events, str(self.runs_dir), self.rerun, self.threads)
+        conn, child = self.context.Pipe()
+        args = (self.next_index, child, str(self.runs_dir), self.rerun, self.threads)
         process = self.context.Process(target=worker_loop, args=args, daemon=True)
         process.start()
-        self.workers[self.next_index] = Worker(process, inbox)
+        child.close()  # the worker's end lives in the worker: its death reads as EOF here
+        self.workers[self.next_index] = Worker(process, conn)
         self.next_index += 1
 
     def launch(self, jobs: list[Job], view: View) -> None:
         pending = deque(jobs)
         if not pending:
             return
-        for _ in range(self.parallelism(len(jobs)) - len(self.workers)):
-            self.start_worker()
-        for worker in self.workers.values():  # idle since the last launch
-            if worker.ready and pending:
-                self.assign(worker, pending.popleft())
+        for index, worker in list(self.workers.items()):
+            if not worker.process.is_alive():  # died while idle since the last launch
+                self.lose_worker(index, pending, view)
         try:
+            for _ in range(self.parallelism(len(jobs)) - len(self.workers)):
+                self.start_worker()
+            for worker in self.workers.values():  # idle since the last launch
+                if worker.ready and pending:
+                    self.assign(worker, pending.popleft())
             while pending or any(w.job is not None or not w.ready for w in self.workers.values()):
-                try:
-                    kind, index, payload = self.events.get(timeout=0.2)
-                except queue.Empty:
+                by_conn = {worker.conn: index for index, worker in self.workers.items()}
+                heard = wait(list(by_conn), timeout=0.2)
+                if not heard:
                     self.replace_dead_workers(pending, view)
                     continue
-                worker = self.workers.get(index)
-                if worker is None:  # already replaced: its run was accounted for
-                    continue
-                if kind == "started":
-                    view.started(payload)
-                    continue
-                if kind == "done":
-                    view.done(worker.job.run_id, *payload)
-                    worker.job = None
-                worker.ready = True
-                if pending:
-                    self.assign(worker, pending.popleft())
-        except KeyboardInterrupt:
+                for conn in heard:
+                    self.hear(by_conn[conn], pending, view)
+        except BaseException:  # Ctrl-C, SIGTERM, or a fault: no worker is left training
             self.stop(view)
             raise
 
+    def hear(self, index: int, pending: deque, view: View) -> None:
+        """One event from worker ``index``: it is ready, started its run, or finished it (then
+        it takes the next job); a pipe that ends means the worker died."""
+        worker = self.workers[index]
+        try:
+            kind, payload = worker.conn.recv()
+        except (EOFError, OSError):
+            self.lose_worker(index, pending, view)
+            return
+        if kind == "started":
+            view.started(payload)
+            return
+        if kind == "done":
+            view.done(worker.job.run_id, *payload)
+            worker.job = None
+        worker.ready = True
+        if pending:
+            self.assign(worker, pending.popleft())
+
     def assign(self, worker: Worker, job: Job) -> None:
         worker.job = job
-        worker.inbox.put(job)
+        worker.conn.send(job)
 
     def replace_dead_workers(self, pending: deque, view: View) -> None:
         for index, worker in list(self.workers.items()):
-            if worker.process.is_alive():
-                continue
-            del self.workers[index]
-            if worker.job is not None:
-                error = f"worker process died (exit code {worker.process.exitcode})"
-                status, error = record_lost_run(self.runs_dir, worker.job, "failed", error)
-                view.done(worker.job.run_id, status, error)
-            if pending:
-                self.start_worker()
+            if not worker.process.is_alive():
+                self.lose_worker(index, pending, view)
+
+    def lose_worker(self, index: int, pending: deque, view: View) -> None:
+        """A worker died: the run it held is recorded failed, and a new worker takes its place
+        while jobs are waiting."""
+        worker = self.workers.pop(index)
+        worker.process.join(timeout=STOP_GRACE)
+        if worker.process.is_alive():  # its pipe broke but it lives on: end it
+            worker.process.kill()
+            worker.process.join()
+        worker.conn.close()
+        if worker.job is not None:
+            error = f"worker process died (exit code {worker.process.exitcode})"
+            status, error = record_lost_run(self.runs_dir, worker.job, "failed", error)
+            view.done(worker.job.run_id, status, error)
+        if pending:
+            self.start_worker()
 
     def close(self) -> None:
         """Every idle worker is told to stop and exits."""
         for worker in self.workers.values():
-            worker.inbox.put(None)
+            with contextlib.suppress(OSError):  # BrokenPipeError: it is gone already
+                worker.conn.send(None)
         for worker in self.workers.values():
             worker.process.join(timeout=STOP_GRACE)
             if worker.process.is_alive():
                 worker.process.kill()
+            worker.conn.close()
         self.workers.clear()
 
     def stop(self, view: View) -> None:

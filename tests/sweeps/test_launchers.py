@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from normbench.cli import app
 from normbench.store.rundir import Rerun, RunDir
 from normbench.sweeps.grid import expand
-from normbench.sweeps.launchers import SubmititLauncher, launcher_settings
+from normbench.sweeps.launchers import LocalLauncher, SubmititLauncher, launcher_settings
 from normbench.sweeps.live import LiveView
 
 runner = CliRunner()
@@ -57,6 +57,7 @@ def test_python_signal_delay_and_requeues_reach_the_submission(tmp_path, monkeyp
     (fake_bin / "srun").write_text("#!/bin/sh\nexit 1\n")
     (fake_bin / "srun").chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake_bin}:{os.environ['PATH']}")
+    monkeypatch.chdir(tmp_path)  # the launcher makes runs/sweeps/x.submitit where it runs
     settings = launcher_settings(
         "slurm",
         [
@@ -110,3 +111,24 @@ def test_submitit_local_keeps_the_real_error_of_a_run_that_fails_before_training
     meta = RunDir(runs, run_dir.name).read_meta()
     assert meta["status"] == "failed" and meta["error"] == error
     assert (run_dir / "config.yaml").exists()
+
+
+@pytest.mark.slow
+def test_a_pooled_worker_that_died_while_idle_is_replaced_before_the_next_launch(tmp_path):
+    """The pool outlives a launch (until-decided rounds, findings' studies): a worker killed
+    between two launches (out of memory, kill -9) held no run, and the next launch starts a
+    new one instead of handing it a job it can never run."""
+    runs = tmp_path / "runs"
+    tiny = ["model=cnn", "model.width=8", "model.depth=1", "data.num_samples=300"]
+    sweep = expand(None, [*tiny, "train.max_steps=5", "train.eval_every=5", "seed=0,1"])
+    first, second = sweep.jobs
+    view = LiveView(Console(file=io.StringIO(), width=200), sweep, sweep.jobs)
+    with LocalLauncher(1, runs, Rerun()) as pool:
+        pool.launch([first], view)
+        (worker,) = pool.workers.values()
+        worker.process.kill()
+        worker.process.join()
+        pool.launch([second], view)
+    statuses = {job.run_id: RunDir(runs, job.run_id).read_meta()["status"] for job in sweep.jobs}
+    assert statuses == {first.run_id: "complete", second.run_id: "complete"}
+    assert not pool.workers
