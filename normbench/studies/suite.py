@@ -53,10 +53,13 @@ def suite(ctx: Context) -> str:
     beats = True if above else False if len(below) == len(others) else None
     per_task = [
         f"{task}: "
-        + ", ".join(
-            f"{row['norm.name']} {row['verdict']}"
-            for _, row in section.tables["convergence"].iterrows()
-            if row["verdict"] not in ("reference", "inconclusive")
+        + (
+            ", ".join(
+                f"{row['norm.name']} {row['verdict']}"
+                for _, row in section.tables["convergence"].iterrows()
+                if row["verdict"] not in ("reference", "inconclusive")
+            )
+            or "nothing decided"
         )
         for task, section in zip(result.across.tasks, result.sections, strict=True)
     ]
