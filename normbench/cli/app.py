@@ -134,6 +134,17 @@ RunsFilters = Annotated[
         show_default=False,
     ),
 ]
+
+
+def runs_dir_and_filters(arguments: list[str] | None, runs_dir: Path) -> tuple[Path, list[str]]:
+    """``[RUNS_DIR] [FILTER ...]``: a first argument without ``=`` is the runs directory (it
+    replaces ``--runs-dir``); the rest are filters."""
+    arguments = list(arguments or [])
+    if arguments and "=" not in arguments[0]:
+        return Path(arguments.pop(0)), arguments
+    return runs_dir, arguments
+
+
 StatusOption = Annotated[
     str | None,
     typer.Option("--status", help="Only these statuses, e.g. failed,interrupted."),

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from normbench.cli.app import RunsDir, app, fail, terminal
+from normbench.cli.app import RunsDir, app, fail, runs_dir_and_filters, terminal
 
 
 @app.command()
@@ -116,9 +116,7 @@ def report(
     from normbench.report import render, tables
     from normbench.store import catalog
 
-    arguments = list(arguments or [])
-    if arguments and "=" not in arguments[0]:
-        runs_dir = Path(arguments.pop(0))
+    runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir)
     try:
         method = tables.Method.from_options(
             alpha, margin, reference_batch, diverged, reference or []

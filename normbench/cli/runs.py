@@ -7,16 +7,22 @@ from typing import Annotated
 
 import typer
 
-from normbench.cli.app import RunsDir, RunsFilters, StatusOption, fail, runs_app, terminal
+from normbench.cli.app import (
+    RunsDir,
+    RunsFilters,
+    StatusOption,
+    fail,
+    runs_app,
+    runs_dir_and_filters,
+    terminal,
+)
 
 
 def _runs_selection(arguments: list[str] | None, runs_dir: Path, status: str | None, tag):
     """The runs of `runs list` / `runs clean`: a runs directory, filters, statuses, a tag."""
     from normbench.store import catalog, manage
 
-    arguments = list(arguments or [])
-    if arguments and "=" not in arguments[0]:
-        runs_dir = Path(arguments.pop(0))
+    runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir)
     statuses = manage.parse_statuses(status)
     selection = catalog.load_runs(runs_dir)
     if selection.runs.empty:
@@ -247,9 +253,7 @@ def runs_export(
     from normbench.trackers import mlflow, tensorboard
     from normbench.trackers.runs import tracked_run
 
-    arguments = list(arguments or [])
-    if arguments and "=" not in arguments[0]:
-        runs_dir = Path(arguments.pop(0))
+    runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir)
     try:
         if to not in ("tensorboard", "mlflow"):
             raise UsageError(f"--to {to}: valid: tensorboard, mlflow")
