@@ -315,9 +315,7 @@ class LocalLauncher:
         pending = deque(jobs)
         if not pending:
             return
-        for index, worker in list(self.workers.items()):
-            if not worker.process.is_alive():  # died while idle since the last launch
-                self.lose_worker(index, pending, view)
+        self.replace_dead_workers(pending, view)  # died while idle since the last launch
         try:
             for _ in range(self.parallelism(len(jobs)) - len(self.workers)):
                 self.start_worker()
