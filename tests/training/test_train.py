@@ -372,6 +372,10 @@ def test_a_signal_between_the_config_and_meta_writes_waits_for_both():
 
     from normbench.training.run import signals_deferred
 
+    # Ctrl-C as a terminal delivers it: a script's background job (`cmd &`) or nohup starts
+    # pytest with SIGINT ignored, and then there is nothing for the block to re-raise.
+    # (conftest's restore_signal_handlers puts the inherited disposition back afterwards.)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     finished = []
     with pytest.raises(KeyboardInterrupt), signals_deferred():
         os.kill(os.getpid(), signal.SIGINT)
