@@ -25,18 +25,10 @@ from normbench.report.stats import Results
 from normbench.store.catalog import NOT_CONFIG
 
 RESULT_STATUSES = ("complete", "diverged")  # runs whose numbers are results
-
-
 UNFINISHED_STATUSES = ("interrupted", "running", "abandoned")
-
-
 # Never grouping keys: the seed is what is aggregated over; the rest change no result.
 NOT_GROUPING = {"seed", *EXECUTION_KEYS, *OBSERVATION_KEYS}
-
-
 LEARNED_MARGIN = 0.05  # a final metric within 5% of chance counts as chance (Metric.learned)
-
-
 # Keys that shown constant say what a table is about: `model=cnn data=mnist1d ...`.
 HEADLINE_KEYS = (
     "model.name",
@@ -97,8 +89,6 @@ class Metric:
 
 
 ACCURACY = Metric("val_acc", higher_is_better=True)
-
-
 BITS_PER_BYTE = Metric("val_bpb", higher_is_better=False)
 
 

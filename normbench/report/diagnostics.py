@@ -28,11 +28,7 @@ DIAGNOSTIC_COLUMNS = (
     "eval_mode_val_acc",
     *(f"sn_{kind}_{norm}" for kind in ("mean", "var") for norm in ("in", "ln", "bn")),
 )
-
-
 INSTABILITY_COLUMNS = ("resid_rms", "max_logit", "log_z")
-
-
 MAX_DIAGNOSTIC_ROWS = 1_000_000
 
 

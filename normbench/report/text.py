@@ -21,17 +21,11 @@ TABLES = (
     "diagnostics_init",
     "diagnostics",
 )
-
-
 JSON_ONLY = ("values", "lr_sensitivity_values")  # lists: JSON keeps them, CSV, markdown not
-
-
 DIAGNOSTICS_WHEN = {  # the diagnostics tables, and the step each one shows
     "diagnostics_init": "at initialisation (step 0, before any update)",
     "diagnostics": "at the last evaluation",
 }
-
-
 HEADERS = {  # column headers for the long key names that tables often group by
     "norm.ghost_batch": "ghost",
     "model.weight_std": "WS",
