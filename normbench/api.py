@@ -67,7 +67,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
     from torch import nn
 
-    from normbench.report.tables import Report
+    from normbench.report.base import Report
 
 # name -> the module that defines it (imported on first use)
 _LAZY = {
@@ -183,9 +183,9 @@ def metrics(
 class ReportOption:
     """A keyword of ``report``: the ``normbench report`` flag it stands for, and the step of
     the command that takes it (``select``: catalog.select_runs, ``method``:
-    tables.Method.from_options, ``build``: tables.build, ``across``: report.across.across,
-    ``output``: diagnostics and ``--table``), under which parameter name, with which
-    default."""
+    report.base.Method.from_options, ``build``: report.sections.build, ``across``:
+    report.across.across, ``output``: diagnostics and ``--table``), under which parameter
+    name, with which default."""
 
     flag: str
     step: str
@@ -230,7 +230,7 @@ def report(runs_dir: str | Path = "runs", *filters: str, **options: Any) -> dict
     one raises ``UsageError`` listing them."""
     import pandas as pd
 
-    from normbench.report.render import chosen_tables, section_records
+    from normbench.report.tidy import chosen_tables, section_records
 
     result, _, output = _report(runs_dir, filters, options)
     tables = chosen_tables(result, output["only"])
@@ -273,7 +273,7 @@ def _selected(
 ) -> tuple[Path, pd.DataFrame, list[str]]:
     """The runs directory, the selected runs sorted by id, and the config keys that vary among
     them; a column no run lacks gets its values' dtype (int64 seeds), others keep None."""
-    from normbench.report.tables import varying_keys
+    from normbench.report.base import varying_keys
     from normbench.store.catalog import select_runs
 
     where, filters = _where(runs_dir, filters)
@@ -295,7 +295,9 @@ def _report(
 ) -> tuple[Report, Path, dict[str, Any]]:
     """The report ``normbench report`` builds for these options (the same functions called in
     the same order), its runs directory, and the output options (``diagnostics``, ``only``)."""
-    from normbench.report.tables import Method, attach_diagnostics, build
+    from normbench.report.base import Method
+    from normbench.report.diagnostics import attach_diagnostics
+    from normbench.report.sections import build
     from normbench.store.catalog import select_runs
 
     unknown = sorted(set(options) - set(REPORT_OPTIONS))

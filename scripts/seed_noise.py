@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 
 from normbench.core.files import read_parquet
-from normbench.report.tables import build, label, seeded_results
+from normbench.report.base import label, seeded_results
+from normbench.report.sections import build
 from normbench.store import catalog
 from normbench.store.records import sweep_run_ids
 from normbench.store.rundir import MAX_BYTES

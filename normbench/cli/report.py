@@ -113,14 +113,18 @@ def report(
 ) -> None:
     """Compare runs: verdicts against the best, batch-size sensitivity and precision."""
     from normbench.core.errors import UsageError
-    from normbench.report import render, tables
+    from normbench.core.text import plain
+    from normbench.report.base import Method
+    from normbench.report.diagnostics import attach_diagnostics
+    from normbench.report.sections import build
+    from normbench.report.terminal import caption_below, diagnostics_rich, rich_renderables
+    from normbench.report.text import DIAGNOSTICS_WHEN
+    from normbench.report.tidy import as_text
     from normbench.store import catalog
 
     runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir)
     try:
-        method = tables.Method.from_options(
-            alpha, margin, reference_batch, diverged, reference or []
-        )
+        method = Method.from_options(alpha, margin, reference_batch, diverged, reference or [])
         if fmt not in ("rich", "csv", "markdown", "json"):
             raise UsageError(f"--format {fmt}: valid: rich, csv, markdown, json")
         if x is not None:
@@ -133,9 +137,9 @@ def report(
             runs_dir, arguments, sweep_name, tag
         )
         for warning in selection.warnings:
-            typer.secho(f"warning: {render.plain(warning)}", fg="yellow", err=True)
+            typer.secho(f"warning: {plain(warning)}", fg="yellow", err=True)
         method = method.with_(**design)
-        result = tables.build(selection, by.split(",") if by else None, best_over, method)
+        result = build(selection, by.split(",") if by else None, best_over, method)
         if across:
             from normbench.report.across import across as aggregate
 
@@ -143,11 +147,11 @@ def report(
         if diagnostics:
             before = len(result.warnings)
             try:
-                tables.attach_diagnostics(result, runs_dir)
+                attach_diagnostics(result, runs_dir)
             finally:  # the runs whose diagnostics were skipped, named even when none remain
                 for warning in result.warnings[before:]:
-                    typer.secho(f"warning: {render.plain(warning)}", fg="yellow", err=True)
-        text = None if fmt == "rich" else render.as_text(result, fmt, table, out)
+                    typer.secho(f"warning: {plain(warning)}", fg="yellow", err=True)
+        text = None if fmt == "rich" else as_text(result, fmt, table, out)
     except UsageError as err:
         raise fail(str(err)) from None
     if text is not None and out is None:
@@ -162,14 +166,14 @@ def report(
         statuses = ", ".join(f"{n} {status}" for status, n in sorted(result.counts.items()))
         total = sum(result.counts.values())
         console.print(f"{total} run{'s' * (total != 1)} ({statuses})", soft_wrap=True)
-        for renderable in render.rich_renderables(result, table):
+        for renderable in rich_renderables(result, table):
             console.print(renderable)
         if diagnostics:
             for section in result.sections:
-                for name, when in render.DIAGNOSTICS_WHEN.items():
+                for name, when in DIAGNOSTICS_WHEN.items():
                     if section.tables[name] is not None:
-                        table = render.diagnostics_rich(section.tables[name], section.keys, when)
-                        for renderable in render.caption_below(table):
+                        table = diagnostics_rich(section.tables[name], section.keys, when)
+                        for renderable in caption_below(table):
                             console.print(renderable)
     if plots is not None or html is not None:
         from normbench.report import plots as figures

@@ -158,7 +158,7 @@ def runs_diff(
     from rich.table import Table
 
     from normbench.core.errors import UsageError
-    from normbench.report import render
+    from normbench.report.terminal import cell
     from normbench.store import manage
 
     try:
@@ -174,7 +174,7 @@ def runs_diff(
     table.add_column(a.run_id, overflow="fold")
     table.add_column(b.run_id, overflow="fold")
     for row in rows:
-        table.add_row(*(render.cell(value) for value in row))
+        table.add_row(*(cell(value) for value in row))
     terminal().print(table)
 
 
@@ -192,7 +192,7 @@ def runs_clean(
 ) -> None:
     """Delete runs by status (failed and interrupted by default), after asking."""
     from normbench.core.errors import UsageError
-    from normbench.report import render
+    from normbench.core.text import plain
     from normbench.store import manage
 
     try:
@@ -201,9 +201,9 @@ def runs_clean(
         raise fail(str(err)) from None
     doomed, kept = manage.clean_candidates(runs_dir, runs) if len(runs) else ([], [])
     for warning in [*warnings, *kept]:
-        typer.secho(f"warning: {render.plain(warning)}", fg="yellow", err=True)
+        typer.secho(f"warning: {plain(warning)}", fg="yellow", err=True)
     for run in doomed:
-        typer.echo(f"{'would delete' if dry_run else 'delete'} {render.plain(run.run_id)}")
+        typer.echo(f"{'would delete' if dry_run else 'delete'} {plain(run.run_id)}")
     if not doomed:
         typer.echo("nothing to delete")
         return
@@ -219,7 +219,7 @@ def runs_clean(
         if why is None:
             deleted += 1
         else:
-            typer.secho(f"warning: kept {run.run_id}: {render.plain(why)}", fg="yellow", err=True)
+            typer.secho(f"warning: kept {run.run_id}: {plain(why)}", fg="yellow", err=True)
     typer.echo(f"deleted {deleted} run(s)")
 
 
@@ -248,7 +248,7 @@ def runs_export(
     """Export runs to TensorBoard event files or an MLflow tracking store (again: updated)."""
     from normbench.core.errors import StoreError, UsageError
     from normbench.core.extras import missing
-    from normbench.report import render
+    from normbench.core.text import plain
     from normbench.store import catalog, manage
     from normbench.trackers import mlflow, tensorboard
     from normbench.trackers.runs import tracked_run
@@ -273,20 +273,18 @@ def runs_export(
     except UsageError as err:
         raise fail(str(err)) from None
     for warning in selection.warnings:
-        typer.secho(f"warning: {render.plain(warning)}", fg="yellow", err=True)
+        typer.secho(f"warning: {plain(warning)}", fg="yellow", err=True)
     exported = 0
     for row in runs.to_dict("records"):
         try:
             run = tracked_run(row, runs_dir)
             if store is None:
-                typer.echo(f"wrote {render.plain(str(tensorboard.export(run, log_dir)))}")
+                typer.echo(f"wrote {plain(str(tensorboard.export(run, log_dir)))}")
             else:
-                typer.echo(f"{store.export(run)} {render.plain(run.run_id)}")
+                typer.echo(f"{store.export(run)} {plain(run.run_id)}")
             exported += 1
         except (OSError, StoreError) as err:
-            reason = render.plain(str(err) if isinstance(err, StoreError) else err.strerror)
-            typer.secho(
-                f"warning: skipped {render.plain(row['run_id'])}: {reason}", fg="yellow", err=True
-            )
+            reason = plain(str(err) if isinstance(err, StoreError) else err.strerror)
+            typer.secho(f"warning: skipped {plain(row['run_id'])}: {reason}", fg="yellow", err=True)
     where = destination if store is None else f"{destination}, experiment {experiment}"
-    typer.echo(f"exported {exported} run(s) to {to} {render.plain(where)}")
+    typer.echo(f"exported {exported} run(s) to {to} {plain(where)}")

@@ -78,7 +78,7 @@ def sweep(
 
     from normbench.core.errors import UsageError
     from normbench.experiment.options import use_config_dirs
-    from normbench.report.tables import Method
+    from normbench.report.base import Method
     from normbench.store.records import check_name
     from normbench.store.rundir import Rerun
     from normbench.sweeps import adaptive, live

@@ -1,6 +1,9 @@
-"""report: runs into verdicts. Statistics as pure functions (stats), runs grouped into tables
-(tables), and the renderers: terminal, markdown, CSV and JSON (render), figures (plots), one
-self-contained HTML file (html).
+"""report: runs into verdicts. Statistics as pure functions (stats); what every table shares
+(base: the metric, the method, sections, grouping); one module per question, each computing
+its table from grouped runs through stats (convergence, batch, precision, stability,
+diagnostics; across workloads: aggregate and across), put into sections (sections); one
+renderer per output format: terminal (rich), markdown, tidy (CSV and JSON), html, with the
+captions and number formats they share (text); figures (plots).
 
 Owns: every number and word a report shows. May import: core, experiment, layers.keys, store.
 No torch.

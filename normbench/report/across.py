@@ -20,7 +20,7 @@ import pandas as pd
 
 from normbench.core.errors import UsageError
 from normbench.report import aggregate
-from normbench.report.tables import Report, Section, label
+from normbench.report.base import Report, Section, label
 
 GROUP_NAMES = ("model", "norm", "placement", "data", "precision")
 PROFILE_X = {"steps": "steps_to_target", "time": "time_to_target_s"}

@@ -3,11 +3,11 @@ per section the settings held fixed, each table with its caption and verdict col
 figures (embedded PNG), diagnostics when asked for, the notes, the warnings, and the commands
 that reproduce it.
 
-Rendering only. The tables are render.py's own (the rich tables the terminal shows, turned
-into HTML cells), so captions and numbers are written in one place. A runs directory is
-untrusted input: every stored value (run ids, config values, errors, commands) is escaped,
-and the page's Content-Security-Policy forbids scripts and every network request, so a value
-that slipped through could neither run nor call out.
+Rendering only. The tables are normbench.report.terminal's (the rich tables the terminal
+shows, turned into HTML cells), so captions and numbers are written in one place. A runs
+directory is untrusted input: every stored value (run ids, config values, errors, commands)
+is escaped, and the page's Content-Security-Policy forbids scripts and every network
+request, so a value that slipped through could neither run nor call out.
 """
 
 from __future__ import annotations
@@ -21,12 +21,14 @@ from pathlib import Path
 from rich.text import Text
 
 from normbench import __version__
-from normbench.report import render
+from normbench.core.text import plain
+from normbench.report.base import Method, Report, Section
 from normbench.report.plots import Drawing
-from normbench.report.tables import Method, Report, Section
+from normbench.report.terminal import RICH_TABLES, VERDICT_STYLE, across_rich, diagnostics_rich
+from normbench.report.text import DIAGNOSTICS_WHEN, across_title, settings_text, short
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
-# render.VERDICT_STYLE's rich colour names as CSS colours readable on white.
+# VERDICT_STYLE's rich colour names as CSS colours readable on white.
 COLOURS = {
     "green": "#1a7f37",
     "red": "#cf222e",
@@ -115,17 +117,17 @@ def across_html(report: Report, drawn: list[Drawing]) -> str:
     """The table of ``report --across`` with its caption and the performance profile."""
     result = report.across
     parts = [
-        f"<h2>Across {esc(render.across_title(result))}</h2>",
-        table_html(render.across_rich(result, report.method)),
+        f"<h2>Across {esc(across_title(result))}</h2>",
+        table_html(across_rich(result, report.method)),
         *(figure_html(drawing) for drawing in drawn),
     ]
     return "<section>\n" + "\n".join(parts) + "\n</section>"
 
 
 def esc(value) -> str:
-    """A stored value as HTML text: control characters shown as escapes (render.plain),
+    """A stored value as HTML text: control characters shown as escapes (plain),
     markup characters escaped."""
-    return escape(render.plain(str(value)), quote=True)
+    return escape(plain(str(value)), quote=True)
 
 
 # ----------------------------------------------------------------------------- sections
@@ -133,16 +135,16 @@ def section_html(section: Section, method: Method, drawn: list[Drawing], titled:
     figures = {drawing.name: drawing for drawing in drawn}
     parts = []
     if titled:
-        parts.append(f"<h2>{esc(render.settings_text(section.setting))}</h2>")
+        parts.append(f"<h2>{esc(settings_text(section.setting))}</h2>")
     else:
         parts.append("<h2>Results</h2>")
     if section.fixed:
         parts.append(
             '<p class="fixed">Settings held fixed: '
-            f"<code>{esc(render.settings_text(section.fixed))}</code></p>"
+            f"<code>{esc(settings_text(section.fixed))}</code></p>"
         )
     if section.keys:
-        grouped = ", ".join(render.short(k) for k in section.keys)
+        grouped = ", ".join(short(k) for k in section.keys)
         parts.append(f'<p class="fixed">Groups: runs that share {esc(grouped)} (seeds pooled)</p>')
     for name, table in tables_of(section, method):
         parts.append(f"<h3>{esc(title_of(name))}</h3>")
@@ -159,27 +161,27 @@ def section_html(section: Section, method: Method, drawn: list[Drawing], titled:
 
 
 def tables_of(section: Section, method: Method) -> list[tuple[str, object]]:
-    """The section's tables as render.py builds them for the terminal (rich Tables)."""
+    """The section's tables as report.terminal builds them for the terminal (rich Tables)."""
     found = [
         (name, build(section, method))
-        for name, build in render.RICH_TABLES.items()
+        for name, build in RICH_TABLES.items()
         if section.tables.get(name) is not None
     ]
-    for name, when in render.DIAGNOSTICS_WHEN.items():
+    for name, when in DIAGNOSTICS_WHEN.items():
         if section.tables.get(name) is not None:
-            table = render.diagnostics_rich(section.tables[name], section.keys, when)
+            table = diagnostics_rich(section.tables[name], section.keys, when)
             found.append((name, table))
     return found
 
 
 def title_of(name: str) -> str:
-    when = render.DIAGNOSTICS_WHEN.get(name)
+    when = DIAGNOSTICS_WHEN.get(name)
     return f"Diagnostics {when}" if when else name.replace("_", " ").capitalize()
 
 
 def legend_html(verdicts: tuple[str, ...]) -> str:
     """The verdict words in the colours the table uses (what they mean: the caption)."""
-    chips = "".join(f'<span style="{css(render.VERDICT_STYLE[v])}">{v}</span>' for v in verdicts)
+    chips = "".join(f'<span style="{css(VERDICT_STYLE[v])}">{v}</span>' for v in verdicts)
     return f'<p class="legend">Verdicts: {chips}</p>'
 
 

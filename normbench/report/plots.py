@@ -26,8 +26,9 @@ import pandas as pd
 
 from normbench.core.errors import StoreError, UsageError
 from normbench.core.files import read_parquet
-from normbench.report.render import batch_sizes, plain, settings_text, short
-from normbench.report.tables import Method, Report, Section, groups, label
+from normbench.core.text import plain
+from normbench.report.base import Method, Report, Section, groups, label
+from normbench.report.text import batch_sizes, settings_text, short
 from normbench.store.rundir import MAX_BYTES
 
 if TYPE_CHECKING:

@@ -44,7 +44,7 @@ def sweep_run_ids(runs_dir: Path, names: str) -> tuple[list[str], dict, list]:
 
 
 def sequential_design(record: dict) -> dict:
-    """How a sweep run until decided spent its alpha, as normbench.report.tables.Method keys:
+    """How a sweep run until decided spent its alpha, as normbench.report.base.Method keys:
     ``fractions`` (the information fraction of each look it could take) and ``look`` (the
     last it took); a record of an older normbench, which split alpha evenly, gives ``looks``;
     a fixed design gives nothing."""

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from normbench.report import render, tables
+from normbench.report.base import label
+from normbench.report.text import batch_sizes
 from normbench.studies.study import (
     CONVERGENCE_COLUMNS,
     Context,
@@ -37,7 +38,7 @@ def wu_he(ctx: Context) -> str:
     result = report(selection, by=["norm.name", "norm.ghost_batch"])
     (section,) = result.sections
     batch = section.tables["batch_sensitivity"]
-    sizes = render.batch_sizes(batch)
+    sizes = batch_sizes(batch)
     bn, gn = (
         row_of(batch, **{"norm.name": "batchnorm"}),
         row_of(batch, **{"norm.name": "groupnorm"}),
@@ -111,13 +112,13 @@ def luo_qiao(ctx: Context) -> str:
     selection = load(runs, "batch")
     result = report(selection, by=["norm.name", "model.weight_std", "norm.ghost_batch"])
     batch = section_of(result).tables["batch_sensitivity"]
-    sizes = render.batch_sizes(batch)
+    sizes = batch_sizes(batch)
     small = sizes[0]
     at_small = subset(
         selection,
         lambda r: (
-            (r["norm.ghost_batch"].map(tables.label) == str(small))
-            | ((r["norm.name"] == "groupnorm") & r["model.weight_std"].map(tables.label).eq("true"))
+            (r["norm.ghost_batch"].map(label) == str(small))
+            | ((r["norm.name"] == "groupnorm") & r["model.weight_std"].map(label).eq("true"))
         ),
     )
     conv = section_of(report(at_small, by=["norm.name", "model.weight_std"])).tables["convergence"]

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from normbench.report import render, tables
+from normbench.report.base import Section, label
+from normbench.report.diagnostics import diagnostics_table
+from normbench.report.markdown import to_markdown
 from normbench.store.rundir import RunDir
 from normbench.studies.study import (
     CONVERGENCE_COLUMNS,
@@ -104,8 +106,8 @@ def claims(ctx: Context) -> str:
         ),
         "",
         f"{verdict(ln_lr > none_lr if ln_lr != none_lr else None)} Pre-LN LayerNorm trains up "
-        f"to learning rate {tables.label(pre_ln['largest_stable'])}, no norm up to "
-        f"{tables.label(none['largest_stable'])}.",
+        f"to learning rate {label(pre_ln['largest_stable'])}, no norm up to "
+        f"{label(none['largest_stable'])}.",
         "",
     ]
     # (b, c, d, f): the claims study, depth 8 at a learning rate every norm trains at
@@ -118,7 +120,7 @@ def claims(ctx: Context) -> str:
         f"**(b) Speeds convergence** — measure: steps until validation bits per byte first "
         f"reach 3.5, per seed. `{command_of(CLAIMS, scale)}`",
         "",
-        render.to_markdown(steps),
+        to_markdown(steps),
         "",
     ]
     ln_steps = steps.set_index("norm")["median_steps"]
@@ -128,8 +130,8 @@ def claims(ctx: Context) -> str:
         faster = bool(ln < none_)
     lines += [
         f"{verdict(faster)} Median steps to 3.5 bits per byte: LayerNorm "
-        f"{tables.label(ln_steps.get('layernorm'))}, no norm {tables.label(ln_steps.get('none'))}, "
-        f"RMSNorm {tables.label(ln_steps.get('rmsnorm'))} (evaluated every 50 steps). The final "
+        f"{label(ln_steps.get('layernorm'))}, no norm {label(ln_steps.get('none'))}, "
+        f"RMSNorm {label(ln_steps.get('rmsnorm'))} (evaluated every 50 steps). The final "
         "verdicts of the same runs:",
         "",
         md(conv, ["norm.name", *CONVERGENCE_COLUMNS]),
@@ -142,21 +144,21 @@ def claims(ctx: Context) -> str:
         "at the end (mean over seeds; the training loss is the mean of the last logged "
         "window).",
         "",
-        render.to_markdown(gaps),
+        to_markdown(gaps),
         "",
         f"{verdict(bool(gap['layernorm'] < gap['none']))} LayerNorm's gap {gap['layernorm']:+.3f}, "
         f"no norm's {gap['none']:+.3f}.",
         "",
     ]
     for name, at in (("diagnostics_init", "first"), ("diagnostics", "last")):
-        section.tables[name] = tables.diagnostics_table(section.runs, section.keys, runs, at)
+        section.tables[name] = diagnostics_table(section.runs, section.keys, runs, at)
     spread = gradient_spread(section)
     lines += [
         "**(d) Keeps gradient scale similar across layers** — measure: the largest over the "
         "smallest gradient norm among units of one sublayer type, at initialisation (step 0) and "
         "at the end.",
         "",
-        render.to_markdown(spread),
+        to_markdown(spread),
         "",
     ]
     by_norm = spread.groupby("norm")["spread_at_end"].max()
@@ -188,8 +190,8 @@ def claims(ctx: Context) -> str:
         ),
         "",
         f"{verdict((pre['largest_stable'] or 0) > (post['largest_stable'] or 0) or None)} "
-        f"Pre-LN trains to depth {tables.label(pre['largest_stable'])}, Post-LN to "
-        f"{tables.label(post['largest_stable'])}: the claim holds for the placement that keeps "
+        f"Pre-LN trains to depth {label(pre['largest_stable'])}, Post-LN to "
+        f"{label(post['largest_stable'])}: the claim holds for the placement that keeps "
         "an identity path (Pre, sandwich), not for Post-LN, whose norm sits on the residual "
         "stream itself.",
         "",
@@ -201,7 +203,7 @@ def claims(ctx: Context) -> str:
         "of the residual stream entering each unit (the input of its norm), last unit over "
         "first, at the end of training.",
         "",
-        render.to_markdown(scales),
+        to_markdown(scales),
         "",
         f"{verdict(bool(growth['layernorm'] < growth['none']))} The residual stream's std grows "
         f"by {growth['layernorm']:.1f}x over depth with LayerNorm, {growth['none']:.1f}x without a "
@@ -246,7 +248,7 @@ def generalisation(runs_frame: pd.DataFrame, runs: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def gradient_spread(section: tables.Section) -> pd.DataFrame:
+def gradient_spread(section: Section) -> pd.DataFrame:
     rows = []
     for name, column in (("diagnostics_init", "spread_at_init"), ("diagnostics", "spread_at_end")):
         table = section.tables[name]
@@ -262,7 +264,7 @@ def gradient_spread(section: tables.Section) -> pd.DataFrame:
     return frame.groupby(["norm", "sublayer"], as_index=False).first()
 
 
-def feature_scale(section: tables.Section) -> pd.DataFrame:
+def feature_scale(section: Section) -> pd.DataFrame:
     table = section.tables["diagnostics"]
     rows = []
     for norm, part in table.groupby("norm.name"):

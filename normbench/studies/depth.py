@@ -4,8 +4,8 @@ placements are the subject of the claims study's (e))."""
 
 from __future__ import annotations
 
-from normbench.report import tables
-from normbench.report.tables import Method
+from normbench.report.base import Method
+from normbench.report.sections import build
 from normbench.studies.claims import DEPTH
 from normbench.studies.study import Context, command_of, load, md, row_of, verdict
 
@@ -17,7 +17,7 @@ def lns(ctx: Context) -> str:
     selection = load(runs, "depth")
     deepest = max(selection.runs["model.depth"].astype(int))
     method = Method(reference=("placement=pre",))
-    result = tables.build(
+    result = build(
         load(runs, "depth", [f"model.depth={deepest}"]), by=["placement.name"], method=method
     )
     (section,) = result.sections

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from normbench.report import render, tables
+from normbench.report.base import Report
+from normbench.report.diagnostics import diagnostics_table, last_over_first
+from normbench.report.markdown import to_markdown
 from normbench.studies.study import (
     CONVERGENCE_COLUMNS,
     Context,
@@ -125,7 +127,7 @@ def xiong(ctx: Context) -> str:
             f"`{command_of(XAVIER, scale)}`). The verdict is a threshold, not a test: "
             "'grows' means the ratio exceeds 1.2 and Pre-LN's.",
             "",
-            render.to_markdown(table),
+            to_markdown(table),
             "",
             profile("xavier"),
             "",
@@ -139,12 +141,12 @@ def xiong(ctx: Context) -> str:
     )
 
 
-def init_gradient_ratios(result: tables.Report, runs: Path) -> dict[tuple[str, str], float]:
+def init_gradient_ratios(result: Report, runs: Path) -> dict[tuple[str, str], float]:
     """Per (placement, sublayer type): the last unit's gradient norm over the first's at step
     0, from the runs' diagnostics."""
     section = section_of(result)
-    init = tables.diagnostics_table(section.runs, section.keys, runs, "first")
-    ratios = tables.last_over_first(init, keys=["placement.name"])
+    init = diagnostics_table(section.runs, section.keys, runs, "first")
+    ratios = last_over_first(init, keys=["placement.name"])
     return {
         (r["placement.name"], r["sublayer"]): r["grad_norm_last_over_first"]
         for _, r in ratios.iterrows()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from normbench.report import render, tables
+from normbench.report.base import label
+from normbench.report.markdown import to_markdown
 from normbench.studies.study import (
     Context,
     Study,
@@ -96,14 +97,14 @@ def fp16(ctx: Context) -> str:
             "`res_post` and `sandwich`'s second norm read a half sublayer output. CUDA was not "
             "measured here.",
             "",
-            render.to_markdown(fused_table),
+            to_markdown(fused_table),
             "",
             "**The norm alone.** Largest relative error of each norm's output against float64 "
             "over channels, tokens and padded tokens and activation scales up to "
             f"{largest_scale:g} (offset and magnitude), where the rounded input still carries "
             "its spread:",
             "",
-            render.to_markdown(largest),
+            to_markdown(largest),
             "",
             "Norms whose error grows more than tenfold without float32 statistics: "
             + (", ".join(sorted(set(needs["norm"]))) or "none")
@@ -133,7 +134,7 @@ def fp16(ctx: Context) -> str:
                 (
                     "fp16 is worse for "
                     + ", ".join(
-                        f"{r['norm.name']} (fp32 statistics {tables.label(r['norm.fp32_stats'])})"
+                        f"{r['norm.name']} (fp32 statistics {label(r['norm.fp32_stats'])})"
                         for _, r in worse.iterrows()
                     )
                     + "; "
@@ -145,7 +146,7 @@ def fp16(ctx: Context) -> str:
                 (
                     "equivalent to fp32 for "
                     + ", ".join(
-                        f"{r['norm.name']} ({tables.label(r['norm.fp32_stats'])})"
+                        f"{r['norm.name']} ({label(r['norm.fp32_stats'])})"
                         for _, r in equivalent.iterrows()
                     )
                 )

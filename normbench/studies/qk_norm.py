@@ -10,8 +10,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from normbench.report import plots, render, stats, tables
-from normbench.report.tables import Method, label
+from normbench.report import plots, stability, stats
+from normbench.report.base import Method, Section, label, seeded_results
+from normbench.report.sections import build
+from normbench.report.text import fmt, with_ci
 from normbench.store.rundir import RunDir
 from normbench.studies.study import Context, Study, command_of, load, md, section_of, verdict
 
@@ -30,7 +32,7 @@ def qk_norm(ctx: Context) -> str:
     runs, scale = ctx.runs, ctx.scale
     selection = load(runs, "qk_norm")
     method = Method(reference=("model.qk_norm=none",))
-    result = tables.build(selection, by=["model.qk_norm", "train.lr"], method=method)
+    result = build(selection, by=["model.qk_norm", "train.lr"], method=method)
     section = section_of(result)
     stability = section.tables["lr_stability"].set_index("model.qk_norm")
     shown = stability.reset_index()
@@ -86,7 +88,7 @@ def qk_norm(ctx: Context) -> str:
     )
 
 
-def logit_growth(runs, section: tables.Section) -> pd.DataFrame:
+def logit_growth(runs, section: Section) -> pd.DataFrame:
     """Per run of the study: its group, learning rate, whether it trained, and the largest
     attention logit over units at step 0 and at the first diagnosed step after it."""
     rows = []
@@ -105,7 +107,7 @@ def logit_growth(runs, section: tables.Section) -> pd.DataFrame:
             {
                 "qk_norm": run["model.qk_norm"],
                 "lr": float(run["train.lr"]),
-                "trained": tables.trained(
+                "trained": stability.trained(
                     run["status"],
                     run[section.metric.column],
                     run["num_classes"],
@@ -147,7 +149,7 @@ def growth_text(growth: pd.DataFrame) -> str:
     return "; ".join(parts) + "."
 
 
-def figures_of(ctx: Context, section: tables.Section, stable_none) -> list[str]:
+def figures_of(ctx: Context, section: Section, stable_none) -> list[str]:
     """Loss against learning rate per group, and the largest attention logit over steps at the
     highest learning rate at which every seed without QK-norm trained."""
     out = ctx.img / "qk_norm"
@@ -163,7 +165,7 @@ def figures_of(ctx: Context, section: tables.Section, stable_none) -> list[str]:
     return links
 
 
-def loss_against_lr(section: tables.Section):
+def loss_against_lr(section: Section):
     """Final validation bits per byte against the learning rate (log scale), mean and 95%
     interval over seeds per group; a diverged run at chance, as the verdicts count it."""
     metric = section.metric
@@ -174,7 +176,7 @@ def loss_against_lr(section: tables.Section):
     for qk, part in runs.groupby(runs["model.qk_norm"].map(label)):
         points = []
         for lr, cell in part.groupby(part["train.lr"].astype(float)):
-            values = list(tables.seeded_results(cell, metric.column, metric, Method()).values())
+            values = list(seeded_results(cell, metric.column, metric, Method()).values())
             mean, ci = stats.mean_ci(values)
             points.append((lr, mean, ci if math.isfinite(ci) else 0.0))
         lrs, means, cis = (np.array(v) for v in zip(*points, strict=True))
@@ -186,7 +188,7 @@ def loss_against_lr(section: tables.Section):
     return fig
 
 
-def logit_over_steps(runs, section: tables.Section, stable_none):
+def logit_over_steps(runs, section: Section, stable_none):
     """The largest attention logit (max over units) per diagnosed step, geometric mean over
     seeds, per group, at the highest learning rate where every seed without QK-norm trained."""
     if stable_none is None:
@@ -223,7 +225,7 @@ def compact(stability: pd.DataFrame) -> pd.DataFrame:
     frame = pd.DataFrame({"qk_norm": stability["model.qk_norm"]})
     for rate in rates:
         frame[f"lr={rate}"] = [
-            f"{render.fmt(mean)} ({trained})"
+            f"{fmt(mean)} ({trained})"
             for mean, trained in zip(
                 stability[f"{rate}_mean"], stability[f"{rate}_trained"], strict=True
             )
@@ -232,7 +234,7 @@ def compact(stability: pd.DataFrame) -> pd.DataFrame:
         "none" if rate is None else label(rate) for rate in stability["largest_stable"]
     ]
     frame["LR sensitivity"] = [
-        render.with_ci(value, ci)
+        with_ci(value, ci)
         for value, ci in zip(
             stability["lr_sensitivity"], stability["lr_sensitivity_ci95"], strict=True
         )

@@ -14,7 +14,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from normbench.report import plots, render, tables
+from normbench.report import plots
+from normbench.report.base import Report, Section, label
+from normbench.report.markdown import to_markdown
+from normbench.report.sections import build
 from normbench.store import catalog, records
 from normbench.store.catalog import Selection
 
@@ -78,8 +81,8 @@ def subset(selection: Selection, keep: Callable[[pd.DataFrame], pd.Series]) -> S
     return Selection(selection.runs[keep(selection.runs)], selection.warnings)
 
 
-def report(selection: Selection, by: list[str] | None = None) -> tables.Report:
-    return tables.build(selection, by=by)
+def report(selection: Selection, by: list[str] | None = None) -> Report:
+    return build(selection, by=by)
 
 
 def command_of(study: Study, scale: str) -> str:
@@ -87,12 +90,10 @@ def command_of(study: Study, scale: str) -> str:
 
 
 def md(frame: pd.DataFrame, columns: list[str]) -> str:
-    return render.to_markdown(frame[[c for c in columns if c in frame.columns]])
+    return to_markdown(frame[[c for c in columns if c in frame.columns]])
 
 
-def figures(
-    ctx: Context, result: tables.Report, name: str, only: tuple[str, ...] = ()
-) -> list[str]:
+def figures(ctx: Context, result: Report, name: str, only: tuple[str, ...] = ()) -> list[str]:
     """The report's figures as PNG files under docs/img/NAME, as markdown image links."""
     drawings = plots.draw(result, ctx.runs, only=only)
     paths = plots.write_pngs(result, drawings, ctx.img / name)
@@ -109,7 +110,7 @@ def verdict(ok: bool | None) -> str:
 def row_of(table: pd.DataFrame, **values) -> pd.Series:
     mask = pd.Series(True, index=table.index)
     for key, value in values.items():
-        mask &= table[key].map(tables.label) == tables.label(value)
+        mask &= table[key].map(label) == label(value)
     return table[mask].iloc[0]
 
 
@@ -140,6 +141,6 @@ def named(table: pd.DataFrame, norm: str) -> pd.Series:
     return row_of(table, **{"norm.name": norm})
 
 
-def section_of(result: tables.Report) -> tables.Section:
+def section_of(result: Report) -> Section:
     (section,) = result.sections
     return section

@@ -4,9 +4,10 @@ aggregate (normbench.report.across)."""
 
 from __future__ import annotations
 
-from normbench.report import plots, tables
+from normbench.report import plots
 from normbench.report.across import across
-from normbench.report.tables import Method
+from normbench.report.base import Method
+from normbench.report.sections import build
 from normbench.studies.study import Context, Study, command_of, load, md, verdict
 
 SUITE = Study(
@@ -38,7 +39,7 @@ COLUMNS = [
 def suite(ctx: Context) -> str:
     runs, scale = ctx.runs, ctx.scale
     method = Method(reference=("norm=layernorm",))
-    result = tables.build(load(runs, "suite"), by=["norm.name"], method=method)
+    result = build(load(runs, "suite"), by=["norm.name"], method=method)
     result.across = across(result, ["data"])
     table = result.across.table
     out = ctx.img / "suite"

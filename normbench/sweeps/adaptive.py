@@ -26,7 +26,9 @@ from pathlib import Path
 from normbench.core.errors import UsageError
 from normbench.experiment.probe import compose_checked
 from normbench.experiment.schema import experiment, flatten
-from normbench.report import tables
+from normbench.report.base import Method, Report, Section, label
+from normbench.report.batch import BATCH_KEYS
+from normbench.report.sections import build
 from normbench.store import catalog
 from normbench.store.rundir import run_id
 from normbench.sweeps.grid import Job, Sweep
@@ -41,7 +43,7 @@ class Design:
 
     max_seeds: int
     fractions: tuple[float, ...]
-    method: tables.Method
+    method: Method
     groups: int  # groups in the grid
     first_seeds: int  # seeds per group in the grid (the fewest)
 
@@ -54,7 +56,7 @@ class Design:
         """Runs of the fixed design with every group at the cap."""
         return self.groups * self.max_seeds
 
-    def at(self, look: int) -> tables.Method:
+    def at(self, look: int) -> Method:
         """The method of look ``look`` (1-based): alpha spent up to it."""
         return self.method.with_(fractions=self.fractions, look=look)
 
@@ -98,7 +100,7 @@ def group_key(cfg: dict) -> str:
     return json.dumps({k: v for k, v in experiment(cfg).items() if k != "seed"}, sort_keys=True)
 
 
-def design(sweep: Sweep, max_seeds: int, method: tables.Method) -> Design:
+def design(sweep: Sweep, max_seeds: int, method: Method) -> Design:
     per_group = defaultdict(int)
     for job in sweep.jobs:
         per_group[group_key(job.cfg)] += 1
@@ -113,13 +115,13 @@ def design(sweep: Sweep, max_seeds: int, method: tables.Method) -> Design:
     return Design(max_seeds, fractions, method, len(per_group), first)
 
 
-def look_at(jobs: list[Job], runs_dir: Path, method: tables.Method) -> tables.Report | None:
+def look_at(jobs: list[Job], runs_dir: Path, method: Method) -> Report | None:
     """The report of these jobs' runs, as the sweep sees them at a look."""
     selection = catalog.select(catalog.load_runs(runs_dir), [], [job.run_id for job in jobs])
-    return None if selection.runs.empty else tables.build(selection, method=method)
+    return None if selection.runs.empty else build(selection, method=method)
 
 
-def tally(report: tables.Report | None, runs: int) -> Tally:
+def tally(report: Report | None, runs: int) -> Tally:
     """Decided comparisons of a report: convergence rows other than the reference, and batch
     rows whose verdict is not decided by construction (same runs)."""
     decided = comparisons = 0
@@ -133,9 +135,7 @@ def tally(report: tables.Report | None, runs: int) -> Tally:
     return Tally(decided, comparisons, runs)
 
 
-def seeds_to_add(
-    jobs: list[Job], report: tables.Report | None, plan: Design
-) -> tuple[list[Job], int]:
+def seeds_to_add(jobs: list[Job], report: Report | None, plan: Design) -> tuple[list[Job], int]:
     """The next round's jobs (one more seed for each undecided group below the cap), and how
     many groups are undecided now."""
     if report is None:
@@ -158,7 +158,7 @@ def seeds_to_add(
     return new, len(undecided)
 
 
-def _open_groups(section: tables.Section, members: dict[str, list[Job]]) -> set[str]:
+def _open_groups(section: Section, members: dict[str, list[Job]]) -> set[str]:
     """The groups of a section whose verdict is open, with the reference group when it is
     part of an open comparison."""
     flat = {key: flatten(group[0].cfg) for key, group in members.items()}
@@ -171,7 +171,7 @@ def _open_groups(section: tables.Section, members: dict[str, list[Job]]) -> set[
             wanted |= _matching(flat, {**section.setting, **{k: row[k] for k in section.keys}})
     batch = section.tables.get("batch_sensitivity")
     if batch is not None:
-        row_keys = [k for k in section.keys if k not in tables.BATCH_KEYS]
+        row_keys = [k for k in section.keys if k not in BATCH_KEYS]
         for _, row in batch[batch["verdict"] == "inconclusive"].iterrows():
             sizes = {row["reference_batch"], row["smallest_batch"]}
             matched = _matching(flat, {**section.setting, **{k: row[k] for k in row_keys}})
@@ -183,7 +183,7 @@ def _matching(flat: dict[str, dict], values: dict) -> set[str]:
     return {
         key
         for key, cfg in flat.items()
-        if all(tables.label(cfg.get(k)) == tables.label(v) for k, v in values.items())
+        if all(label(cfg.get(k)) == label(v) for k, v in values.items())
     }
 
 

@@ -387,7 +387,7 @@ class Trainer:
             best_val_acc=max(row["val_acc"] for row in evaluated) if evaluated else None,
             train_loss_auc=self.train_loss_auc(),
             parameters=count_parameters(self.model),
-            # what an accuracy is counted over: its resolution is 1 / size (report.tables)
+            # what an accuracy is counted over: its resolution is 1 / size (report.base.resolution)
             val_size=self.tensors["val"]["y"].numel(),
             test_size=self.tensors["test"]["y"].numel(),
         )

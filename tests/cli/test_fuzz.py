@@ -25,8 +25,8 @@ from normbench.cli import app
 from normbench.core.errors import UsageError
 from normbench.experiment.schema import SCHEMA
 from normbench.report import plots
-from normbench.report.render import to_json
-from normbench.report.tables import build
+from normbench.report.sections import build
+from normbench.report.tidy import to_json
 from normbench.store.catalog import load_runs
 
 runner = CliRunner()

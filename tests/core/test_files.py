@@ -46,7 +46,7 @@ ALLOWED = {
     ("layers/conformance.py", "torch.load("): "a buffer it saved itself a line before",
     ("store/index.py", "sqlite3.connect("): "the index: checked files, the opened path too",
     ("report/plots.py", "read_parquet("): "core.files.read_parquet, the bounded reader",
-    ("report/tables.py", "read_parquet("): "core.files.read_parquet, the bounded reader",
+    ("report/diagnostics.py", "read_parquet("): "core.files.read_parquet, the bounded reader",
     ("store/rundir.py", "read_parquet("): "core.files.read_parquet: a run's metrics, diagnostics",
 }
 

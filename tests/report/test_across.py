@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 from normbench.cli import app
 from normbench.report import aggregate
 from normbench.report.across import across
-from normbench.report.tables import Method, build
+from normbench.report.base import Method
+from normbench.report.sections import build
 from normbench.store.catalog import load_runs
 
 runner = CliRunner()

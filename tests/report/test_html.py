@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from normbench.cli import app
 from normbench.report import html, plots
-from normbench.report.tables import build
+from normbench.report.sections import build
 from normbench.store.catalog import load_runs
 
 runner = CliRunner()
@@ -71,7 +71,7 @@ def hostile_store(runs: Path) -> Path:
 def render(runs, sweep_argvs=(), diagnostics=False) -> str:
     report = build(load_runs(runs))
     if diagnostics:
-        from normbench.report.tables import attach_diagnostics
+        from normbench.report.diagnostics import attach_diagnostics
 
         attach_diagnostics(report, runs)
     drawings = plots.draw(report, runs)
@@ -91,7 +91,7 @@ def test_every_table_caption_note_and_command_is_in_the_page(page):
     assert page.count("<table>") == 2 and page.count("<caption>") == 2
     assert "Holm-adjusted over every pair of groups, p &lt; alpha" in page
     assert "one-sided t test (paired by seed where the seeds match) p &lt; alpha" in page
-    assert "within ±0.01 by TOST" in page  # the margin, in the captions render.py writes
+    assert "within ±0.01 by TOST" in page  # the margin, in the captions report.text writes
     for verdict in ("reference", "worse", "inconclusive", "sensitive", "insensitive"):
         assert f">{verdict}</span>" in page  # the legend's colour chips
     assert 'color: #cf222e">worse</td>' in page  # a verdict cell in its colour

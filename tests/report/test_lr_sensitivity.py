@@ -12,8 +12,9 @@ from typer.testing import CliRunner
 
 from normbench.cli import app
 from normbench.report import stats
+from normbench.report.base import Method
 from normbench.report.html import page
-from normbench.report.tables import Method, build
+from normbench.report.sections import build
 from normbench.store.catalog import load_runs
 
 T_975_DF2 = 4.302652729911275  # Student's t, 97.5% quantile, 2 degrees of freedom
@@ -86,7 +87,8 @@ def test_bits_per_byte_sections_measure_it_in_bits_and_fall_back_to_log2_classes
     uniform prediction's log2(256) = 8 bits."""
     import pandas as pd
 
-    from normbench.report.tables import BITS_PER_BYTE, lr_sensitivity_by_seed
+    from normbench.report.base import BITS_PER_BYTE
+    from normbench.report.stability import lr_sensitivity_by_seed
 
     part = pd.DataFrame(
         {

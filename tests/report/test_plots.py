@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from normbench.cli import app
 from normbench.report import plots
-from normbench.report.tables import Method, build
+from normbench.report.base import Method
+from normbench.report.sections import build
 from normbench.store.catalog import load_runs
 
 runner = CliRunner()

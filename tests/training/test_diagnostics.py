@@ -13,7 +13,7 @@ from helpers import tiny
 from normbench.data.datasets import input_shape
 from normbench.experiment.compose import compose
 from normbench.layers.models import build_model
-from normbench.report.tables import by_sublayer, last_over_first
+from normbench.report.diagnostics import by_sublayer, last_over_first
 from normbench.store.rundir import RunDir
 from normbench.training.diagnostics import COLUMNS, Diagnostics, frozen_buffers
 from normbench.training.run import run_experiment

@@ -1,0 +1,338 @@
+"""What every question of the report shares: the metric a section's verdicts are about,
+the method (alpha, margin, reference, looks), a section and a report, and the grouping of runs
+into groups by label with each group's results by seed.
+
+The question modules (convergence, batch, precision, stability, diagnostics) compute their
+tables from these groups through normbench.report.stats; normbench.report.sections puts the
+tables into sections; the renderers (terminal, markdown, tidy, html) turn them into text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from normbench.core.errors import UsageError
+from normbench.experiment.compose import parse_overrides
+from normbench.experiment.schema import EXECUTION_KEYS, OBSERVATION_KEYS
+from normbench.layers.keys import NORM_SPECIFIC_KEYS
+from normbench.report import stats
+from normbench.report.stats import Results
+from normbench.store.catalog import NOT_CONFIG
+
+RESULT_STATUSES = ("complete", "diverged")  # runs whose numbers are results
+UNFINISHED_STATUSES = ("interrupted", "running", "abandoned")
+# Never grouping keys: the seed is what is aggregated over; the rest change no result.
+NOT_GROUPING = {"seed", *EXECUTION_KEYS, *OBSERVATION_KEYS}
+LEARNED_MARGIN = 0.05  # a final metric within 5% of chance counts as chance (Metric.learned)
+# Keys that shown constant say what a table is about: `model=cnn data=mnist1d ...`.
+HEADLINE_KEYS = (
+    "model.name",
+    "model.width",
+    "model.depth",
+    "data.name",
+    "norm.name",
+    "placement.name",
+    "precision.name",
+    "batch_size",
+    "train.max_steps",
+    "train.epochs",
+    "train.lr",
+    "train.warmup_steps",
+)
+
+
+def is_setting(key: str) -> bool:
+    """Keys that make runs different experiments rather than different treatments: the data
+    set (and its parameters), the model, the training budget."""
+    return key.startswith("data.") or key in ("model.name", "train.max_steps", "train.epochs")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """The number a section's verdicts are about."""
+
+    name: str  # val_acc | val_bpb
+    higher_is_better: bool
+
+    @property
+    def column(self) -> str:
+        return f"final_{self.name}"
+
+    @property
+    def test_column(self) -> str:
+        return self.name.replace("val_", "test_")
+
+    @property
+    def label(self) -> str:
+        return self.name.replace("_", " ")
+
+    def chance(self, num_classes: float) -> float:
+        """The metric of a model that learned nothing: accuracy 1/classes; bits per symbol
+        of the uniform prediction, log2(classes)."""
+        return 1 / num_classes if self.higher_is_better else math.log2(num_classes)
+
+    def learned(self, value: float, chance: float) -> bool:
+        """Whether a final metric is clear of chance: by 5% of the way from chance to perfect
+        for accuracy (1.0), by 5% of chance for bits per byte (perfect is 0)."""
+        if self.higher_is_better:
+            return value >= chance + LEARNED_MARGIN * (1 - chance)
+        return value <= (1 - LEARNED_MARGIN) * chance
+
+    def score(self, values: np.ndarray) -> np.ndarray:
+        """Values oriented so that higher is better (what normbench.report.stats expects)."""
+        return values if self.higher_is_better else -values
+
+
+ACCURACY = Metric("val_acc", higher_is_better=True)
+BITS_PER_BYTE = Metric("val_bpb", higher_is_better=False)
+
+
+@dataclass(frozen=True)
+class Method:
+    """How verdicts are reached: error rate, margin, diverged runs, the reference, repeated
+    looks."""
+
+    alpha: float = 0.05
+    margin: float = 0.01
+    diverged: str = "chance"  # chance | exclude
+    reference_batch: int | None = None
+    test: bool = False  # verdicts on the test split (set when --best-over chose on validation)
+    reference: tuple[str, ...] = ()  # --reference KEY=VALUE ...: the group named before looking
+    # --until-decided: the information fraction of each look the design can take and the look
+    # this report is (alpha spent over them, normbench.report.stats.look_alpha); a record of
+    # an older normbench has only its number of looks (alpha split evenly: ``looks``).
+    fractions: tuple[float, ...] = ()
+    look: int = 1
+    looks: int = 1
+
+    @property
+    def level(self) -> float:
+        """The alpha of this look: alpha itself for a report of a fixed design."""
+        if self.fractions:
+            return stats.look_alpha(self.alpha, self.fractions, self.look)
+        return self.alpha / self.looks
+
+    @property
+    def sequential(self) -> bool:
+        return bool(self.fractions) or self.looks > 1
+
+    @classmethod
+    def from_options(
+        cls,
+        alpha: float,
+        margin: float,
+        reference_batch: int | None = None,
+        diverged: str = "chance",
+        reference: list[str] | tuple[str, ...] = (),
+    ) -> Method:
+        """The report's options (``--alpha``, ``--margin``, ...), each refused in one line when
+        out of range."""
+        if not 0 < alpha < 0.5:
+            raise UsageError(f"--alpha {alpha}: valid: a number strictly between 0 and 0.5")
+        if not (margin > 0 and math.isfinite(margin)):
+            raise UsageError(f"--margin {margin}: valid: a positive number (in the metric's units)")
+        if reference_batch is not None and reference_batch < 1:
+            raise UsageError(f"--reference-batch {reference_batch}: valid: a per-device batch >= 1")
+        if diverged not in ("chance", "exclude"):
+            raise UsageError(f"--diverged {diverged}: valid: chance, exclude")
+        return cls(alpha, margin, diverged, reference_batch, reference=parse_reference(reference))
+
+    def with_(self, **changes) -> Method:
+        return dataclasses.replace(self, **changes)
+
+
+def parse_reference(given: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """``--reference norm=layernorm`` (repeatable, or several KEY=VALUE in one argument):
+    each a plain KEY=VALUE in override syntax, one value per key."""
+    items = [item for text in given for item in text.split()]
+    for override in parse_overrides(items):
+        if override.is_sweep_override() or override.is_delete() or override.is_add():
+            raise UsageError(
+                f"--reference {override.input_line}: one KEY=VALUE per key, naming one group "
+                "(e.g. --reference norm=layernorm)"
+            )
+    keys = [item.split("=", 1)[0] for item in items]
+    if len(set(keys)) < len(keys):
+        raise UsageError(f"--reference {' '.join(items)}: a key is given twice")
+    return tuple(items)
+
+
+@dataclass
+class Section:
+    """The runs of one setting and their tables."""
+
+    setting: dict[str, object]  # the setting keys that split the report (empty: one section)
+    fixed: dict[str, object]  # headline keys constant over the section
+    keys: list[str]  # grouping keys
+    metric: Metric
+    tables: dict[str, pd.DataFrame | None]
+    notes: list[str] = field(default_factory=list)
+    runs: pd.DataFrame | None = None
+
+
+@dataclass
+class Report:
+    sections: list[Section]
+    method: Method
+    counts: dict[str, int]
+    warnings: list[str]
+    best_over: str | None = None
+    across: object | None = None  # normbench.report.across.Across, with --across
+
+
+def metric_of(runs: pd.DataFrame) -> Metric:
+    """Bits per byte for language-model runs (they record it), accuracy otherwise."""
+    if "final_val_bpb" in runs and runs["final_val_bpb"].notna().any():
+        return BITS_PER_BYTE
+    return ACCURACY
+
+
+def varying_keys(runs: pd.DataFrame) -> list[str]:
+    """Config keys whose value differs across the runs (seed, execution and observation keys
+    aside), group names first."""
+    config = [c for c in runs.columns if c not in NOT_CONFIG and c not in NOT_GROUPING]
+    varying = [c for c in config if labels(runs[c]).nunique() > 1]
+    varying = [c for c in varying if not _implied_by_norm(runs, c)]
+    return sorted(varying, key=lambda c: (not c.endswith(".name"), c))
+
+
+def _implied_by_norm(runs: pd.DataFrame, key: str) -> bool:
+    """A norm option that varies only because each norm keeps or nulls it (norm.groups is 8
+    for GroupNorm and null for BatchNorm): it says nothing norm.name does not."""
+    if key.removeprefix("norm.") not in NORM_SPECIFIC_KEYS or "norm.name" not in runs:
+        return False
+    return bool((labels(runs[key]).groupby(runs["norm.name"]).nunique() <= 1).all())
+
+
+def label(value) -> str:
+    """A config value as the override syntax writes it (groups compare by label, so that 32
+    and 32.0, or None and NaN, are one group)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+HOMOGENEOUS = ("string", "integer", "floating", "boolean")  # pandas' infer_dtype kinds
+
+
+def labels(values: pd.Series) -> pd.Series:
+    """``label`` of each value, computed once per distinct value: a column of 100,000 runs
+    holds a handful. A column of one type is mapped at once; a mixed one value by value,
+    keyed by type too (1, 1.0 and True stay three labels)."""
+    if pd.api.types.infer_dtype(values, skipna=False) in HOMOGENEOUS:
+        distinct = pd.unique(values)
+        return values.map(dict(zip(distinct, map(label, distinct), strict=True)))
+    seen: dict[tuple, str] = {}
+    shown = []
+    for value in values:
+        try:
+            text = seen.get((type(value), value))
+            if text is None:
+                text = seen[(type(value), value)] = label(value)
+        except TypeError:  # a list
+            text = label(value)
+        shown.append(text)
+    return pd.Series(shown, index=values.index, dtype=object, name=values.name)
+
+
+def groups(runs: pd.DataFrame, keys: list[str]) -> list[tuple[dict, pd.DataFrame]]:
+    """(the keys' values, the runs) per distinct combination of labels, sorted by label; the
+    values keep their types (numbers stay numbers)."""
+    if not keys:
+        return [({}, runs)]
+    shown = [labels(runs[k]).rename(f"__{k}") for k in keys]
+    return [
+        ({k: _plain(part[k].iloc[0]) for k in keys}, part)
+        for _, part in runs.groupby(shown, sort=True, dropna=False)
+    ]
+
+
+def frame(rows: list[dict], keys: list[str]) -> pd.DataFrame:
+    """Table rows as a DataFrame whose key columns keep each value's type (a column of 2, 32
+    and None stays ints and None, not floats and NaN)."""
+    table = pd.DataFrame(rows)
+    for key in keys:
+        table[key] = pd.Series([row[key] for row in rows], dtype=object, index=table.index)
+    return table
+
+
+def _plain(value):
+    """numpy scalars as Python numbers; NaN as None."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def results(part: pd.DataFrame, column: str, metric: Metric, method: Method) -> np.ndarray:
+    """A group's results in seed order: complete runs' values, diverged runs at chance (or
+    dropped with ``--diverged exclude``); failed and unfinished runs are never results."""
+    return np.array(list(seeded_results(part, column, metric, method).values()), dtype=float)
+
+
+def seeded_results(part: pd.DataFrame, column: str, metric: Metric, method: Method) -> Results:
+    """``results`` by seed, in seed order, oriented as the metric reads (not negated). Bits per
+    byte have no worst value: a run that exploded without a NaN (a finite 1e10 bits per byte)
+    counts at chance, as a diverged run does, never beyond it; its excess measures nothing
+    but would swamp every mean and CI. (Column by column: a group of a store of 100,000 runs
+    holds hundreds.)"""
+    if "seed" in part and not part["seed"].is_monotonic_increasing:
+        part = part.sort_values("seed")
+    seeds = part.get("seed", part.index)
+    values = part[column] if column in part else [None] * len(part)
+    by_seed = {}
+    for seed, status, value, classes in zip(
+        seeds, part["status"], values, part["num_classes"], strict=True
+    ):
+        if status == "diverged" and method.diverged == "chance":
+            by_seed[int(seed)] = metric.chance(float(classes))
+        elif status == "complete" and finite(value):
+            value, chance = float(value), metric.chance(float(classes))
+            by_seed[int(seed)] = value if metric.higher_is_better else min(value, chance)
+    return by_seed
+
+
+def scored(values: Results, metric: Metric) -> Results:
+    """Results oriented so that higher is better (what normbench.report.stats expects)."""
+    return values if metric.higher_is_better else {seed: -v for seed, v in values.items()}
+
+
+def resolution(runs: pd.DataFrame, metric: Metric, test: bool = False) -> float:
+    """The smallest step the metric moves by in these runs: 1 / the number of samples (or
+    bytes) an accuracy is counted over; 0 for bits per byte (continuous). The number comes from
+    the run's summary (``val_size``, ``test_size``); runs made before it was recorded get it
+    from their data config where that needs no file (mnist1d, digits, tokens: the split
+    arithmetic; pysource: windows x context), else 0 (unknown)."""
+    if not metric.higher_is_better:
+        return 0.0
+    column = "test_size" if test else "val_size"
+    recorded = runs[column].dropna() if column in runs else pd.Series(dtype=float)
+    if len(recorded):
+        return 1 / float(recorded.max())
+    first = runs.iloc[0]
+    data = {k.removeprefix("data."): first[k] for k in runs.columns if k.startswith("data.")}
+    if data.get("name") == "pysource":
+        return 1 / (float(data["eval_windows"]) * float(data["context"]))
+    if data.get("name") in ("mnist1d", "digits", "tokens"):
+        from normbench.data.datasets import split_sizes
+
+        try:
+            size = split_sizes({k: _plain(v) for k, v in data.items()})["test" if test else "val"]
+        except (KeyError, TypeError, ValueError):  # a config of another normbench
+            return 0.0
+        return 1 / size if size else 0.0
+    return 0.0
+
+
+def finite(value) -> bool:
+    return value is not None and isinstance(value, (int, float)) and math.isfinite(value)

@@ -1,0 +1,109 @@
+"""The batch-sensitivity table: per group without the batch keys, the mean per per-device
+batch and the pre-specified contrast of the reference batch against the smallest.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from normbench.core.errors import UsageError
+from normbench.layers.keys import NORM_KEYS
+from normbench.report import stats
+from normbench.report.base import (
+    RESULT_STATUSES,
+    Method,
+    Metric,
+    frame,
+    groups,
+    resolution,
+    results,
+    scored,
+    seeded_results,
+)
+
+BATCH_KEYS = ("batch_size", "norm.ghost_batch")
+
+
+def device_batch(runs: pd.DataFrame) -> pd.Series:
+    """The batch a norm's statistics see: norm.ghost_batch when the norm uses it and it is
+    set, else batch_size."""
+    ghost = runs.get("norm.ghost_batch", pd.Series(np.nan, index=runs.index))
+    uses = runs["norm.name"].map(lambda n: "ghost_batch" in NORM_KEYS.get(n, set()))
+    chosen = np.where(uses & ghost.notna(), ghost, runs["batch_size"])
+    return pd.Series(chosen.astype(float).astype(int), index=runs.index)
+
+
+def batch_table(
+    runs: pd.DataFrame, keys: list[str], metric: Metric, method: Method
+) -> pd.DataFrame | None:
+    """Rows: the groups without the batch keys; per per-device batch, the mean and 95% CI;
+    then the pre-specified contrast, the reference batch (the largest, or
+    ``--reference-batch``) against the smallest: the drop (how much worse the smallest is, in
+    the metric's units), its (1 - 2 alpha) CI and a verdict (normbench.report.stats.contrast,
+    paired by seed where the seeds match). None when the per-device batch does not vary.
+
+    A norm that ignores norm.ghost_batch has one result for every ghost batch: its row shows
+    the same runs in each column and is ``insensitive`` by construction ("same runs")."""
+    runs = runs.assign(device_batch=device_batch(runs))
+    sizes = sorted(runs.loc[runs["status"].isin(RESULT_STATUSES), "device_batch"].unique())
+    if len(sizes) < 2:
+        return None
+    reference = method.reference_batch or sizes[-1]
+    if reference not in sizes:
+        raise UsageError(
+            f"--reference-batch {reference}: not a per-device batch of these runs; valid: "
+            + ", ".join(str(s) for s in sizes)
+        )
+    ghost_study = runs["batch_size"].nunique() == 1
+    row_keys = [k for k in keys if k not in BATCH_KEYS]
+    rows, pairs = [], []
+    for values, part in groups(runs, row_keys):
+        same_runs = ghost_study and not any(
+            "ghost_batch" in NORM_KEYS.get(n, set()) for n in part["norm.name"]
+        )
+        row = {**values}
+        cells = {}
+        for size in sizes:
+            cell = part if same_runs else part[part["device_batch"] == size]
+            cells[size] = results(cell, metric.column, metric, method)
+            mean, ci = stats.mean_ci(cells[size])
+            row.update({f"b{size}_mean": mean, f"b{size}_ci95": ci, f"b{size}_n": len(cells[size])})
+        smallest = min((s for s in sizes if len(cells[s])), default=sizes[0])
+        row.update(
+            reference_batch=int(reference), smallest_batch=int(smallest), same_runs=same_runs
+        )
+        rows.append(row)
+        pairs.append(
+            tuple(
+                scored(
+                    seeded_results(
+                        part[part["device_batch"] == size], metric.column, metric, method
+                    ),
+                    metric,
+                )
+                for size in (reference, smallest)
+            )
+        )
+    step = resolution(runs, metric)
+    verdicts = stats.contrast(pairs, method.level, method.margin, step)
+    words = {"worse": "sensitive", "equivalent": "insensitive"}
+    for row, verdict in zip(rows, verdicts, strict=True):
+        if row["same_runs"]:
+            verdict = stats.Verdict("equivalent", 0.0, 0.0, 0.0, reason="same runs")
+        elif row["smallest_batch"] == row["reference_batch"]:
+            verdict = stats.Verdict("inconclusive", reason="results at one batch size only")
+        row.update(  # the drop: reference minus smallest, as scored (worse is positive)
+            drop=0.0 - verdict.diff,  # never -0.0
+            drop_ci_low=0.0 - verdict.ci_high,
+            drop_ci_high=0.0 - verdict.ci_low,
+            p_sensitive_adj=verdict.p_differs,
+            p_insensitive_adj=verdict.p_equivalent,
+            verdict=words.get(verdict.verdict, verdict.verdict),
+            reason=verdict.reason,
+        )
+    table = frame(rows, row_keys)
+    order = np.argsort(-table["drop"].fillna(-math.inf).to_numpy(), kind="stable")
+    return table.iloc[order].reset_index(drop=True)

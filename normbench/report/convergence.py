@@ -1,0 +1,213 @@
+"""The convergence table: per group, the metric's mean and interval, steps to target and a
+verdict against the reference group (the one --reference names, else the best); how
+--reference names a group in every table (reference_indices); --best-over's choice.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from normbench.core.errors import UsageError
+from normbench.report import stats
+from normbench.report.base import (
+    RESULT_STATUSES,
+    UNFINISHED_STATUSES,
+    Method,
+    Metric,
+    frame,
+    groups,
+    label,
+    labels,
+    resolution,
+    scored,
+    seeded_results,
+)
+
+
+def convergence_table(
+    runs: pd.DataFrame, keys: list[str], metric: Metric, method: Method
+) -> pd.DataFrame:
+    """One row per group: counts, the metric's mean and 95% CI on validation and test, steps
+    and time to target, training-loss AUC, parameters, and the verdict against the reference
+    group: the one ``--reference`` names (normbench.report.stats.compare_with_reference), or
+    the best (compare_with_best); reference first, then by mean."""
+    name = metric.name
+    test = metric.test_column
+    rows, samples = [], []
+    for values, part in groups(runs, keys):
+        val = seeded_results(part, metric.column, metric, method)
+        tested = seeded_results(part, test, metric, method)
+        reached = part["steps_to_target"].dropna()
+        mean, ci = stats.mean_ci(list(val.values()))
+        test_mean, test_ci = stats.mean_ci(list(tested.values()))
+        rows.append(
+            {
+                **values,
+                "n": len(part),
+                "results": len(val),
+                "diverged": int((part["status"] == "diverged").sum()),
+                "failed": int((part["status"] == "failed").sum()),
+                "unfinished": int(part["status"].isin(UNFINISHED_STATUSES).sum()),
+                f"{name}_mean": mean,
+                f"{name}_ci95": ci,
+                f"{test}_mean": test_mean,
+                f"{test}_ci95": test_ci,
+                "steps_to_target": float(reached.median()) if len(reached) else math.nan,
+                "reached_target": len(reached),
+                "time_to_target_s": float(part["time_to_target_s"].dropna().median())
+                if len(reached)
+                else math.nan,
+                "train_loss_auc": _nanmean(part, "train_loss_auc"),
+                "parameters": _first_int(part, "parameters"),
+                "mixed": mixed_provenance(part),
+                "seeds": list(tested if method.test else val),
+                "values": [round(v, 6) for v in (tested if method.test else val).values()],
+            }
+        )
+        samples.append(scored(tested if method.test else val, metric))
+    table = frame(rows, keys)
+    if table.empty:
+        return table
+    step = resolution(runs, metric, method.test)
+    references = reference_indices(rows, keys, method.reference)
+    if references is None:
+        best, verdicts = stats.compare_with_best(samples, method.level, method.margin, step)
+        against = "best"
+    else:
+        best = None
+        verdicts = stats.compare_with_references(
+            samples, references, method.level, method.margin, step
+        )
+        against = "reference"
+    sign = 1 if metric.higher_is_better else -1  # differences in the metric's own units
+    table["verdict"] = [v.verdict for v in verdicts]
+    table[f"diff_vs_{against}"] = [sign * v.diff for v in verdicts]
+    low_high = [(v.ci_low, v.ci_high) if sign > 0 else (-v.ci_high, -v.ci_low) for v in verdicts]
+    table["diff_ci_low"] = [low for low, _ in low_high]
+    table["diff_ci_high"] = [high for _, high in low_high]
+    table["p_worse_adj" if against == "best" else "p_differs_adj"] = [v.p_differs for v in verdicts]
+    table["p_equivalent_adj"] = [v.p_equivalent for v in verdicts]
+    table["reason"] = [v.reason for v in verdicts]
+    means = [np.mean(list(s.values())) if s else -math.inf for s in samples]
+    order = list(np.argsort([-m for m in means], kind="stable"))
+    first = (
+        [best]
+        if best is not None
+        else [i for i, v in enumerate(verdicts) if v.verdict == "reference"]
+    )
+    order = [*first, *[i for i in order if i not in first]]  # references first
+    return table.iloc[order].reset_index(drop=True)
+
+
+def reference_indices(
+    rows: list[dict], keys: list[str], reference: tuple[str, ...]
+) -> list[int | None] | None:
+    """Each row's reference row, as ``--reference KEY=VALUE ...`` names it (``norm=`` for
+    ``norm.name``), or None without one. The named keys pick the reference among rows that
+    agree on every other grouping key: one reference group per stratum (``--reference
+    norm=layernorm`` with learning rates varying: LayerNorm at each rate). A key that does not
+    apply to one side (``-``: GroupNorm has no ghost batch) matches any value of the other
+    when no reference agrees exactly, so that ``--reference norm=groupnorm`` compares
+    BatchNorm at every ghost batch with the one GroupNorm group. A row with no such reference,
+    or with several, gets None. A name that matches no group, or a key that does not tell
+    groups apart, is refused in one line."""
+    if not reference:
+        return None
+    wanted = {}
+    for item in reference:
+        key, _, value = item.partition("=")
+        column = f"{key}.name" if f"{key}.name" in keys or key in GROUP_NAMES else key
+        if column not in keys:
+            raise UsageError(
+                f"--reference {item}: {key} does not tell the groups of this table apart; "
+                f"valid keys: {', '.join(k.removesuffix('.name') for k in keys) or 'none'}"
+            )
+        wanted[column] = value
+    strata = [k for k in keys if k not in wanted]
+    chosen = [i for i, row in enumerate(rows) if all(label(row[k]) == v for k, v in wanted.items())]
+    if not chosen:
+        shown = " | ".join(
+            " ".join(f"{k.removesuffix('.name')}={label(row[k])}" for k in wanted) for row in rows
+        )
+        raise UsageError(
+            f"--reference {' '.join(reference)} matches no group; valid: {shown[:300]}"
+        )
+    stratum = [tuple(label(row[k]) for k in strata) for row in rows]
+    by_stratum = {stratum[i]: i for i in chosen}
+
+    def reference_of(row: int) -> int | None:
+        if stratum[row] in by_stratum:
+            return by_stratum[stratum[row]]
+        agree = [
+            i
+            for i in chosen
+            if all(a == b or "-" in (a, b) for a, b in zip(stratum[i], stratum[row], strict=True))
+        ]
+        return agree[0] if len(agree) == 1 else None
+
+    return [reference_of(row) for row in range(len(rows))]
+
+
+def reference_index(rows: list[dict], keys: list[str], reference: tuple[str, ...]) -> int | None:
+    """The one row ``--reference`` names among ``rows`` (None without one); refused in one
+    line when it names several (a key is missing) or none."""
+    references = reference_indices(rows, keys, reference)
+    if references is None:
+        return None
+    named = sorted({r for r in references if r is not None})
+    if len(named) > 1:
+        shown = " | ".join(
+            " ".join(f"{k.removesuffix('.name')}={label(rows[i][k])}" for k in keys) for i in named
+        )
+        raise UsageError(
+            f"--reference {' '.join(reference)} matches {len(named)} groups; add keys to "
+            f"name one of: {shown[:300]}"
+        )
+    return named[0]
+
+
+GROUP_NAMES = ("model", "norm", "placement", "data", "precision")
+
+
+def mixed_provenance(part: pd.DataFrame) -> str:
+    """Which of code, torch version and device differ among a group's results ('' if none)."""
+    finished = part[part["status"].isin(RESULT_STATUSES)]
+    mixed = [
+        name
+        for name, column in (
+            ("code", "code_hash"),
+            ("torch", "torch_version"),
+            ("device", "device_used"),
+        )
+        if column in finished and len({label(value) for value in finished[column]}) > 1
+    ]
+    return ",".join(mixed)
+
+
+def _nanmean(part: pd.DataFrame, column: str) -> float:
+    values = part.loc[part["status"].isin(RESULT_STATUSES), column].astype(float).to_numpy()
+    return float(np.nanmean(values)) if np.isfinite(values).any() else math.nan
+
+
+def _first_int(part: pd.DataFrame, column: str) -> int | None:
+    values = part[column].dropna() if column in part else []
+    return int(values.iloc[0]) if len(values) else None
+
+
+def best_over(runs: pd.DataFrame, key: str, keys: list[str], metric: Metric) -> pd.DataFrame:
+    """Within each group (the keys without ``key``), keep only the runs at the value of
+    ``key`` with the best mean validation metric; the choice is made on validation, so the
+    section's verdicts are then computed on test (Method.test)."""
+    kept = []
+    for _, part in groups(runs, [k for k in keys if k != key]):
+        finished = part[part["status"] == "complete"]
+        if finished.empty:
+            kept.append(part)
+            continue
+        means = finished.groupby(labels(finished[key]))[metric.column].mean()
+        winner = means.idxmax() if metric.higher_is_better else means.idxmin()
+        kept.append(part[labels(part[key]) == winner])
+    return pd.concat(kept)

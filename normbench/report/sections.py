@@ -1,0 +1,115 @@
+"""A selection into a Report: split into sections, one per setting (data set, model,
+training budget) when those vary and are not grouping keys, so that runs of different
+experiments are never ranked against each other; within a section, runs grouped by the config
+keys that vary (seeds aggregated), every question's table (normbench.report.convergence,
+batch, precision, stability) and the notes on runs that are not averaged. Every table states
+the settings held fixed.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from normbench.core.errors import UsageError
+from normbench.report.base import (
+    HEADLINE_KEYS,
+    UNFINISHED_STATUSES,
+    Method,
+    Metric,
+    Report,
+    Section,
+    groups,
+    is_setting,
+    labels,
+    metric_of,
+    varying_keys,
+)
+from normbench.report.batch import batch_table
+from normbench.report.convergence import best_over, convergence_table
+from normbench.report.precision import precision_table
+from normbench.report.stability import STRESS_AXES, stability_table
+from normbench.store.catalog import Selection
+
+
+def build(
+    selection: Selection,
+    by: list[str] | None = None,
+    best_over_key: str | None = None,
+    method: Method | None = None,
+) -> Report:
+    """Every table that applies to a selection, section by section."""
+    method = method or Method()
+    runs = selection.runs
+    if runs.empty and selection.warnings:
+        raise UsageError(
+            f"no readable runs: {len(selection.warnings)} skipped (the warnings above name "
+            "each run and file)"
+        )
+    if runs.empty:
+        raise UsageError("no runs match: check the runs directory, --sweep and the filters")
+    if by:
+        missing = [key for key in by if key not in runs.columns]
+        if missing:
+            raise UsageError(f"--by {','.join(missing)}: not a config key of these runs")
+    if best_over_key and best_over_key not in runs.columns:
+        raise UsageError(f"--best-over {best_over_key}: not a config key of these runs")
+    if best_over_key:
+        method = Method(**{**method.__dict__, "test": True})
+    split = [k for k in varying_keys(runs) if is_setting(k) and k not in (by or [])]
+    sections = [
+        build_section(part, setting, by, best_over_key, method)
+        for setting, part in groups(runs, split)
+    ]
+    counts = runs["status"].value_counts().to_dict()
+    return Report(sections, method, counts, list(selection.warnings), best_over_key)
+
+
+def build_section(
+    runs: pd.DataFrame,
+    setting: dict,
+    by: list[str] | None,
+    best_over_key: str | None,
+    method: Method,
+) -> Section:
+    if "seed" in runs:  # in seed order once, so that every group's results are (seeded_results)
+        runs = runs.sort_values("seed", kind="stable")
+    keys = by or [k for k in varying_keys(runs) if not is_setting(k)]
+    metric = metric_of(runs)
+    if best_over_key:
+        runs = best_over(runs, best_over_key, keys, metric)
+        keys = [k for k in keys if k != best_over_key] + [best_over_key]
+    fixed = {k: runs[k].iloc[0] for k in HEADLINE_KEYS if k in runs and k not in keys}
+    fixed = {k: v for k, v in fixed.items() if labels(runs[k]).nunique() == 1 and v is not None}
+    tables = {
+        "convergence": convergence_table(runs, keys, metric, method),
+        "batch_sensitivity": batch_table(runs, keys, metric, method),
+        "precision": precision_table(runs, keys, metric, method),
+        **{
+            name: stability_table(runs, keys, axis, metric, method)
+            for axis, name in STRESS_AXES.items()
+        },
+    }
+    return Section(setting, fixed, keys, metric, tables, section_notes(runs, metric, method), runs)
+
+
+def section_notes(runs: pd.DataFrame, metric: Metric, method: Method) -> list[str]:
+    """What a reader must know about the runs behind the numbers: failed and unfinished runs
+    (never averaged, named), diverged runs (at chance, or how many were excluded)."""
+    notes = []
+    diverged = int((runs["status"] == "diverged").sum())
+    if diverged and method.diverged == "exclude":
+        notes.append(f"{diverged} diverged run(s) excluded (--diverged exclude)")
+    elif diverged:
+        notes.append(
+            f"{diverged} diverged run(s) counted at chance ({metric.label} of a "
+            "model that learned nothing)"
+        )
+    for status in ("failed", *UNFINISHED_STATUSES):
+        named = runs[runs["status"] == status]
+        if len(named):
+            listed = ", ".join(
+                rid + (f" ({error})" if status == "failed" and error else "")
+                for rid, error in zip(named["run_id"], named["error"], strict=True)
+            )
+            notes.append(f"not averaged, {status}: {listed}")
+    return notes

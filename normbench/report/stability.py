@@ -1,0 +1,180 @@
+"""The stability tables over a stress axis (train.lr, model.depth): per group and value how
+many seeds trained, the largest value at which every seed did; over train.lr also Wortsman et
+al.'s LR sensitivity per seed and a verdict on it against a reference row.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from normbench.report import stats
+from normbench.report.base import (
+    BITS_PER_BYTE,
+    Method,
+    Metric,
+    finite,
+    frame,
+    groups,
+    label,
+    labels,
+    results,
+)
+from normbench.report.convergence import reference_indices
+
+# Stress axes: the stability table gives, per group, the largest value at which every seed
+# still trains (Peri-LN's and nGPT's measure for the learning rate; the depth study's for depth).
+STRESS_AXES = {"train.lr": "lr_stability", "model.depth": "depth_stability"}
+
+
+def stability_table(
+    runs: pd.DataFrame, keys: list[str], axis: str, metric: Metric, method: Method | None = None
+) -> pd.DataFrame | None:
+    """Rows: groups without ``axis`` (train.lr or model.depth); per value of the axis, the mean
+    metric and how many seeds trained (finished, not diverged, clear of chance: see
+    Metric.learned; chance is the unigram solution for bits per byte when the run recorded
+    it); then the largest value at which every seed trained, and the metric there. Over
+    train.lr, also the LR sensitivity (``lr_sensitivity_by_seed``): its mean over seeds, 95%
+    interval and seed count, the per-seed values (JSON) and the loss it is in, and a verdict
+    on it against a reference row paired by seed (``lr_sensitivity_verdicts``). None when the
+    axis does not vary."""
+    if axis not in runs or labels(runs[axis]).nunique() < 2:
+        return None
+    row_keys = [k for k in keys if k != axis]
+    axis_values = sorted({v for v in runs[axis] if v is not None})
+    rows = []
+    for values, part in groups(runs, row_keys):
+        row, stable = {**values}, None
+        at = labels(part[axis])
+        for value in axis_values:
+            cell = part[at == label(value)]
+            seeds_trained = [
+                trained(status, final, classes, unigram, metric)
+                for status, final, classes, unigram in zip(
+                    cell["status"],
+                    cell[metric.column],
+                    cell["num_classes"],
+                    cell["unigram_bpb"],
+                    strict=True,
+                )
+            ]
+            finished = results(cell, metric.column, metric, Method(diverged="exclude"))
+            row[f"{label(value)}_mean"] = float(finished.mean()) if len(finished) else math.nan
+            row[f"{label(value)}_trained"] = f"{sum(seeds_trained)}/{len(seeds_trained)}"
+            if seeds_trained and all(seeds_trained):
+                stable = value
+        row["axis"] = axis
+        row["largest_stable"] = stable
+        row["metric_there"] = math.nan if stable is None else row[f"{label(stable)}_mean"]
+        if axis == "train.lr":
+            row.update(lr_sensitivity_row(part, metric))
+        rows.append(row)
+    if axis == "train.lr" and len(rows) > 1:
+        lr_sensitivity_verdicts(rows, row_keys, method or Method())
+    table = frame(rows, row_keys)
+    order = np.argsort(
+        [-(v if v is not None else -math.inf) for v in table["largest_stable"]], kind="stable"
+    )
+    return table.iloc[order].reset_index(drop=True)
+
+
+def lr_sensitivity_verdicts(rows: list[dict], row_keys: list[str], method: Method) -> None:
+    """Each row's LR sensitivity against a reference row, by the convergence verdicts'
+    statistics on the per-seed values (paired by seed, lower is better): the row ``--reference``
+    names when its keys are the rows' keys (``--reference model.qk_norm=none``, one per
+    stratum of the other keys: better, worse, equivalent or inconclusive, Holm over the
+    comparisons), else the least sensitive
+    row, chosen after looking (worse, equivalent or inconclusive, Holm over every pair). The
+    difference is the row's sensitivity less the reference's (positive: more sensitive)."""
+    samples = [
+        {
+            seed: -value
+            for seed, value in zip(
+                row["lr_sensitivity_seeds_list"], row["lr_sensitivity_values"], strict=True
+            )
+        }
+        for row in rows
+    ]
+    named_items = tuple(i for i in method.reference if _reference_key(i, row_keys))
+    references = reference_indices(rows, row_keys, named_items) if named_items else None
+    if references is None:
+        _, verdicts = stats.compare_with_best(samples, method.level, method.margin)
+    else:
+        verdicts = stats.compare_with_references(samples, references, method.level, method.margin)
+    for row, verdict in zip(rows, verdicts, strict=True):
+        row.update(
+            lr_sensitivity_verdict=verdict.verdict,
+            lr_sensitivity_diff=0.0 - verdict.diff,
+            lr_sensitivity_diff_ci_low=0.0 - verdict.ci_high,
+            lr_sensitivity_diff_ci_high=0.0 - verdict.ci_low,
+            lr_sensitivity_reason=verdict.reason,
+        )
+
+
+def _reference_key(item: str, row_keys: list[str]) -> bool:
+    key = item.partition("=")[0]
+    return key in row_keys or f"{key}.name" in row_keys
+
+
+def sensitivity_loss(metric: Metric) -> str:
+    """The loss LR sensitivity is measured in: bits per byte where the section's metric is,
+    else the validation cross-entropy (accuracy has no loss at initialisation to cap at:
+    docs/statistics.md)."""
+    return "val_bpb" if metric is BITS_PER_BYTE else "val_loss"
+
+
+def lr_sensitivity_by_seed(part: pd.DataFrame, metric: Metric) -> dict[int, float]:
+    """Per seed, the LR sensitivity (normbench.report.stats.lr_sensitivity) of a group's runs
+    over train.lr, in ``sensitivity_loss(metric)``: a value per seed, so that groups can be
+    paired by seed. A seed counts only with a result at every learning rate the group has a
+    run at: a complete run with its final loss, or a diverged run, at loss_init. loss_init is
+    the runs' initial_val_loss (initial_val_bpb); runs made before normbench recorded it fall
+    back to the loss of the uniform prediction, ln(classes) nats (log2(classes) bits), which
+    is near a freshly initialised model's (its logits start near zero)."""
+    loss = sensitivity_loss(metric)
+    grid = sorted({label(value) for value in part["train.lr"]})
+    diverged = part["status"] == "diverged"
+    finished = part[diverged | ((part["status"] == "complete") & part[f"final_{loss}"].notna())]
+    values = {}
+    for seed, runs in finished.groupby("seed", sort=True):
+        if sorted(runs["train.lr"].map(label)) != grid:
+            continue
+        losses = np.array(
+            [
+                run[f"final_{loss}"] if run["status"] == "complete" else math.nan
+                for _, run in runs.iterrows()
+            ],
+            dtype=float,
+        )
+        recorded = runs[f"initial_{loss}"].dropna() if f"initial_{loss}" in runs else []
+        classes = float(runs["num_classes"].iloc[0])
+        uniform = math.log2(classes) if loss == "val_bpb" else math.log(classes)
+        initial = float(recorded.iloc[0]) if len(recorded) else uniform
+        values[int(seed)] = stats.lr_sensitivity(losses, initial)
+    return values
+
+
+def lr_sensitivity_row(part: pd.DataFrame, metric: Metric) -> dict:
+    """A group's LR sensitivity columns: mean over seeds and its 95% interval, seeds, values."""
+    by_seed = lr_sensitivity_by_seed(part, metric)
+    mean, ci = stats.mean_ci(np.array(list(by_seed.values()), dtype=float))
+    return {
+        "lr_sensitivity": mean,
+        "lr_sensitivity_ci95": ci,
+        "lr_sensitivity_seeds": len(by_seed),
+        "lr_sensitivity_values": [round(v, 6) for v in by_seed.values()],
+        "lr_sensitivity_seeds_list": list(by_seed),
+        "lr_sensitivity_loss": sensitivity_loss(metric),
+    }
+
+
+def trained(status: str, value, classes, unigram, metric: Metric) -> bool:
+    """A run that finished, did not diverge and ended clear of chance."""
+    if status != "complete" or not finite(value):
+        return False
+    chance = unigram if not metric.higher_is_better else None
+    if chance is None or not finite(chance):
+        chance = metric.chance(float(classes))
+    return metric.learned(float(value), float(chance))

@@ -1,0 +1,203 @@
+"""What every output format shares: the report's table names in the order shown, number
+formats, column headers for long key names, and each table's caption (its method in words).
+``±`` means the half-width of a 95% confidence interval everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from normbench.report.base import Method, Section, label
+
+TABLES = (
+    "across",
+    "convergence",
+    "batch_sensitivity",
+    "precision",
+    "lr_stability",
+    "depth_stability",
+    "diagnostics_init",
+    "diagnostics",
+)
+JSON_ONLY = ("values", "lr_sensitivity_values")  # lists: JSON keeps them, CSV, markdown not
+DIAGNOSTICS_WHEN = {  # the diagnostics tables, and the step each one shows
+    "diagnostics_init": "at initialisation (step 0, before any update)",
+    "diagnostics": "at the last evaluation",
+}
+HEADERS = {  # column headers for the long key names that tables often group by
+    "norm.ghost_batch": "ghost",
+    "model.weight_std": "WS",
+    "train.warmup_steps": "warmup",
+    "train.max_steps": "steps",
+    "norm.fp32_stats": "fp32 stats",
+}
+
+
+def short(key: str) -> str:
+    """Column headers: norm.name -> norm, norm.ghost_batch -> ghost, train.lr -> lr."""
+    if key in HEADERS:
+        return HEADERS[key]
+    return key.split(".")[0] if key.endswith(".name") else key.split(".")[-1]
+
+
+def settings_text(values: dict) -> str:
+    """``model=cnn data=mnist1d train.max_steps=600``: keys as overrides write them."""
+    return " ".join(f"{key.removesuffix('.name')}={label(value)}" for key, value in values.items())
+
+
+def fmt(value, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def count(value) -> str:
+    """A parameter count as people say it: 834, 8.3k, 1.2M."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    for suffix, size in (("M", 1e6), ("k", 1e3)):
+        if value >= size:
+            return f"{value / size:.1f}{suffix}"
+    return str(int(value))
+
+
+def with_ci(mean: float, half: float, digits: int = 3) -> str:
+    """``0.910 ±0.025``: the space lets a narrow terminal wrap the interval under the mean."""
+    return fmt(mean, digits) + ("" if math.isnan(half) else f" ±{fmt(half, digits)}")
+
+
+def alpha_text(method: Method) -> str:
+    """``alpha 0.05``, or for a sweep run until decided the share of alpha this look spent."""
+    if method.fractions:
+        return (
+            f"alpha {method.alpha} spent over {len(method.fractions)} looks (O'Brien-Fleming "
+            f"type), {method.level:.4g} at look {method.look}"
+        )
+    if method.looks > 1:
+        return f"alpha {method.alpha} split over {method.looks} looks ({method.level:.4g} each)"
+    return f"alpha {method.alpha}"
+
+
+def ci_percent(method: Method) -> str:
+    """The level of the intervals next to a verdict: 1 - 2 alpha, the equivalence test's."""
+    return f"{100 * (1 - 2 * method.level):.4g}%"
+
+
+def convergence_caption(section: Section, method: Method) -> str:
+    metric = section.metric
+    split = "test" if method.test else "validation"
+    what = f"Verdicts on {split} {metric.name.split('_')[1]}"
+    tests = "each pair's t test, paired by seed where the seeds match (else Welch, marked unpaired)"
+    if method.reference:
+        against = (
+            f"{what} against the reference {' '.join(method.reference)} (named before "
+            f"looking): better or worse = {tests}, Holm-adjusted over the comparisons with the "
+            "reference, p < alpha"
+        )
+        delta = "Δ ref: difference to the reference"
+    else:
+        better = "highest" if metric.higher_is_better else "lowest"
+        against = (
+            f"{what} against the best group (the {better} mean with 2+ results, chosen after "
+            f"looking): worse = {tests}, Holm-adjusted over every pair of groups, p < alpha"
+        )
+        delta = "Δ best: difference to the best"
+    return (
+        f"{against}; equivalent = within ±{method.margin} by TOST, Holm-adjusted; otherwise "
+        f"inconclusive; {alpha_text(method)}. ± is a 95% CI; {delta} ± its "
+        f"{ci_percent(method)} CI (1 - 2 alpha: the TOST interval, inside ±{method.margin} "
+        "when equivalent); n: results; params: trainable parameters (a difference may come "
+        "from capacity); target: median steps to target, seeds that reached it; d/f: "
+        "diverged/failed runs."
+    )
+
+
+def batch_caption(table: pd.DataFrame, section: Section, method: Method) -> str:
+    reference = int(table["reference_batch"].iloc[0])
+    return (
+        f"Batch sensitivity: mean {section.metric.label} per per-device batch; drop = how much "
+        f"worse the smallest batch is than batch {reference} ± its {ci_percent(method)} CI "
+        "(1 - 2 alpha); sensitive = one-sided t test (paired by seed where the seeds match) "
+        f"p < alpha, insensitive = within ±{method.margin} by TOST, both Holm-adjusted over "
+        f"the rows; {alpha_text(method)}."
+    )
+
+
+def caption_of(name: str, table: pd.DataFrame, section: Section, method: Method) -> str:
+    if name == "convergence":
+        return convergence_caption(section, method)
+    if name == "batch_sensitivity":
+        return batch_caption(table, section, method)
+    if name in ("lr_stability", "depth_stability"):
+        return stability_caption(section, table["axis"].iloc[0], table_loss(table))
+    return precision_caption(section, method)
+
+
+def precision_caption(section: Section, method: Method) -> str:
+    return (
+        f"Precision: mean {section.metric.label} per precision ± 95% CI (div = diverged runs "
+        f"of all runs); vs fp32: the change ± its {ci_percent(method)} CI (1 - 2 alpha), "
+        "worse = one-sided t test (paired by seed where the seeds match) p < alpha, "
+        f"equivalent = within ±{method.margin} by TOST, both Holm-adjusted over every cell; "
+        f"{alpha_text(method)}."
+    )
+
+
+def stability_caption(section: Section, axis: str, loss: str | None = None) -> str:
+    what = "learning rate" if axis == "train.lr" else "depth"
+    sensitivity = (
+        f" LR sens. = Wortsman et al.'s LR sensitivity in final {loss.replace('_', ' ')}: per "
+        "seed, the mean over the learning rates of the loss (capped at the loss at "
+        "initialisation; a diverged run counts there) less the best rate's; mean ± 95% "
+        "interval over seeds with a result at every rate (n). Lower: less sensitive. verdict: "
+        "each row's LR sensitivity against the reference row (--reference on these keys, "
+        "else the least sensitive), paired by seed as the convergence verdicts are."
+        if loss
+        else ""
+    )
+    return (
+        f"Stability: mean final {section.metric.label} of finished runs per {what}, and how "
+        f"many seeds trained (finished, no divergence, clear of chance by 5%: chance is "
+        f"{'the unigram solution' if not section.metric.higher_is_better else '1 / classes'}); "
+        f"largest = the largest {what} at which every seed trained, with the metric there."
+        + sensitivity
+    )
+
+
+def table_loss(table: pd.DataFrame) -> str | None:
+    """The loss a stability table's LR sensitivity is in; None when it has none (depth)."""
+    return table["lr_sensitivity_loss"].iloc[0] if "lr_sensitivity" in table else None
+
+
+def batch_sizes(table: pd.DataFrame) -> list[int]:
+    return sorted(int(c[1:-5]) for c in table.columns if c.startswith("b") and c.endswith("_mean"))
+
+
+def across_title(result) -> str:
+    """``data: 3 tasks (data=digits, data=mnist1d, data=pysource)``."""
+    keys = ",".join(k.removesuffix(".name") for k in result.keys)
+    return f"{keys}: {len(result.tasks)} tasks ({', '.join(result.tasks)})"
+
+
+def across_caption(result, method: Method) -> str:
+    chosen = "named before looking" if result.named else "the highest IQM, chosen after looking"
+    cost = "steps" if result.profile_x == "steps" else "seconds"
+    return (
+        f"Across tasks, against the reference {result.reference} ({chosen}). P(>ref): the "
+        "probability that a run of the group beats a run of the reference in a task (Mann-"
+        "Whitney U / nm, ties 1/2), averaged over the tasks both are in; IQM: interquartile "
+        "mean of every run's score normalized per task (0 at chance, 1 at the task's best "
+        "group mean); both with a 95% stratified-bootstrap interval (each group's runs "
+        "resampled within each task, the tasks fixed: it says nothing about other tasks). "
+        "b/e/w/i: tasks where the section's verdict (paired by seed, "
+        f"{alpha_text(method)}) is better/equivalent/worse/inconclusive; profile: the area "
+        f"under the performance profile up to 4x the best group's {cost} to target (1: the "
+        "fastest everywhere; a run that never reaches the target counts as infinite); missing: "
+        "tasks without the group (they count as not reaching the target)."
+    )

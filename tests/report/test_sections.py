@@ -1,0 +1,174 @@
+"""normbench report end to end: sections per setting, notes on runs not averaged, options
+and filters, unreadable stores, the index, and no torch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from helpers import make_run
+from typer.testing import CliRunner
+
+from normbench.cli import app
+from normbench.core.errors import UsageError
+from normbench.report.sections import build
+from normbench.store.catalog import load_runs, select
+from normbench.store.rundir import RunDir
+
+runner = CliRunner()
+
+
+def test_failed_and_unfinished_runs_are_counted_and_named_never_averaged(tmp_path):
+    runs = tmp_path / "runs"
+    make_run(runs, ["seed=0"], acc=0.9)
+    failed = make_run(runs, ["seed=1"], status="failed", acc=None, error="RuntimeError: boom")
+    interrupted = make_run(runs, ["seed=2"], status="interrupted", acc=0.5)
+    report = build(load_runs(runs))
+    (section,) = report.sections
+    row = section.tables["convergence"].iloc[0]
+    assert row["n"] == 3 and row["failed"] == 1 and row["unfinished"] == 1
+    assert row["val_acc_mean"] == pytest.approx(0.9)
+    notes = " ".join(section.notes)
+    assert failed in notes and "RuntimeError: boom" in notes and interrupted in notes
+    assert report.counts == {"complete": 1, "failed": 1, "interrupted": 1}
+
+
+def test_different_budgets_and_data_are_separate_sections(tmp_path):
+    runs = tmp_path / "runs"
+    for steps in (300, 3000):
+        for norm in ("batchnorm", "layernorm"):
+            for seed in range(2):
+                make_run(
+                    runs,
+                    [f"norm={norm}", f"seed={seed}", f"train.max_steps={steps}"],
+                    acc=0.8 + steps / 1e5,
+                )
+    report = build(load_runs(runs))
+    assert [s.setting for s in report.sections] == [
+        {"train.max_steps": 300},
+        {"train.max_steps": 3000},
+    ]
+    for section in report.sections:
+        assert section.keys == ["norm.name"] and len(section.tables["convergence"]) == 2
+        assert section.fixed["model.name"] == "cnn" and section.fixed["data.name"] == "mnist1d"
+    result = runner.invoke(app, ["report", str(runs)])
+    assert result.exit_code == 0, result.output
+    assert "== train.max_steps=300 ==" in result.output
+    assert "fixed: model=cnn" in result.output
+    # asked for explicitly, the budget is a grouping key and one table ranks across it
+    report = build(load_runs(runs), by=["norm.name", "train.max_steps"])
+    assert len(report.sections) == 1 and len(report.sections[0].tables["convergence"]) == 4
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "words"),
+    [
+        ("--margin", "-1", "--margin -1.0: valid: a positive number"),
+        ("--alpha", "2", "--alpha 2.0: valid: a number strictly between 0 and 0.5"),
+        ("--diverged", "drop", "--diverged drop: valid: chance, exclude"),
+        ("--format", "xml", "--format xml: valid: rich, csv, markdown, json"),
+        ("--table", "nope", "--table nope: valid: across, convergence"),
+    ],
+)
+def test_bad_report_options_are_one_line_errors(study, flag, value, words):
+    result = runner.invoke(
+        app,
+        ["report", str(study), flag, value, "--format", "json"]
+        if flag != "--format"
+        else ["report", str(study), flag, value],
+    )
+    assert result.exit_code == 2, result.output
+    assert words in result.output and "Traceback" not in result.output
+
+
+def test_filters_select_in_override_syntax(study):
+    selection = load_runs(study)
+    assert len(select(selection, ["norm=groupnorm"], None).runs) == 3
+    assert len(select(selection, ["norm=batchnorm,groupnorm", "seed=0"], None).runs) == 3
+    assert len(select(selection, ["norm.ghost_batch=2"], None).runs) == 3
+    with pytest.raises(UsageError, match="no key 'nrom'"):
+        select(selection, ["nrom=batchnorm"], None)
+
+
+def test_corrupt_and_half_written_runs_are_skipped_with_a_warning(study):
+    (study / "half-written").mkdir()
+    corrupt = study / "corrupt-run"
+    corrupt.mkdir()
+    (corrupt / "meta.json").write_text("{half")
+    selection = load_runs(study)
+    assert len(selection.runs) == 9
+    assert any("half-written" in w for w in selection.warnings)
+    assert any("corrupt-run" in w for w in selection.warnings)
+    result = runner.invoke(app, ["report", str(study), "--format", "json"])
+    assert result.exit_code == 0 and "corrupt-run" in result.output
+
+
+def test_missing_or_empty_runs_directory_is_a_clear_error(tmp_path):
+    result = runner.invoke(app, ["report", str(tmp_path / "nothing")])
+    assert result.exit_code == 2 and "does not exist" in result.output
+    (tmp_path / "empty").mkdir()
+    result = runner.invoke(app, ["report", str(tmp_path / "empty")])
+    assert result.exit_code == 2 and "no runs match" in result.output
+    result = runner.invoke(app, ["report", str(tmp_path / "empty"), "--sweep", "x"])
+    assert result.exit_code == 2 and "no such sweep" in result.output
+
+
+def test_the_index_refreshes_changed_runs(study):
+    first = load_runs(study).runs.set_index("run_id")
+    assert (study / ".index.sqlite").exists()
+    rid = first.index[0]
+    meta = RunDir(study, rid).read_meta()
+    meta["summary"]["final_val_acc"] = 0.123456
+    RunDir(study, rid).write_meta(meta)
+    again = load_runs(study).runs.set_index("run_id")
+    assert again.loc[rid, "final_val_acc"] == pytest.approx(0.123456)
+
+
+def test_report_never_imports_torch(study):
+    code = (
+        "import sys\nfrom typer.testing import CliRunner\nfrom normbench.cli import app\n"
+        f"r = CliRunner().invoke(app, ['report', {str(study)!r}, '--plots', "
+        f"{str(study / 'img')!r}, '--html', {str(study / 'r.html')!r}])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "assert 'torch' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.slow
+def test_report_after_a_real_smoke_sweep(tmp_path):
+    runs = tmp_path / "runs"
+    sweep = subprocess.run(
+        [sys.executable, "-m", "normbench", "sweep", "smoke", "seed=0,1", "--runs-dir", str(runs)],
+        capture_output=True,
+        text=True,
+    )
+    assert sweep.returncode == 0, sweep.stderr
+    result = runner.invoke(
+        app,
+        [
+            "report",
+            "--sweep",
+            "smoke",
+            "--runs-dir",
+            str(runs),
+            "--format",
+            "json",
+            "--plots",
+            str(tmp_path / "img"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert {r["norm.name"] for r in payload["convergence"]} == {"batchnorm", "groupnorm"}
+    assert all(r["n"] == 2 for r in payload["convergence"])
+    assert len(payload["batch_sensitivity"]) == 2  # batch_size 8 and 16 vary
+    assert {r["verdict"] for r in payload["convergence"]} <= {
+        "reference",
+        "worse",
+        "equivalent",
+        "inconclusive",
+    }
+    assert (tmp_path / "img" / "learning_curves.png").exists()

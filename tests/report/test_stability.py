@@ -1,0 +1,41 @@
+"""The stability table: the largest learning rate (or depth) at which every seed trains."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import make_run
+from typer.testing import CliRunner
+
+from normbench.cli import app
+from normbench.report.sections import build
+from normbench.store.catalog import load_runs
+
+runner = CliRunner()
+
+
+def test_stability_table_gives_the_largest_learning_rate_that_trains(tmp_path):
+    runs = tmp_path / "runs"
+    # acc per (norm, lr) and seed; chance is 0.1, so "clear of chance" means >= 0.145
+    cells = {
+        ("layernorm", 0.01): [0.90, 0.91],
+        ("layernorm", 0.1): [0.85, 0.86],
+        ("layernorm", 1.0): [0.11, 0.60],  # one seed at chance: not every seed trained
+        ("none", 0.01): [0.88, 0.87],
+        ("none", 0.1): [0.12, 0.13],
+    }
+    for (norm, lr), accs in cells.items():
+        for seed, acc in enumerate(accs):
+            make_run(runs, [f"norm={norm}", f"train.lr={lr}", f"seed={seed}"], acc=acc)
+    make_run(runs, ["norm=none", "train.lr=1.0", "seed=0"], status="diverged", acc=0.5)
+    make_run(runs, ["norm=none", "train.lr=1.0", "seed=1"], status="diverged", acc=0.5)
+    (section,) = build(load_runs(runs)).sections
+    table = section.tables["lr_stability"].set_index("norm.name")
+    assert table.loc["layernorm", "largest_stable"] == pytest.approx(0.1)
+    assert table.loc["layernorm", "metric_there"] == pytest.approx(0.855)
+    assert table.loc["layernorm", "1_trained"] == "1/2"
+    assert table.loc["none", "largest_stable"] == pytest.approx(0.01)
+    assert table.loc["none", "1_trained"] == "0/2"
+    assert table.index[0] == "layernorm"  # the most stable first
+    assert section.tables["depth_stability"] is None
+    result = runner.invoke(app, ["report", str(runs)], env={"COLUMNS": "120"})
+    assert "Stability" in result.output and "largest" in result.output
