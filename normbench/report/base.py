@@ -281,25 +281,29 @@ def results(part: pd.DataFrame, column: str, metric: Metric, method: Method) -> 
 
 
 def seeded_results(part: pd.DataFrame, column: str, metric: Metric, method: Method) -> Results:
-    """``results`` by seed, in seed order, oriented as the metric reads (not negated). Bits per
-    byte have no worst value: a run that exploded without a NaN (a finite 1e10 bits per byte)
-    counts at chance, as a diverged run does, never beyond it; its excess measures nothing
-    but would swamp every mean and CI. (Column by column: a group of a store of 100,000 runs
-    holds hundreds.)"""
+    """``results`` by seed, in seed order, oriented as the metric reads (not negated). Runs of
+    one seed in one group (the grouping leaves out a key that varies: ``--by norm.name`` over
+    batch sizes) are one result, their mean: the seed stays the unit that pairs groups, and
+    no run is dropped (normbench.report.sections notes which keys were averaged over). Bits
+    per byte have no worst value: a run that exploded without a NaN (a finite 1e10 bits per
+    byte) counts at chance, as a diverged run does, never beyond it; its excess measures
+    nothing but would swamp every mean and CI. (Column by column: a group of a store of
+    100,000 runs holds hundreds.)"""
     if "seed" in part and not part["seed"].is_monotonic_increasing:
         part = part.sort_values("seed")
     seeds = part.get("seed", part.index)
     values = part[column] if column in part else [None] * len(part)
-    by_seed = {}
+    by_seed: dict[int, list[float]] = {}
     for seed, status, value, classes in zip(
         seeds, part["status"], values, part["num_classes"], strict=True
     ):
         if status == "diverged" and method.diverged == "chance":
-            by_seed[int(seed)] = metric.chance(float(classes))
+            by_seed.setdefault(int(seed), []).append(metric.chance(float(classes)))
         elif status == "complete" and finite(value):
             value, chance = float(value), metric.chance(float(classes))
-            by_seed[int(seed)] = value if metric.higher_is_better else min(value, chance)
-    return by_seed
+            result = value if metric.higher_is_better else min(value, chance)
+            by_seed.setdefault(int(seed), []).append(result)
+    return {seed: math.fsum(runs) / len(runs) for seed, runs in by_seed.items()}
 
 
 def scored(values: Results, metric: Metric) -> Results:

@@ -172,3 +172,37 @@ def test_report_after_a_real_smoke_sweep(tmp_path):
         "inconclusive",
     }
     assert (tmp_path / "img" / "learning_curves.png").exists()
+
+
+def test_by_a_subset_of_the_varying_keys_averages_each_seed_and_says_so(tmp_path):
+    """The smoke sweep's shape (2 norms x batch 8, 16 x 3 seeds) reported --by norm.name: each
+    group's six runs are three results, each seed's mean over both batch sizes (never one run
+    per seed picked arbitrarily), and a note names the key averaged over and the --by that
+    compares it."""
+    runs = tmp_path / "runs"
+    accs = {
+        ("layernorm", 8): 0.30,
+        ("layernorm", 16): 0.32,
+        ("rmsnorm", 8): 0.28,
+        ("rmsnorm", 16): 0.34,
+    }
+    for (norm, batch), acc in accs.items():
+        for seed in range(3):
+            make_run(
+                runs, [f"norm={norm}", f"batch_size={batch}", f"seed={seed}"], acc=acc + seed / 100
+            )
+    result = runner.invoke(app, ["report", str(runs), "--by", "norm.name", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    rows = {row["norm.name"]: row for row in payload["convergence"]}
+    assert rows["layernorm"]["n"] == 6 and rows["layernorm"]["results"] == 3
+    assert rows["layernorm"]["values"] == pytest.approx([0.31, 0.32, 0.33])
+    assert rows["rmsnorm"]["val_acc_mean"] == pytest.approx(0.32)
+    (note,) = [n for n in payload["sections"][0]["notes"] if "mean of its runs" in n]
+    assert "over batch_size (8, 16)" in note and "--by norm.name,batch_size" in note
+    rich = runner.invoke(app, ["report", str(runs), "--by", "norm.name"])
+    assert "note: each seed's result is the mean of its runs over batch_size" in rich.output
+    # grouped by every key that varies, nothing is averaged and nothing is noted
+    payload = json.loads(runner.invoke(app, ["report", str(runs), "--format", "json"]).stdout)
+    assert not payload["sections"][0]["notes"]
+    assert {row["results"] for row in payload["convergence"]} == {3}
