@@ -19,6 +19,7 @@ from normbench.report.base import (
     Metric,
     Report,
     Section,
+    fold_norm_options,
     groups,
     is_setting,
     labels,
@@ -72,6 +73,7 @@ def build_section(
     best_over_key: str | None,
     method: Method,
 ) -> Section:
+    runs = fold_norm_options(runs)
     if "seed" in runs:  # in seed order once, so that every group's results are (seeded_results)
         runs = runs.sort_values("seed", kind="stable")
     keys = by or [k for k in varying_keys(runs) if not is_setting(k)]

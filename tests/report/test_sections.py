@@ -8,11 +8,13 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 from helpers import make_run
 from typer.testing import CliRunner
 
 from normbench.cli import app
 from normbench.core.errors import UsageError
+from normbench.report.base import Method
 from normbench.report.sections import build
 from normbench.store.catalog import load_runs, select
 from normbench.store.rundir import RunDir
@@ -206,3 +208,45 @@ def test_by_a_subset_of_the_varying_keys_averages_each_seed_and_says_so(tmp_path
     payload = json.loads(runner.invoke(app, ["report", str(runs), "--format", "json"]).stdout)
     assert not payload["sections"][0]["notes"]
     assert {row["results"] for row in payload["convergence"]} == {3}
+
+
+def user_norm_run(runs, p: float, seed: int, acc: float) -> None:
+    """A run of docs/your-own-norm.md's PowerNorm, as its config reads (written without
+    importing the norm: the report never does)."""
+    rid = make_run(runs, ["norm=layernorm", f"seed={seed}", f"train.lr={p / 1000}"], acc=acc)
+    config = yaml.safe_load((runs / rid / "config.yaml").read_text())
+    config["norm"].update(
+        name="mynorms:PowerNorm",
+        _target_="mynorms:PowerNorm",
+        p=p,
+        fp32_stats=None,
+        mask_padding=None,
+    )
+    config["train"]["lr"] = 0.003
+    (runs / rid / "config.yaml").write_text(yaml.safe_dump(config))
+
+
+def test_a_user_norms_options_fold_into_its_name(tmp_path):
+    """The tutorial's report: PowerNorm beside shipped norms is grouped by norm (and ghost
+    batch) only; _target_, fp32_stats, mask_padding and p are no columns, p is in its name;
+    --reference takes the norm by the name it was given."""
+    runs = tmp_path / "runs"
+    for seed in range(2):
+        make_run(runs, ["norm=batchnorm", "norm.ghost_batch=2", f"seed={seed}"], acc=0.8)
+        make_run(runs, ["norm=batchnorm", "norm.ghost_batch=32", f"seed={seed}"], acc=0.9)
+        make_run(runs, ["norm=rmsnorm", f"seed={seed}"], acc=0.85 + seed / 100)
+        user_norm_run(runs, 2.0, seed, 0.7 + seed / 100)
+    (section,) = build(load_runs(runs)).sections
+    assert section.keys == ["norm.name", "norm.ghost_batch"]
+    names = set(section.tables["convergence"]["norm.name"])
+    assert names == {"batchnorm", "rmsnorm", "mynorms:PowerNorm(p=2)"}
+    method = Method(reference=("norm=mynorms:PowerNorm",))
+    (section,) = build(load_runs(runs), method=method).sections
+    assert section.tables["convergence"].iloc[0]["norm.name"] == "mynorms:PowerNorm(p=2)"
+    # two values of p: two groups, each named by its p
+    for seed in range(2):
+        user_norm_run(runs, 3.0, seed, 0.6)
+    (section,) = build(load_runs(runs)).sections
+    assert section.keys == ["norm.name", "norm.ghost_batch"]
+    names = set(section.tables["convergence"]["norm.name"])
+    assert {"mynorms:PowerNorm(p=2)", "mynorms:PowerNorm(p=3)"} <= names
