@@ -8,8 +8,7 @@ import subprocess
 import sys
 
 import pytest
-import yaml
-from helpers import make_run
+from helpers import make_run, user_norm_run
 from typer.testing import CliRunner
 
 from normbench.cli import app
@@ -208,22 +207,6 @@ def test_by_a_subset_of_the_varying_keys_averages_each_seed_and_says_so(tmp_path
     payload = json.loads(runner.invoke(app, ["report", str(runs), "--format", "json"]).stdout)
     assert not payload["sections"][0]["notes"]
     assert {row["results"] for row in payload["convergence"]} == {3}
-
-
-def user_norm_run(runs, p: float, seed: int, acc: float) -> None:
-    """A run of docs/your-own-norm.md's PowerNorm, as its config reads (written without
-    importing the norm: the report never does)."""
-    rid = make_run(runs, ["norm=layernorm", f"seed={seed}", f"train.lr={p / 1000}"], acc=acc)
-    config = yaml.safe_load((runs / rid / "config.yaml").read_text())
-    config["norm"].update(
-        name="mynorms:PowerNorm",
-        _target_="mynorms:PowerNorm",
-        p=p,
-        fp32_stats=None,
-        mask_padding=None,
-    )
-    config["train"]["lr"] = 0.003
-    (runs / rid / "config.yaml").write_text(yaml.safe_dump(config))
 
 
 def test_a_user_norms_options_fold_into_its_name(tmp_path):
