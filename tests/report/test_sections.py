@@ -233,3 +233,17 @@ def test_a_user_norms_options_fold_into_its_name(tmp_path):
     assert section.keys == ["norm.name", "norm.ghost_batch"]
     names = set(section.tables["convergence"]["norm.name"])
     assert {"mynorms:PowerNorm(p=2)", "mynorms:PowerNorm(p=3)"} <= names
+
+
+@pytest.mark.parametrize("fmt", ["rich", "markdown"])
+def test_table_names_are_checked_in_every_format(study, fmt):
+    for table, words in (
+        ("nope", "--table nope: valid: across, convergence, batch_sensitivity"),
+        ("precision", "--table precision: this selection has no precision table"),
+    ):
+        result = runner.invoke(app, ["report", str(study), "--table", table, "--format", fmt])
+        assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+        assert words in result.output
+    result = runner.invoke(app, ["report", str(study), "--table", "batch_sensitivity"])
+    assert result.exit_code == 0 and "Batch sensitivity" in result.output
+    assert "Verdicts on" not in result.output
