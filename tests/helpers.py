@@ -9,6 +9,8 @@ import signal
 from collections.abc import Iterator
 from pathlib import Path
 
+import yaml
+
 from normbench.experiment.compose import compose
 from normbench.store.provenance import source_hash
 from normbench.store.rundir import RunDir, run_id
@@ -93,6 +95,22 @@ def make_run(
     ]
     run.write_metrics(rows)
     return run.run_id
+
+
+def user_norm_run(runs, p: float, seed: int, acc: float) -> None:
+    """A run of docs/your-own-norm.md's PowerNorm, as its config reads (written without
+    importing the norm: the report never does)."""
+    rid = make_run(runs, ["norm=layernorm", f"seed={seed}", f"train.lr={p / 1000}"], acc=acc)
+    config = yaml.safe_load((runs / rid / "config.yaml").read_text())
+    config["norm"].update(
+        name="mynorms:PowerNorm",
+        _target_="mynorms:PowerNorm",
+        p=p,
+        fp32_stats=None,
+        mask_padding=None,
+    )
+    config["train"]["lr"] = 0.003
+    (runs / rid / "config.yaml").write_text(yaml.safe_dump(config))
 
 
 # A sweep's runs in a second or two: the CNN at width 8, one unit, 8 steps.

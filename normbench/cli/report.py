@@ -118,7 +118,7 @@ def report(
     from normbench.report.diagnostics import attach_diagnostics
     from normbench.report.sections import build
     from normbench.report.terminal import caption_below, diagnostics_rich, rich_renderables
-    from normbench.report.text import DIAGNOSTICS_WHEN
+    from normbench.report.text import DIAGNOSTICS_WHEN, check_table
     from normbench.report.tidy import as_text
     from normbench.store import catalog
 
@@ -151,6 +151,7 @@ def report(
             finally:  # the runs whose diagnostics were skipped, named even when none remain
                 for warning in result.warnings[before:]:
                     typer.secho(f"warning: {plain(warning)}", fg="yellow", err=True)
+        check_table(result, table)
         text = None if fmt == "rich" else as_text(result, fmt, table, out)
     except UsageError as err:
         raise fail(str(err)) from None

@@ -19,7 +19,7 @@ import pandas as pd
 from normbench.core.errors import UsageError
 from normbench.experiment.compose import parse_overrides
 from normbench.experiment.schema import EXECUTION_KEYS, OBSERVATION_KEYS
-from normbench.layers.keys import NORM_SPECIFIC_KEYS
+from normbench.layers.keys import NORM_COMMON_KEYS, NORM_SHARED_KEYS
 from normbench.report import stats
 from normbench.report.stats import Results
 from normbench.store.catalog import NOT_CONFIG
@@ -202,11 +202,45 @@ def varying_keys(runs: pd.DataFrame) -> list[str]:
 
 
 def _implied_by_norm(runs: pd.DataFrame, key: str) -> bool:
-    """A norm option that varies only because each norm keeps or nulls it (norm.groups is 8
-    for GroupNorm and null for BatchNorm): it says nothing norm.name does not."""
-    if key.removeprefix("norm.") not in NORM_SPECIFIC_KEYS or "norm.name" not in runs:
+    """A norm.* key that varies only because of which norm a run has, so that it says
+    nothing norm.name does not: one value (or null) per norm, and either a key only some norms
+    read (norm.groups is 8 for GroupNorm and null for BatchNorm), the import path of a user's
+    norm (``_target_``), a user norm's own option (folded into its name: fold_norm_options),
+    or a key every shipped norm reads that no group sets to a value of its own (fp32_stats
+    and mask_padding: true for the shipped norms, null for a user norm that does not take
+    them)."""
+    option = key.removeprefix("norm.")
+    if not key.startswith("norm.") or option == "name" or "norm.name" not in runs:
         return False
-    return bool((labels(runs[key]).groupby(runs["norm.name"]).nunique() <= 1).all())
+    shown = labels(runs[key])
+    if not (shown.groupby(runs["norm.name"]).nunique() <= 1).all():
+        return False
+    if option in NORM_COMMON_KEYS:
+        return shown[shown != "-"].nunique() <= 1
+    return True
+
+
+def norm_options(runs: pd.DataFrame) -> list[str]:
+    """The columns of user norms' own options (norm.p for PowerNorm): norm.* keys no shipped
+    norm has."""
+    shared = {"norm.name", "norm._target_", *(f"norm.{k}" for k in NORM_SHARED_KEYS)}
+    return sorted(c for c in runs.columns if c.startswith("norm.") and c not in shared)
+
+
+def fold_norm_options(runs: pd.DataFrame) -> pd.DataFrame:
+    """Runs with each user norm's own options that vary in them folded into its name, as a
+    reader names the norm: ``mynorms:PowerNorm(p=2)``; keys that exist only because one norm
+    takes them are no columns of their own (varying_keys leaves them out). Runs without such
+    options are returned as they are."""
+    options = [k for k in norm_options(runs) if labels(runs[k]).nunique() > 1]
+    if not options or "norm.name" not in runs:
+        return runs
+    shown = {k: labels(runs[k]) for k in options}
+    names = []
+    for i, name in zip(runs.index, runs["norm.name"], strict=True):
+        given = [f"{k.removeprefix('norm.')}={shown[k][i]}" for k in options if shown[k][i] != "-"]
+        names.append(f"{name}({','.join(given)})" if given else name)
+    return runs.assign(**{"norm.name": names})
 
 
 def label(value) -> str:
@@ -281,25 +315,29 @@ def results(part: pd.DataFrame, column: str, metric: Metric, method: Method) -> 
 
 
 def seeded_results(part: pd.DataFrame, column: str, metric: Metric, method: Method) -> Results:
-    """``results`` by seed, in seed order, oriented as the metric reads (not negated). Bits per
-    byte have no worst value: a run that exploded without a NaN (a finite 1e10 bits per byte)
-    counts at chance, as a diverged run does, never beyond it; its excess measures nothing
-    but would swamp every mean and CI. (Column by column: a group of a store of 100,000 runs
-    holds hundreds.)"""
+    """``results`` by seed, in seed order, oriented as the metric reads (not negated). Runs of
+    one seed in one group (the grouping leaves out a key that varies: ``--by norm.name`` over
+    batch sizes) are one result, their mean: the seed stays the unit that pairs groups, and
+    no run is dropped (normbench.report.sections notes which keys were averaged over). Bits
+    per byte have no worst value: a run that exploded without a NaN (a finite 1e10 bits per
+    byte) counts at chance, as a diverged run does, never beyond it; its excess measures
+    nothing but would swamp every mean and CI. (Column by column: a group of a store of
+    100,000 runs holds hundreds.)"""
     if "seed" in part and not part["seed"].is_monotonic_increasing:
         part = part.sort_values("seed")
     seeds = part.get("seed", part.index)
     values = part[column] if column in part else [None] * len(part)
-    by_seed = {}
+    by_seed: dict[int, list[float]] = {}
     for seed, status, value, classes in zip(
         seeds, part["status"], values, part["num_classes"], strict=True
     ):
         if status == "diverged" and method.diverged == "chance":
-            by_seed[int(seed)] = metric.chance(float(classes))
+            by_seed.setdefault(int(seed), []).append(metric.chance(float(classes)))
         elif status == "complete" and finite(value):
             value, chance = float(value), metric.chance(float(classes))
-            by_seed[int(seed)] = value if metric.higher_is_better else min(value, chance)
-    return by_seed
+            result = value if metric.higher_is_better else min(value, chance)
+            by_seed.setdefault(int(seed), []).append(result)
+    return {seed: math.fsum(runs) / len(runs) for seed, runs in by_seed.items()}
 
 
 def scored(values: Results, metric: Metric) -> Results:

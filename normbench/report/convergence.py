@@ -128,6 +128,16 @@ def reference_indices(
         wanted[column] = value
     strata = [k for k in keys if k not in wanted]
     chosen = [i for i, row in enumerate(rows) if all(label(row[k]) == v for k, v in wanted.items())]
+    if not chosen and "norm.name" in wanted:  # a user norm by the name it was given
+        bare = {**wanted, "norm.name": wanted["norm.name"].partition("(")[0]}
+        named = [
+            i
+            for i, row in enumerate(rows)
+            if label(row["norm.name"]).partition("(")[0] == bare["norm.name"]
+            and all(label(row[k]) == v for k, v in bare.items() if k != "norm.name")
+        ]
+        if len({label(rows[i]["norm.name"]) for i in named}) == 1:  # options folded in: one
+            chosen = named
     if not chosen:
         shown = " | ".join(
             " ".join(f"{k.removesuffix('.name')}={label(row[k])}" for k in wanted) for row in rows

@@ -14,6 +14,7 @@ from normbench.report.text import (
     across_caption,
     across_title,
     caption_of,
+    check_table,
     fmt,
     settings_text,
 )
@@ -36,6 +37,7 @@ def to_markdown(frame: pd.DataFrame) -> str:
 def markdown(report: Report, only: str | None) -> str:
     """The report as GitHub markdown: per section a heading, the settings held fixed, each
     table with its caption, the notes; every stored value escaped (``escape_markdown``)."""
+    check_table(report, only)
     blocks = []
     for section in report.sections:
         if section.setting:

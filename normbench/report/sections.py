@@ -13,11 +13,13 @@ import pandas as pd
 from normbench.core.errors import UsageError
 from normbench.report.base import (
     HEADLINE_KEYS,
+    RESULT_STATUSES,
     UNFINISHED_STATUSES,
     Method,
     Metric,
     Report,
     Section,
+    fold_norm_options,
     groups,
     is_setting,
     labels,
@@ -71,6 +73,7 @@ def build_section(
     best_over_key: str | None,
     method: Method,
 ) -> Section:
+    runs = fold_norm_options(runs)
     if "seed" in runs:  # in seed order once, so that every group's results are (seeded_results)
         runs = runs.sort_values("seed", kind="stable")
     keys = by or [k for k in varying_keys(runs) if not is_setting(k)]
@@ -89,7 +92,50 @@ def build_section(
             for axis, name in STRESS_AXES.items()
         },
     }
-    return Section(setting, fixed, keys, metric, tables, section_notes(runs, metric, method), runs)
+    notes = [*averaged_notes(runs, keys), *section_notes(runs, metric, method)]
+    return Section(setting, fixed, keys, metric, tables, notes, runs)
+
+
+def averaged_notes(runs: pd.DataFrame, keys: list[str]) -> list[str]:
+    """A note when some group has several results of one seed (the grouping leaves out a key
+    that varies, e.g. ``--by norm.name`` over batch sizes): each seed's result is then the
+    mean of its runs (base.seeded_results), and the note names the keys averaged over, with
+    their values, and the --by that would compare them instead. None when every group has one
+    run per seed."""
+    results = runs[runs["status"].isin(RESULT_STATUSES)]
+    if "seed" not in results or results.empty:
+        return []
+    cell = pd.DataFrame({**{k: labels(results[k]) for k in keys}, "seed": results["seed"]})
+    shared = cell.duplicated(keep=False)
+    if not shared.any():
+        return []
+    within = results[shared]
+    by = [cell.loc[shared, k] for k in [*keys, "seed"]]
+    left_out = {
+        key: sorted(set(labels(within[key])), key=_in_order)
+        for key in varying_keys(runs)
+        if key not in keys and (labels(within[key]).groupby(by).nunique() > 1).any()
+    }
+    groups = cell.loc[shared, keys].drop_duplicates() if keys else cell.loc[shared].head(1)
+    if not left_out:
+        return [
+            f"{len(groups)} group(s) have several runs of one seed that differ in no config key "
+            "compared: each seed's result is the mean of its runs"
+        ]
+    shown = "; ".join(f"{key} ({', '.join(values)})" for key, values in left_out.items())
+    return [
+        f"each seed's result is the mean of its runs over {shown}: the grouping leaves "
+        f"{'them' if len(left_out) > 1 else 'it'} out ({len(groups)} group(s)); to compare "
+        f"{'their' if len(left_out) > 1 else 'its'} values, --by {','.join([*keys, *left_out])}"
+    ]
+
+
+def _in_order(shown: str) -> tuple:
+    """Labels as a reader orders them: numbers by value (8 before 16), then words."""
+    try:
+        return (0, float(shown), "")
+    except ValueError:
+        return (1, 0.0, shown)
 
 
 def section_notes(runs: pd.DataFrame, metric: Metric, method: Method) -> list[str]:

@@ -132,27 +132,27 @@ def lr_sensitivity_by_seed(part: pd.DataFrame, metric: Metric) -> dict[int, floa
     run at: a complete run with its final loss, or a diverged run, at loss_init. loss_init is
     the runs' initial_val_loss (initial_val_bpb); runs made before normbench recorded it fall
     back to the loss of the uniform prediction, ln(classes) nats (log2(classes) bits), which
-    is near a freshly initialised model's (its logits start near zero)."""
+    is near a freshly initialised model's (its logits start near zero). Several runs of a seed
+    at one rate (the grouping leaves out a key that varies) count as their mean capped loss."""
     loss = sensitivity_loss(metric)
     grid = sorted({label(value) for value in part["train.lr"]})
     diverged = part["status"] == "diverged"
     finished = part[diverged | ((part["status"] == "complete") & part[f"final_{loss}"].notna())]
     values = {}
     for seed, runs in finished.groupby("seed", sort=True):
-        if sorted(runs["train.lr"].map(label)) != grid:
+        rates = runs["train.lr"].map(label)
+        if sorted(set(rates)) != grid:
             continue
-        losses = np.array(
-            [
-                run[f"final_{loss}"] if run["status"] == "complete" else math.nan
-                for _, run in runs.iterrows()
-            ],
-            dtype=float,
-        )
         recorded = runs[f"initial_{loss}"].dropna() if f"initial_{loss}" in runs else []
         classes = float(runs["num_classes"].iloc[0])
         uniform = math.log2(classes) if loss == "val_bpb" else math.log(classes)
         initial = float(recorded.iloc[0]) if len(recorded) else uniform
-        values[int(seed)] = stats.lr_sensitivity(losses, initial)
+        final = np.where(runs["status"] == "complete", runs[f"final_{loss}"], math.nan)
+        capped = pd.Series(
+            np.where(np.isfinite(final), np.minimum(final, initial), initial), index=runs.index
+        )
+        losses = capped.groupby(rates, sort=False).agg(lambda v: math.fsum(v) / len(v))
+        values[int(seed)] = stats.lr_sensitivity(losses.to_numpy(dtype=float), initial)
     return values
 
 

@@ -6,6 +6,8 @@ question modules, the captions from normbench.report.text.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -16,8 +18,11 @@ from normbench.report.text import (
     across_title,
     batch_caption,
     batch_sizes,
+    bounded_ci,
+    check_table,
     convergence_caption,
     count,
+    diagnostics_caption,
     fmt,
     precision_caption,
     settings_text,
@@ -46,9 +51,12 @@ def cell(value):
 
 
 def rich_renderables(report: Report, only: str | None = None) -> list:
-    """Headers, tables and notes for the terminal, section by section."""
+    """Headers, tables and notes for the terminal, section by section; each table laid out
+    for the width it is printed at (Fitted). ``only``: the one table --table names, refused
+    in one line when this report has none of that name."""
     from rich.text import Text
 
+    check_table(report, only)
     out = []
     for section in report.sections:
         if section.setting:
@@ -57,12 +65,85 @@ def rich_renderables(report: Report, only: str | None = None) -> list:
             out.append(Text(f"fixed: {settings_text(section.fixed)}", style="dim"))
         for name, render in RICH_TABLES.items():
             if (only is None or only == name) and section.tables.get(name) is not None:
-                out.extend(caption_below(render(section, report.method)))
+                out.append(Fitted(render, section, report.method))
         out.extend(Text(f"note: {note}", style="dim") for note in section.notes)
     if report.across is not None and only in (None, "across"):
         out.append(Text(f"\n== across {across_title(report.across)} ==", style="bold"))
         out.extend(caption_below(across_rich(report.across, report.method)))
     return out
+
+
+@dataclass
+class Fitted:
+    """A section's table built when it is printed, for the width it is printed at (a
+    terminal's, or COLUMNS when piped), then its caption below it."""
+
+    render: Callable
+    section: Section
+    method: Method
+
+    def __rich_console__(self, console, options):
+        yield from caption_below(self.render(self.section, self.method, options.max_width))
+
+
+@dataclass
+class Column:
+    """A column of a table laid out by ``fit``: its header, alignment, and the cells of each
+    row (text or rich Text, possibly of two lines)."""
+
+    header: str
+    cells: list
+    justify: str = "right"
+    key: bool = False  # a grouping key: as wide as its longest value, up to 24 (key_columns)
+    wraps: bool = False  # may wrap when even the table's essential columns do not fit
+
+
+def _width(value) -> int:
+    from rich.cells import cell_len
+
+    text = value.plain if hasattr(value, "plain") else str(value)
+    return max(cell_len(line) for line in text.split("\n"))
+
+
+def fit(columns: list[Column], optional: list[str], width: int | None, caption) -> object:
+    """A rich table of ``columns`` whose every row is one line at ``width``: the ``optional``
+    columns (by header) are left out, the first named first, until it fits; ``caption(left
+    out headers)`` is its caption. When even the essential columns are too wide, the columns
+    that may wrap do (an interval under its mean). ``width`` None (HTML): every column."""
+    widths = {c.header: max(_width(c.header), *(_width(v) for v in c.cells)) for c in columns}
+    widths.update({c.header: min(widths[c.header], 24) for c in columns if c.key})
+    left_out: list[str] = []
+    kept = list(columns)
+    if width is not None:
+        for header in optional:
+            if sum(widths[c.header] for c in kept) + len(kept) + 1 <= width:
+                break
+            kept = [c for c in kept if c.header != header]
+            left_out.append(header)
+    fits = width is None or sum(widths[c.header] for c in kept) + len(kept) + 1 <= width
+    table = _table(caption(tuple(left_out)))
+    for column in kept:
+        if column.key and _longest(column) > 24:  # a long name folds, never truncated
+            table.add_column(column.header, min_width=24, overflow="fold")
+        elif column.key:
+            table.add_column(column.header, width=widths[column.header], no_wrap=True)
+        else:
+            wraps = column.wraps and not fits
+            table.add_column(column.header, justify=column.justify, no_wrap=not wraps)
+    for i in range(len(columns[0].cells) if columns else 0):
+        table.add_row(*(column.cells[i] for column in kept))
+    return table
+
+
+def _longest(column: Column) -> int:
+    return max(_width(column.header), *(_width(v) for v in column.cells))
+
+
+def key_cells(keys: list[str], data: pd.DataFrame) -> list[Column]:
+    """The grouping keys' columns of a table laid out by ``fit``."""
+    return [
+        Column(short(key), [cell(v) for v in data[key]], justify="left", key=True) for key in keys
+    ]
 
 
 def caption_below(table) -> list:
@@ -101,35 +182,30 @@ def key_columns(table, keys: list[str], data: pd.DataFrame) -> None:
             table.add_column(short(key), min_width=24, overflow="fold")
 
 
-def convergence_rich(section: Section, method: Method):
+def convergence_rich(section: Section, method: Method, width: int | None = None):
+    """The convergence table: per group its results, mean and 95% CI, test mean, difference
+    to the reference or best group ± its (1 - 2 alpha) CI, parameters (when they differ),
+    verdict, steps to target and diverged/failed runs; at a narrow width, target, test,
+    d/f and params give way in that order, and the caption says which did."""
     from rich.text import Text
 
     data = section.tables["convergence"]
     metric = section.metric
-    caption = convergence_caption(section, method)
-    if len({v for v in data["parameters"] if v is not None}) == 1:
-        caption += f" Every group has {count(data['parameters'].dropna().iloc[0])} parameters."
-    table = _table(caption)
-    key_columns(table, section.keys, data)
     against = "reference" if "diff_vs_reference" in data else "best"
-    delta = "Δ ref" if against == "reference" else "Δ best"
-    table.add_column("n", justify="right", no_wrap=True)
-    table.add_column(metric.label, justify="right")  # "0.910 ±0.025" wraps when narrow
-    table.add_column(metric.test_column.split("_")[0], justify="right", no_wrap=True)
-    table.add_column(delta, justify="right")
     counts = {v for v in data["parameters"] if v is not None}
     shows_params = len(counts) > 1  # one count for every group goes in the caption
-    if shows_params:
-        table.add_column("params", justify="right", no_wrap=True)
-    table.add_column("verdict", no_wrap=True)
-    table.add_column("target", justify="right")  # gives way on a narrow terminal
-    table.add_column("d/f", justify="right")
+    means = [
+        bounded_ci(m, h, metric)
+        for m, h in zip(data[f"{metric.name}_mean"], data[f"{metric.name}_ci95"], strict=True)
+    ]
+    verdicts, diffs = [], []
     for _, row in data.iterrows():
         marks = [f"{row['mixed']} mixed"] * bool(row["mixed"])
         marks += ["unpaired"] * (row["reason"] == "unpaired (Welch)")
         verdict = row["verdict"] + (f" ({', '.join(marks)})" if marks else "")
+        verdicts.append(Text(verdict, style=VERDICT_STYLE.get(row["verdict"], "")))
         value = row[f"diff_vs_{against}"]
-        diff = (
+        diffs.append(
             "-"
             if row["verdict"] == "reference" or math.isnan(value)
             else f"{value:+.3f}"
@@ -139,84 +215,122 @@ def convergence_rich(section: Section, method: Method):
                 else f" ±{(row['diff_ci_high'] - row['diff_ci_low']) / 2:.3f}"
             )
         )
-        table.add_row(
-            *(cell(row[k]) for k in section.keys),
-            str(row["results"]),
-            with_ci(row[f"{metric.name}_mean"], row[f"{metric.name}_ci95"]),
-            fmt(row[f"{metric.test_column}_mean"]),
-            diff,
-            *([count(row["parameters"])] if shows_params else []),
-            Text(verdict, style=VERDICT_STYLE.get(row["verdict"], "")),
-            f"{fmt(row['steps_to_target'], 0)} {row['reached_target']}/{row['n']}",
-            f"{row['diverged']}/{row['failed']}",
+    test = metric.test_column.split("_")[0]
+    delta = "Δ ref" if against == "reference" else "Δ best"
+    columns = [
+        *key_cells(section.keys, data),
+        Column("n", [str(v) for v in data["results"]]),
+        Column(metric.label, [shown for shown, _ in means], wraps=True),
+        Column(test, [fmt(v) for v in data[f"{metric.test_column}_mean"]]),
+        Column(delta, diffs, wraps=True),
+        *([Column("params", [count(v) for v in data["parameters"]])] if shows_params else []),
+        Column("verdict", verdicts, justify="left"),
+        Column(
+            "target",
+            [
+                f"{fmt(s, 0)} {r}/{n}"
+                for s, r, n in zip(
+                    data["steps_to_target"], data["reached_target"], data["n"], strict=True
+                )
+            ],
+        ),
+        Column("d/f", [f"{d}/{f}" for d, f in zip(data["diverged"], data["failed"], strict=True)]),
+    ]
+    names = {"n": "n", test: "test", delta: "delta", "params": "params", "target": "target"}
+    names |= {"d/f": "d/f"}
+
+    def caption(left_out: tuple[str, ...]) -> str:
+        shown = tuple(
+            names[c.header] for c in columns if c.header in names and c.header not in left_out
         )
-    return table
+        text = convergence_caption(
+            section, method, shown, left_out, clipped=any(clip for _, clip in means)
+        )
+        if len(counts) == 1:
+            text += f" Every group has {count(next(iter(counts)))} parameters."
+        return text
+
+    return fit(columns, ["target", test, "d/f", "params"], width, caption)
 
 
-def batch_rich(section: Section, method: Method):
+def batch_rich(section: Section, method: Method, width: int | None = None):
+    """The batch-sensitivity table: per group the mean at each per-device batch, the drop of
+    the smallest against the reference ± its (1 - 2 alpha) CI and the verdict with its reason;
+    at a narrow width the reason, then the batches between the smallest and the reference,
+    give way."""
     from rich.text import Text
 
     data = section.tables["batch_sensitivity"]
     sizes = batch_sizes(data)
     row_keys = [k for k in data.columns if k in section.keys]
-    table = _table(batch_caption(data, section, method))
-    key_columns(table, row_keys, data)
-    for size in sizes:
-        table.add_column(f"b{size}", justify="right", no_wrap=True)
-    table.add_column("drop", justify="right")
-    table.add_column("verdict")  # its reason wraps: "sensitive (paired by seed)"
-    for _, row in data.iterrows():
-        drop = (
-            "-"
-            if math.isnan(row["drop"])
-            else f"{row['drop']:+.3f} ±{(row['drop_ci_high'] - row['drop_ci_low']) / 2:.3f}"
-        )
-        word = row["verdict"] + (f" ({row['reason']})" if row["reason"] else "")
-        table.add_row(
-            *(cell(row[k]) for k in row_keys),
-            *(fmt(row[f"b{s}_mean"]) for s in sizes),
-            drop,
-            Text(word, style=VERDICT_STYLE.get(row["verdict"], "")),
-        )
-    return table
+    drops = [
+        "-"
+        if math.isnan(row["drop"])
+        else f"{row['drop']:+.3f} ±{(row['drop_ci_high'] - row['drop_ci_low']) / 2:.3f}"
+        for _, row in data.iterrows()
+    ]
+    verdicts = [Text(v, style=VERDICT_STYLE.get(v, "")) for v in data["verdict"]]
+    reasons = [f"({r})" if r else "" for r in data["reason"]]
+    columns = [
+        *key_cells(row_keys, data),
+        *(Column(f"b{s}", [fmt(v) for v in data[f"b{s}_mean"]]) for s in sizes),
+        Column("drop", drops),
+        Column("verdict", verdicts, justify="left"),
+        Column("reason", reasons, justify="left"),
+    ]
+    reference = int(data["reference_batch"].iloc[0])
+    between = [f"b{s}" for s in sizes[1:] if s != reference]
+    return fit(
+        columns,
+        ["reason", *reversed(between)],
+        width,
+        lambda left_out: batch_caption(data, section, method, left_out),
+    )
 
 
-def precision_rich(section: Section, method: Method):
+def precision_rich(section: Section, method: Method, width: int | None = None):
+    """The precision table: per group the mean ± 95% CI at each precision (and its diverged
+    runs), and each lower precision's change against fp32 ± its (1 - 2 alpha) CI with its
+    verdict; at a narrow width the lower precisions' means give way (their change stays)."""
     from rich.text import Text
 
     data = section.tables["precision"]
+    metric = section.metric
     precisions = [p for p in ("fp32", "bf16", "fp16") if f"{p}_mean" in data]
     row_keys = [k for k in data.columns if k in section.keys]
-    table = _table(precision_caption(section, method))
-    key_columns(table, row_keys, data)
-    for precision in precisions:
-        table.add_column(precision, justify="right")
-        if precision != "fp32":
-            table.add_column(f"{precision} vs fp32")  # "+0.001±0.002 inconclusive" wraps
-    for _, row in data.iterrows():
-        cells = []
-        for p in precisions:
+    columns, clipped = [*key_cells(row_keys, data)], set()
+    for p in precisions:
+        means = []
+        for _, row in data.iterrows():
+            shown, clip = bounded_ci(row[f"{p}_mean"], row[f"{p}_ci95"], metric)
+            clipped |= {p} if clip else set()
             diverged = row[f"{p}_diverged"]
-            cells.append(
-                with_ci(row[f"{p}_mean"], row[f"{p}_ci95"])
-                + (f" div {diverged}/{row[f'{p}_n']}" if diverged else "")
-            )
-            if p != "fp32":
-                delta = row.get(f"{p}_delta", math.nan)
-                half = (
-                    row.get(f"{p}_delta_ci_high", math.nan) - row.get(f"{p}_delta_ci_low", math.nan)
-                ) / 2
-                word = row.get(f"{p}_verdict", "-")
-                shown = "-" if math.isnan(delta) else f"{delta:+.3f} ±{half:.3f} "
-                cells.append(Text(shown + str(word), style=VERDICT_STYLE.get(word, "")))
-        table.add_row(*(cell(row[k]) for k in row_keys), *cells)
-    return table
+            means.append(shown + (f" div {diverged}/{row[f'{p}_n']}" if diverged else ""))
+        columns.append(Column(p, means, wraps=True))
+        if p == "fp32":
+            continue
+        changes = []
+        for _, row in data.iterrows():
+            delta = row.get(f"{p}_delta", math.nan)
+            half = (
+                row.get(f"{p}_delta_ci_high", math.nan) - row.get(f"{p}_delta_ci_low", math.nan)
+            ) / 2
+            word = row.get(f"{p}_verdict", "-")
+            shown = "-" if math.isnan(delta) else f"{delta:+.3f} ±{half:.3f} "
+            changes.append(Text(shown + str(word), style=VERDICT_STYLE.get(word, "")))
+        columns.append(Column(f"{p} vs fp32", changes, justify="left", wraps=True))
+    return fit(
+        columns,
+        list(reversed(precisions[1:])),
+        width,
+        lambda left_out: precision_caption(section, method, left_out, bool(clipped - {*left_out})),
+    )
 
 
 def stability_rich(name: str):
     """The rich renderer of a stability table (lr_stability or depth_stability)."""
 
-    def rich(section: Section, method: Method):
+    def rich(section: Section, method: Method, width: int | None = None):
         from rich.text import Text
 
         data = section.tables[name]
@@ -274,14 +388,7 @@ def diagnostics_rich(table: pd.DataFrame, keys: list[str], when: str):
     """Per unit: its sublayer type and place among units of that type, gradient norm,
     activation std into and out of its norm, residual-stream RMS, largest attention logit, log
     Z, BN train-eval gap, SwitchNorm weights."""
-    out = _table(
-        f"Diagnostics {when} (mean over seeds): gradient norm of each unit's sublayer "
-        "weights, activation std into and out of its norm, RMS of the residual stream it "
-        "leaves, its largest attention logit (q.k/sqrt(d) after QK-norm, before the softmax), "
-        "the mean log Z of the output logits (one per run: the same in every row), train-mode "
-        "minus eval-mode val accuracy (batch-statistics norms), SwitchNorm weights IN/LN/BN. "
-        "Compare units of one sublayer type: layer counts them."
-    )
+    out = _table(diagnostics_caption(when))
     key_columns(out, keys, table)
     names = ("unit", "sublayer", "layer", "grad norm", "std in", "std out", "rms out")
     for name in (*names, "max logit", "log Z", "BN gap"):

@@ -9,7 +9,8 @@ import math
 
 import pandas as pd
 
-from normbench.report.base import Method, Section, label
+from normbench.core.errors import UsageError
+from normbench.report.base import Method, Metric, Report, Section, label
 
 TABLES = (
     "across",
@@ -26,6 +27,29 @@ DIAGNOSTICS_WHEN = {  # the diagnostics tables, and the step each one shows
     "diagnostics_init": "at initialisation (step 0, before any update)",
     "diagnostics": "at the last evaluation",
 }
+
+
+def table_names(report: Report) -> list[str]:
+    """The tables this report has, in TABLES' order."""
+    names = [n for n in TABLES if any(s.tables.get(n) is not None for s in report.sections)]
+    return (["across"] if report.across is not None else []) + [n for n in names if n != "across"]
+
+
+def check_table(report: Report, only: str | None) -> None:
+    """``--table NAME``: refused in one line when NAME is no table of normbench's, or none
+    of this report's, with the valid choices."""
+    if only is None:
+        return
+    if only not in TABLES:
+        raise UsageError(f"--table {only}: valid: {', '.join(TABLES)}")
+    present = table_names(report)
+    if only not in present:
+        raise UsageError(
+            f"--table {only}: this selection has no {only} table (the key it compares does "
+            f"not vary); valid here: {', '.join(present)}"
+        )
+
+
 HEADERS = {  # column headers for the long key names that tables often group by
     "norm.ghost_batch": "ghost",
     "model.weight_std": "WS",
@@ -89,7 +113,24 @@ def ci_percent(method: Method) -> str:
     return f"{100 * (1 - 2 * method.level):.4g}%"
 
 
-def convergence_caption(section: Section, method: Method) -> str:
+UNADJUSTED = (
+    " Intervals are per comparison, not adjusted; the verdicts are Holm-adjusted, so an "
+    "interval clear of 0 (or inside ±{margin}) can stand beside an inconclusive verdict."
+)
+CLIPPED = " An accuracy's interval that would pass 0 or 1 is shown clipped, as [low, high]."
+
+
+def bounded_ci(mean: float, half: float, metric: Metric) -> tuple[str, bool]:
+    """``0.910 ±0.025``, or for an accuracy whose interval would pass 0 or 1 the interval
+    clipped to [0, 1] (``0.627 [0.068, 1.000]``: no accuracy lies outside); whether it was
+    clipped. Bits per byte are unbounded above and keep ``±``."""
+    if not metric.higher_is_better or math.isnan(half) or 0 <= mean - half <= mean + half <= 1:
+        return with_ci(mean, half), False
+    return f"{fmt(mean)} [{max(0.0, mean - half):.3f}, {min(1.0, mean + half):.3f}]", True
+
+
+def convergence_method(section: Section, method: Method) -> str:
+    """How the convergence verdicts are reached, in one sentence (every format's caption)."""
     metric = section.metric
     split = "test" if method.test else "validation"
     what = f"Verdicts on {split} {metric.name.split('_')[1]}"
@@ -100,25 +141,67 @@ def convergence_caption(section: Section, method: Method) -> str:
             f"looking): better or worse = {tests}, Holm-adjusted over the comparisons with the "
             "reference, p < alpha"
         )
-        delta = "Δ ref: difference to the reference"
     else:
         better = "highest" if metric.higher_is_better else "lowest"
         against = (
             f"{what} against the best group (the {better} mean with 2+ results, chosen after "
             f"looking): worse = {tests}, Holm-adjusted over every pair of groups, p < alpha"
         )
-        delta = "Δ best: difference to the best"
     return (
         f"{against}; equivalent = within ±{method.margin} by TOST, Holm-adjusted; otherwise "
-        f"inconclusive; {alpha_text(method)}. ± is a 95% CI; {delta} ± its "
-        f"{ci_percent(method)} CI (1 - 2 alpha: the TOST interval, inside ±{method.margin} "
-        "when equivalent); n: results; params: trainable parameters (a difference may come "
-        "from capacity); target: median steps to target, seeds that reached it; d/f: "
-        "diverged/failed runs."
+        f"inconclusive; {alpha_text(method)}."
     )
 
 
-def batch_caption(table: pd.DataFrame, section: Section, method: Method) -> str:
+def convergence_caption(
+    section: Section,
+    method: Method,
+    shown: tuple[str, ...] = ("n", "test", "delta", "params", "target", "d/f"),
+    left_out: tuple[str, ...] = (),
+    clipped: bool = False,
+) -> str:
+    """The terminal's convergence caption: the method, then the columns ``shown`` (the
+    terminal's names; params only where the groups' counts differ), the columns a narrow
+    terminal ``left_out``, and what the intervals beside the verdicts are."""
+    delta = (
+        "Δ ref: difference to the reference"
+        if method.reference
+        else "Δ best: difference to the best"
+    )
+    glossary = {
+        "n": "n: results (one per seed)",
+        "test": f"{section.metric.test_column.split('_')[0]}: mean on the test split",
+        "delta": f"{delta} ± its {ci_percent(method)} CI (1 - 2 alpha: the TOST interval, "
+        f"inside ±{method.margin} when equivalent)",
+        "params": "params: trainable parameters (a difference may come from capacity)",
+        "target": "target: median steps to target, runs that reached it",
+        "d/f": "d/f: diverged/failed runs",
+    }
+    columns = "; ".join(glossary[c] for c in shown if c in glossary)
+    return (
+        f"{convergence_method(section, method)} ± is a 95% CI; {columns}."
+        + UNADJUSTED.format(margin=method.margin)
+        + (CLIPPED if clipped else "")
+        + narrow(left_out)
+    )
+
+
+def narrow(left_out: tuple[str, ...]) -> str:
+    """What a terminal too narrow for a table's every column left out, and where to see it."""
+    if not left_out:
+        return ""
+    return (
+        f" Left out at this width: {', '.join(left_out)} (a wider terminal, or --format json, "
+        "has every column)."
+    )
+
+
+def batch_caption(
+    table: pd.DataFrame,
+    section: Section,
+    method: Method,
+    left_out: tuple[str, ...] = (),
+) -> str:
     reference = int(table["reference_batch"].iloc[0])
     return (
         f"Batch sensitivity: mean {section.metric.label} per per-device batch; drop = how much "
@@ -126,27 +209,60 @@ def batch_caption(table: pd.DataFrame, section: Section, method: Method) -> str:
         "(1 - 2 alpha); sensitive = one-sided t test (paired by seed where the seeds match) "
         f"p < alpha, insensitive = within ±{method.margin} by TOST, both Holm-adjusted over "
         f"the rows; {alpha_text(method)}."
+        + " One pre-specified contrast per row: fewer comparisons than the convergence "
+        "table's, so a smaller difference can be decided here."
+        + UNADJUSTED.format(margin=method.margin)
+        + narrow(left_out)
     )
 
 
-def caption_of(name: str, table: pd.DataFrame, section: Section, method: Method) -> str:
-    if name == "convergence":
-        return convergence_caption(section, method)
-    if name == "batch_sensitivity":
-        return batch_caption(table, section, method)
-    if name in ("lr_stability", "depth_stability"):
-        return stability_caption(section, table["axis"].iloc[0], table_loss(table))
-    return precision_caption(section, method)
-
-
-def precision_caption(section: Section, method: Method) -> str:
+def precision_caption(
+    section: Section, method: Method, left_out: tuple[str, ...] = (), clipped: bool = False
+) -> str:
     return (
         f"Precision: mean {section.metric.label} per precision ± 95% CI (div = diverged runs "
         f"of all runs); vs fp32: the change ± its {ci_percent(method)} CI (1 - 2 alpha), "
         "worse = one-sided t test (paired by seed where the seeds match) p < alpha, "
         f"equivalent = within ±{method.margin} by TOST, both Holm-adjusted over every cell; "
         f"{alpha_text(method)}."
+        + UNADJUSTED.format(margin=method.margin)
+        + (CLIPPED if clipped else "")
+        + narrow(left_out)
     )
+
+
+MARKDOWN_CONVERGENCE = (
+    "n: runs; results: results (one per seed); {metric}_mean, {metric}_ci95: the mean and the "
+    "half-width of its 95% CI ({test}_mean, {test}_ci95: on the test split); {delta}: the "
+    "difference to the {against}, diff_ci_low and diff_ci_high its {ci} CI (1 - 2 alpha: the "
+    "TOST interval); p_*_adj: Holm-adjusted p values; steps_to_target: median steps to target, "
+    "reached_target: runs that reached it; parameters: trainable parameters; diverged, "
+    "failed, unfinished: runs; mixed: provenance that differs within the group."
+)
+
+
+def caption_of(name: str, table: pd.DataFrame, section: Section, method: Method) -> str:
+    """A table's caption as markdown writes it, naming the columns by the frame's own names
+    (``diff_vs_best``, ``diverged``), which are the markdown table's headers."""
+    if name == "convergence":
+        against = "reference" if method.reference else "best"
+        glossary = MARKDOWN_CONVERGENCE.format(
+            metric=section.metric.name,
+            test=section.metric.test_column,
+            delta=f"diff_vs_{against}",
+            against=against,
+            ci=ci_percent(method),
+        )
+        return f"{convergence_method(section, method)} {glossary}" + UNADJUSTED.format(
+            margin=method.margin
+        )
+    if name == "batch_sensitivity":
+        return batch_caption(table, section, method)
+    if name in ("lr_stability", "depth_stability"):
+        return stability_caption(section, table["axis"].iloc[0], table_loss(table))
+    if name in DIAGNOSTICS_WHEN:
+        return diagnostics_caption(DIAGNOSTICS_WHEN[name])
+    return precision_caption(section, method)
 
 
 def stability_caption(section: Section, axis: str, loss: str | None = None) -> str:
@@ -167,6 +283,18 @@ def stability_caption(section: Section, axis: str, loss: str | None = None) -> s
         f"{'the unigram solution' if not section.metric.higher_is_better else '1 / classes'}); "
         f"largest = the largest {what} at which every seed trained, with the metric there."
         + sensitivity
+    )
+
+
+def diagnostics_caption(when: str) -> str:
+    """A diagnostics table's caption; ``when``: DIAGNOSTICS_WHEN's words for its step."""
+    return (
+        f"Diagnostics {when} (mean over seeds): gradient norm of each unit's sublayer "
+        "weights, activation std into and out of its norm, RMS of the residual stream it "
+        "leaves, its largest attention logit (q.k/sqrt(d) after QK-norm, before the softmax), "
+        "the mean log Z of the output logits (one per run: the same in every row), train-mode "
+        "minus eval-mode val accuracy (batch-statistics norms), SwitchNorm weights IN/LN/BN. "
+        "Compare units of one sublayer type: layer counts them."
     )
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 from normbench.core.errors import UsageError
 from normbench.report.base import Report
 from normbench.report.markdown import markdown
-from normbench.report.text import JSON_ONLY, TABLES
+from normbench.report.text import JSON_ONLY, TABLES, check_table
 
 
 def tidy(report: Report, name: str) -> pd.DataFrame | None:
@@ -37,15 +37,9 @@ def chosen_tables(report: Report, only: str | None) -> dict[str, pd.DataFrame]:
     present = {name: t for name in TABLES if (t := tidy(report, name)) is not None}
     if report.across is not None:
         present = {"across": report.across.table, **present}
+    check_table(report, only)
     if only is None:
         return present
-    if only not in TABLES:
-        raise UsageError(f"--table {only}: valid: {', '.join(TABLES)}")
-    if only not in present:
-        raise UsageError(
-            f"--table {only}: this selection has no {only} table (the key it compares does "
-            f"not vary); valid here: {', '.join(present)}"
-        )
     return {only: present[only]}
 
 

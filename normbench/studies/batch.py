@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from normbench.report.base import label
-from normbench.report.text import batch_sizes
+from normbench.report.text import batch_sizes, ci_percent
 from normbench.studies.study import (
     CONVERGENCE_COLUMNS,
     Context,
@@ -85,7 +85,8 @@ def wu_he(ctx: Context) -> str:
             *figures(ctx, result, "wu_he", ("batch_sensitivity", "seed_results")),
             "",
             f"{verdict(falls)} BatchNorm loses {bn['drop']:.3f} accuracy from batch "
-            f"{bn['reference_batch']} to batch {bn['smallest_batch']} (95% CI "
+            f"{bn['reference_batch']} to batch {bn['smallest_batch']} "
+            f"({ci_percent(result.method)} CI, 1 - 2 alpha: "
             f"{bn['drop_ci_low']:.3f} to {bn['drop_ci_high']:.3f}, Holm-adjusted one-sided p = "
             f"{bn['p_sensitive_adj']:.3g}): **{bn['verdict']}**. GroupNorm's statistics never see "
             f"the batch: the same runs at every batch size ({gn[f'b{sizes[-1]}_mean']:.3f}), "

@@ -9,7 +9,7 @@ from io import StringIO
 
 import pandas as pd
 import pytest
-from helpers import make_run
+from helpers import make_run, user_norm_run
 from typer.testing import CliRunner
 
 from normbench.cli import app
@@ -96,10 +96,11 @@ def test_cli_report_rich_output_and_plots(study, tmp_path):
 
 
 @pytest.mark.parametrize("columns", [80, 100])
-def test_a_wide_report_fits_the_terminal_and_loses_no_word(tmp_path, columns):
-    """Three grouping keys, long names and a params column: the table fits 80 columns (its
-    intervals wrap under their numbers) and 100 (one line a row), and every caption wraps at
-    the terminal's width instead of being cropped."""
+def test_a_wide_report_fits_the_terminal_one_line_a_row(tmp_path, columns):
+    """Three grouping keys, long names and a params column: at 80 and at 100 columns every
+    row of every table is one line (the difference and its interval never wrap), columns that
+    do not fit give way (target first, then test) and the caption says which, and every
+    caption wraps at the terminal's width instead of being cropped."""
     runs = tmp_path / "runs"
     for norm, ws, params in (("instancenorm", "false", 1234), ("switchnorm", "true", 1290)):
         for ghost in (2, 32):
@@ -112,15 +113,51 @@ def test_a_wide_report_fits_the_terminal_and_loses_no_word(tmp_path, columns):
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert max(len(line) for line in lines) <= columns
-    assert "params" in result.output and "d/f" in result.output
     verdicts = r"\b(reference|equivalent|worse|inconclusive|sensitive|insensitive)\b"
     rows = [line for line in lines if line.startswith((" instancenorm", " switchnorm"))]
     assert len(rows) == 3 + 2 and all(re.search(verdicts, row) for row in rows), rows
+    assert all(re.search(r"[+-]0\.\d{3} ±0\.\d{3}", row) for row in rows[1:3]), rows
+    following = [lines[lines.index(row) + 1] for row in rows]
+    assert not any(line.strip() and not line.startswith(" ") for line in following[:-1])
+    assert not any(re.match(r" {10,}\S", line) for line in following)  # nothing wrapped
     text = " ".join(" ".join(lines).split())
     for words in (
         "params: trainable parameters (a difference may come from capacity)",
         "d/f: diverged/failed runs.",
         "both Holm-adjusted over the rows; alpha 0.05.",
-        "target d/f",
+        "Intervals are per comparison, not adjusted; the verdicts are Holm-adjusted",
     ):
         assert words in text, words
+    if columns == 100:
+        assert "target d/f" in text and "Left out" not in text
+    else:
+        assert "Left out at this width: target, test" in text and "target:" not in text
+
+
+@pytest.mark.parametrize("columns", [80, 100])
+def test_the_tutorials_report_reads_at_80_and_100_columns(tmp_path, columns):
+    """docs/your-own-norm.md's comparison (PowerNorm's long name beside shipped norms, ghost
+    batches 2 and 32): one line a row, no cut number, no cut verdict."""
+    runs = tmp_path / "runs"
+    for seed in range(3):
+        for norm, ghost, acc in (
+            ("batchnorm", 2, 0.9),
+            ("batchnorm", 32, 0.95),
+            ("rmsnorm", 32, 0.8),
+        ):
+            make_run(
+                runs,
+                [f"norm={norm}", f"norm.ghost_batch={ghost}", f"seed={seed}"],
+                acc=acc + seed / 50,
+            )
+        user_norm_run(runs, 2.0, seed, 0.7 + seed / 100)
+    result = runner.invoke(app, ["report", str(runs)], env={"COLUMNS": str(columns)})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= columns and "…" not in result.output
+    rows = [line for line in lines if line.startswith((" batchnorm", " rmsnorm", " mynorms"))]
+    assert len(rows) == 4 + 3  # convergence and batch sensitivity, one line each
+    assert all(
+        re.search(r"\b(reference|inconclusive|worse|sensitive|insensitive)\b", r) for r in rows
+    )
+    assert "mynorms:PowerNorm(p=2)" in result.output and "_target_" not in result.output

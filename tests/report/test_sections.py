@@ -8,11 +8,12 @@ import subprocess
 import sys
 
 import pytest
-from helpers import make_run
+from helpers import make_run, user_norm_run
 from typer.testing import CliRunner
 
 from normbench.cli import app
 from normbench.core.errors import UsageError
+from normbench.report.base import Method
 from normbench.report.sections import build
 from normbench.store.catalog import load_runs, select
 from normbench.store.rundir import RunDir
@@ -172,3 +173,77 @@ def test_report_after_a_real_smoke_sweep(tmp_path):
         "inconclusive",
     }
     assert (tmp_path / "img" / "learning_curves.png").exists()
+
+
+def test_by_a_subset_of_the_varying_keys_averages_each_seed_and_says_so(tmp_path):
+    """The smoke sweep's shape (2 norms x batch 8, 16 x 3 seeds) reported --by norm.name: each
+    group's six runs are three results, each seed's mean over both batch sizes (never one run
+    per seed picked arbitrarily), and a note names the key averaged over and the --by that
+    compares it."""
+    runs = tmp_path / "runs"
+    accs = {
+        ("layernorm", 8): 0.30,
+        ("layernorm", 16): 0.32,
+        ("rmsnorm", 8): 0.28,
+        ("rmsnorm", 16): 0.34,
+    }
+    for (norm, batch), acc in accs.items():
+        for seed in range(3):
+            make_run(
+                runs, [f"norm={norm}", f"batch_size={batch}", f"seed={seed}"], acc=acc + seed / 100
+            )
+    result = runner.invoke(app, ["report", str(runs), "--by", "norm.name", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    rows = {row["norm.name"]: row for row in payload["convergence"]}
+    assert rows["layernorm"]["n"] == 6 and rows["layernorm"]["results"] == 3
+    assert rows["layernorm"]["values"] == pytest.approx([0.31, 0.32, 0.33])
+    assert rows["rmsnorm"]["val_acc_mean"] == pytest.approx(0.32)
+    (note,) = [n for n in payload["sections"][0]["notes"] if "mean of its runs" in n]
+    assert "over batch_size (8, 16)" in note and "--by norm.name,batch_size" in note
+    rich = runner.invoke(app, ["report", str(runs), "--by", "norm.name"])
+    assert "note: each seed's result is the mean of its runs over batch_size" in rich.output
+    # grouped by every key that varies, nothing is averaged and nothing is noted
+    payload = json.loads(runner.invoke(app, ["report", str(runs), "--format", "json"]).stdout)
+    assert not payload["sections"][0]["notes"]
+    assert {row["results"] for row in payload["convergence"]} == {3}
+
+
+def test_a_user_norms_options_fold_into_its_name(tmp_path):
+    """The tutorial's report: PowerNorm beside shipped norms is grouped by norm (and ghost
+    batch) only; _target_, fp32_stats, mask_padding and p are no columns, p is in its name;
+    --reference takes the norm by the name it was given."""
+    runs = tmp_path / "runs"
+    for seed in range(2):
+        make_run(runs, ["norm=batchnorm", "norm.ghost_batch=2", f"seed={seed}"], acc=0.8)
+        make_run(runs, ["norm=batchnorm", "norm.ghost_batch=32", f"seed={seed}"], acc=0.9)
+        make_run(runs, ["norm=rmsnorm", f"seed={seed}"], acc=0.85 + seed / 100)
+        user_norm_run(runs, 2.0, seed, 0.7 + seed / 100)
+    (section,) = build(load_runs(runs)).sections
+    assert section.keys == ["norm.name", "norm.ghost_batch"]
+    names = set(section.tables["convergence"]["norm.name"])
+    assert names == {"batchnorm", "rmsnorm", "mynorms:PowerNorm(p=2)"}
+    method = Method(reference=("norm=mynorms:PowerNorm",))
+    (section,) = build(load_runs(runs), method=method).sections
+    assert section.tables["convergence"].iloc[0]["norm.name"] == "mynorms:PowerNorm(p=2)"
+    # two values of p: two groups, each named by its p
+    for seed in range(2):
+        user_norm_run(runs, 3.0, seed, 0.6)
+    (section,) = build(load_runs(runs)).sections
+    assert section.keys == ["norm.name", "norm.ghost_batch"]
+    names = set(section.tables["convergence"]["norm.name"])
+    assert {"mynorms:PowerNorm(p=2)", "mynorms:PowerNorm(p=3)"} <= names
+
+
+@pytest.mark.parametrize("fmt", ["rich", "markdown"])
+def test_table_names_are_checked_in_every_format(study, fmt):
+    for table, words in (
+        ("nope", "--table nope: valid: across, convergence, batch_sensitivity"),
+        ("precision", "--table precision: this selection has no precision table"),
+    ):
+        result = runner.invoke(app, ["report", str(study), "--table", table, "--format", fmt])
+        assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+        assert words in result.output
+    result = runner.invoke(app, ["report", str(study), "--table", "batch_sensitivity"])
+    assert result.exit_code == 0 and "Batch sensitivity" in result.output
+    assert "Verdicts on" not in result.output
