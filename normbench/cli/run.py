@@ -1,7 +1,13 @@
-"""`normbench run`: train one model, or print its resolved config (--cfg)."""
+"""`normbench run`: train one model, or print its resolved config (--cfg).
+
+What trains nothing answers without importing torch (about a second): a refused override,
+``--cfg`` and a finished run that is kept (normbench.experiment.probe imports torch only to
+build a plugin; normbench.training only when something trains).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
 
@@ -46,12 +52,17 @@ def run(
         typer.echo(OmegaConf.to_yaml(OmegaConf.create(config)), nl=False)
         return
     from normbench.store.rundir import Labels, Rerun, RunDir
+
+    labels, rerun = Labels(tags, note), Rerun(force, rerun_stale)
+    kept = kept_run(config, runs_dir, rerun, labels)
+    if kept is not None:
+        typer.echo(summary_line(kept, config))
+        return
     from normbench.training.run import run_experiment
 
     interrupt_on_sigterm()
     try:
-        labels = Labels(tags, note)
-        outcome = run_experiment(config, runs_dir, Rerun(force, rerun_stale), not quiet, labels)
+        outcome = run_experiment(config, runs_dir, rerun, not quiet, labels)
     except UsageError as err:
         raise fail(str(err)) from None
     except KeyboardInterrupt:
@@ -62,6 +73,41 @@ def run(
     typer.echo(summary_line(outcome, config))
     if outcome.status == "failed":
         raise typer.Exit(1)
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A finished run this command keeps: what ``summary_line`` reads of it (the fields of
+    normbench.training.run.Outcome, whose module imports torch)."""
+
+    path: Path
+    status: str
+    summary: dict = field(default_factory=dict)
+    error: str | None = None
+    skipped: bool = True
+    stale: bool = False
+
+
+def kept_run(config: dict, runs_dir: Path, rerun, labels) -> Kept | None:
+    """The finished run ``config`` names when nothing is to train and nothing is to be written,
+    read without torch; None sends the run to ``run_experiment``, which decides again under the
+    run's lock. Labels to add (written under that lock) and a device other than auto or cpu
+    (which ``run_experiment`` checks is there) take that path too."""
+    from normbench.core.errors import StoreError
+    from normbench.store.provenance import is_stale
+    from normbench.store.rundir import RunDir, run_id
+
+    if labels.tags or labels.note or config["device"] not in ("auto", "cpu"):
+        return None
+    run = RunDir(runs_dir, run_id(config))
+    try:
+        run.check_safe()
+    except StoreError:
+        return None  # run_experiment refuses it in its own words
+    meta = run.read_meta()
+    if run.needs_training(meta, config, rerun):
+        return None
+    return Kept(run.path, meta["status"], meta.get("summary", {}), stale=is_stale(meta, config))
 
 
 def interrupted_note(run, force: bool) -> str:

@@ -78,7 +78,6 @@ def sweep(
 
     from normbench.core.errors import UsageError
     from normbench.experiment.options import use_config_dirs
-    from normbench.report.base import Method
     from normbench.store.records import check_name
     from normbench.store.rundir import Rerun
     from normbench.sweeps import adaptive, live
@@ -110,6 +109,8 @@ def sweep(
         grid = grids.expand(preset, overrides, max_runs)
         if launcher == "local":
             _check_devices({job.cfg["device"] for job in grid.jobs})
+        from normbench.report.base import Method  # pandas and scipy: not for --dry-run
+
         method = Method.from_options(alpha, margin, reference=reference or [])
         plan = adaptive.design(grid, max_seeds, method) if until_decided else None
     except UsageError as err:

@@ -14,6 +14,7 @@ after composing (``compose_checked``).
 
 from __future__ import annotations
 
+import copy
 import difflib
 import functools
 import json
@@ -46,7 +47,8 @@ def parse_overrides(overrides: Iterable[str], with_group_options: bool = False) 
     """Hydra's own override parser; a malformed override is a UsageError.
 
     ``with_group_options`` gives the parser Hydra's config loader, which ``glob()`` needs to
-    list a group's options (sweeps only: it costs a Hydra initialisation).
+    list a group's options (sweeps only: it costs a Hydra initialisation). Without it each
+    override string is parsed once per process (``_parsed``): the jobs of a grid share them.
     """
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -56,7 +58,7 @@ def parse_overrides(overrides: Iterable[str], with_group_options: bool = False) 
     overrides = list(overrides)
     try:
         if not with_group_options:
-            return OverridesParser.create().parse_overrides(overrides)
+            return [_parsed(override) for override in overrides]
         with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
             loader = GlobalHydra.instance().config_loader()
             return OverridesParser.create(config_loader=loader).parse_overrides(overrides)
@@ -66,6 +68,21 @@ def parse_overrides(overrides: Iterable[str], with_group_options: bool = False) 
             f"{first}: overrides look like key=value, e.g. norm=groupnorm "
             "batch_size=8 train.lr=1e-3"
         ) from None
+
+
+@functools.cache
+def _parsed(override: str):
+    """One override parsed by Hydra (which parses a list one string at a time, in order);
+    callers only read it (``_set_values`` copies its value)."""
+    (parsed,) = _parser().parse_overrides([override])
+    return parsed
+
+
+@functools.cache
+def _parser():
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create()
 
 
 def compose(overrides: Iterable[str] = ()) -> dict:
@@ -213,27 +230,122 @@ def _unknown_key(key: str, keys: dict[str, Key]) -> str:
 
 @functools.cache
 def _base_config(choices: tuple[tuple[str, str], ...], dirs: tuple[Path, ...]) -> str:
-    """Hydra's composition of the group choices, with the config directories ``dirs`` on its
-    search path, each plugin's section made from its signature; as JSON (cached: a sweep of
-    hundreds of runs has only a handful of group combinations, and Hydra takes ~50 ms per
-    composition). An option that is no yaml file (an entry point, an import path) is composed
-    as the group's default, whose section its own then replaces."""
+    """The composition of the group choices (``_composed``), with the config directories
+    ``dirs`` on the search path, each plugin's section made from its signature; as JSON
+    (cached per combination). An option that is no yaml file (an entry point, an import path)
+    is composed as the group's default, whose section its own then replaces."""
+    defaults = dict(_default_choices())
+    known = {group: options_in(group, dirs) for group, _ in choices}
+    in_yaml = {g: o for g, o in choices if o in known[g] and known[g][o].path is not None}
+    files = tuple((group, in_yaml.get(group, defaults[group])) for group, _ in choices)
+    cfg = _composed(files, dirs)
+    for group, option in choices:
+        cfg[group] = _section(group, option, cfg[group], known[group].get(option))
+    return json.dumps(cfg)
+
+
+def _composed(files: tuple[tuple[str, str], ...], dirs: tuple[Path, ...]) -> dict:
+    """Hydra's composition of config.yaml with these group options (yaml files), resolved.
+
+    Hydra takes ~0.2 s a composition, and a grid crosses many options (the suite preset has 41
+    combinations, a 10,000-run grid may have thousands). Most options write only their own
+    group's section: config.yaml's (``_self_``, first in its defaults list) merged with the
+    option's file, whatever the other groups choose. So Hydra composes with each such option
+    at its group's default, and the option's section is merged in its place as Hydra's own
+    merge would (tests/experiment/test_compose.py compares both on a preset and on grids).
+    Options that write elsewhere (``@package _global_``, as data=pysource) stay in Hydra's
+    composition; when one writes into a section merged in place, or only Hydra can say what
+    an option writes (a defaults list, another package, an interpolation), Hydra composes
+    the combination whole."""
+    if not _self_is_plain():
+        return json.loads(_hydra_composed(files, dirs))
+    defaults = dict(_default_choices())
+    known = {group: options_in(group, dirs) for group, _ in files}
+    writes = {group: _writes(group, known[group][option].path) for group, option in files}
+    default_writes = {
+        group: _writes(group, known[group][defaults[group]].path) for group, _ in files
+    }
+    swapped = {
+        group: option
+        for group, option in files
+        if option != defaults[group]
+        and writes[group] == {group}
+        and default_writes[group] == {group}
+    }
+    others: set[str] = set()  # what the options Hydra composes write, besides their group
+    for group, _ in files:
+        written = default_writes[group] if group in swapped else writes[group]
+        if written is None:
+            return json.loads(_hydra_composed(files, dirs))
+        others |= written - {group}
+    if others & set(swapped):
+        return json.loads(_hydra_composed(files, dirs))
+    rest = tuple((group, defaults[group] if group in swapped else o) for group, o in files)
+    cfg = json.loads(_hydra_composed(rest, dirs))
+    for group, option in swapped.items():
+        cfg[group] = json.loads(_own_section(group, known[group][option].path))
+    return cfg
+
+
+@functools.cache
+def _hydra_composed(files: tuple[tuple[str, str], ...], dirs: tuple[Path, ...]) -> str:
+    """Hydra's own composition of config.yaml with these group options (JSON, cached)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from omegaconf import OmegaConf
 
-    defaults = dict(_default_choices())
-    known = {group: options_in(group, dirs) for group, _ in choices}
-    in_yaml = {g: o for g, o in choices if o in known[g] and known[g][o].path is not None}
-    overrides = [f"{group}={in_yaml.get(group, defaults[group])}" for group, _ in choices]
+    overrides = [f"{group}={option}" for group, option in files]
     if dirs:
         overrides.append(_search_path(dirs))
     with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
         composed = hydra_compose(config_name="config", overrides=overrides)
-    cfg = OmegaConf.to_container(composed, resolve=True)
-    for group, option in choices:
-        cfg[group] = _section(group, option, cfg[group], known[group].get(option))
-    return json.dumps(cfg)
+    return json.dumps(OmegaConf.to_container(composed, resolve=True))
+
+
+@functools.cache
+def _self_is_plain() -> bool:
+    """Whether config.yaml merges first (``_self_`` heads its defaults list) and has no
+    interpolation: then a group's section is config.yaml's merged with its option's file."""
+    from omegaconf import OmegaConf
+
+    path = conf_dir() / "config.yaml"
+    defaults = OmegaConf.to_container(OmegaConf.load(path).defaults)
+    return defaults[:1] == ["_self_"] and "${" not in path.read_text(encoding="utf-8")
+
+
+@functools.cache
+def _writes(group: str, path: Path) -> frozenset[str] | None:
+    """The top-level sections the option file ``path`` of ``group`` writes: its group's (no
+    package header, or the group's own), or its top-level keys (``@package _global_``); None
+    when only Hydra can say (a defaults list, another package, an interpolation)."""
+    from hydra.plugins.config_source import ConfigSource
+    from omegaconf import DictConfig, OmegaConf
+
+    text = path.read_text(encoding="utf-8")
+    try:
+        package = ConfigSource._get_header_dict(text[:512])["package"]
+    except ValueError:
+        return None
+    loaded = OmegaConf.load(path)
+    if "${" in text or not isinstance(loaded, DictConfig) or "defaults" in loaded:
+        return None
+    if package in (None, "_group_", group):
+        return frozenset({group})
+    if package == "_global_":
+        return frozenset(str(key) for key in loaded)
+    return None
+
+
+@functools.cache
+def _own_section(group: str, path: Path) -> str:
+    """config.yaml's ``group`` section merged with the option file ``path`` (JSON): the section
+    Hydra composes for an option that writes only its own group."""
+    from omegaconf import OmegaConf
+
+    own = OmegaConf.load(conf_dir() / "config.yaml")
+    merged = OmegaConf.create({group: own[group]} if group in own else {})
+    merged.merge_with({group: OmegaConf.load(path)})
+    return json.dumps(OmegaConf.to_container(merged, resolve=True)[group])
 
 
 def _search_path(dirs: tuple[Path, ...]) -> str:
@@ -265,7 +377,33 @@ def _section(group: str, choice: str, composed: dict, option: Option | None) -> 
 
 
 def _set_values(base: str, overrides: list) -> dict:
-    """Apply key=value overrides (already parsed and type-converted by Hydra's parser)."""
+    """Apply key=value overrides (already parsed and type-converted by Hydra's parser; every
+    key checked to be the config's). As plain dicts, which is what OmegaConf's update and
+    conversion give for these values (~40 ms a job through OmegaConf, a grid's largest cost);
+    through OmegaConf when a string would be an interpolation (``${...}``) for it to resolve."""
+    if "${" in base or any(_interpolates(override.value()) for override in overrides):
+        return _set_values_omegaconf(base, overrides)
+    cfg = json.loads(base)
+    for override in overrides:
+        *sections, leaf = override.key_or_group.split(".")
+        node = cfg
+        for section in sections:
+            node = node[section]
+        node[leaf] = copy.deepcopy(override.value())
+    return cfg
+
+
+def _interpolates(value: object) -> bool:
+    if isinstance(value, str):
+        return "${" in value
+    if isinstance(value, dict):
+        return any(_interpolates(k) or _interpolates(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_interpolates(item) for item in value)
+    return False
+
+
+def _set_values_omegaconf(base: str, overrides: list) -> dict:
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 

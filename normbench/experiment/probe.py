@@ -6,6 +6,10 @@ built for the run's data runs one forward pass on a batch of two and returns one
 logits per sample. What fails is one line naming the object and what was expected (a
 UsageError: exit 2, nothing written). ``normbench check-norm`` checks a norm thoroughly;
 an exception inside user code during training is a failed run, as for any run.
+
+torch and the layers are imported only when a plugin is probed: a config without one (every
+shipped option) is composed and checked, or refused, without importing torch, so that a typo,
+``run --cfg``, a finished run and a sweep's plan answer in about a second.
 """
 
 from __future__ import annotations
@@ -14,16 +18,10 @@ import functools
 import json
 from collections.abc import Iterable
 
-import torch
-from torch import Tensor, nn
-
 from normbench.core.errors import UsageError
 from normbench.data.datasets import describe
 from normbench.experiment.compose import compose
 from normbench.experiment.options import PLUGIN_GROUPS
-from normbench.layers.conformance import FEATURES, LAYOUTS, sample
-from normbench.layers.models import build_model
-from normbench.layers.norms import norm_options
 
 
 def compose_checked(overrides: Iterable[str] = ()) -> dict:
@@ -44,6 +42,8 @@ def probe_plugins(cfg: dict) -> None:
 
 @functools.cache
 def _probe(sections_json: str) -> None:
+    import torch
+
     cfg = json.loads(sections_json)
     with torch.random.fork_rng(), torch.no_grad():  # the caller's random state stays as it was
         torch.manual_seed(0)
@@ -53,6 +53,11 @@ def _probe(sections_json: str) -> None:
 
 
 def probe_norm(norm: dict) -> None:
+    from torch import Tensor, nn
+
+    from normbench.layers.conformance import FEATURES, LAYOUTS, sample
+    from normbench.layers.norms import norm_options
+
     cls, options = norm_options(norm)
     what = f"norm={norm['name']}"
     for layout in LAYOUTS:
@@ -82,6 +87,11 @@ def probe_norm(norm: dict) -> None:
 def probe_model(cfg: dict) -> None:
     """The model for the run's data: one forward pass on a batch of two samples (zeros, or
     token id 1 everywhere), in training mode as its first step will be."""
+    import torch
+    from torch import Tensor
+
+    from normbench.layers.models import build_model
+
     data = describe(cfg["data"])
     what = f"model={cfg['model']['name']} with norm={cfg['norm']['name']}"
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import secrets
 import sys
 from collections import Counter
@@ -14,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 from rich.console import Console
+from rich.control import strip_control_codes
 from rich.text import Text
 
 from normbench.core.errors import StoreError
@@ -41,17 +43,42 @@ class Plan:
 
 
 def plan(sweep: Sweep, runs_dir: Path, rerun: Rerun) -> Plan:
-    todo, statuses, stale = [], {}, set()
+    planned, present = Plan([], {}, set()), run_names(runs_dir)
     for job in sweep.jobs:
-        run = RunDir(runs_dir, job.run_id)
-        run.check_safe()  # refuse a planted symlink before anything is written
-        meta = run.read_meta()
-        statuses[job.run_id] = meta.get("status") if meta else None
-        if meta and meta.get("status") in FINISHED and is_stale(meta, job.cfg):
-            stale.add(job.run_id)
-        if run.needs_training(meta, job.cfg, rerun):
-            todo.append(job)
-    return Plan(todo, statuses, stale)
+        add_job(planned, job, runs_dir, rerun, present)
+    return planned
+
+
+def run_names(runs_dir: Path) -> set[str] | None:
+    """The names in the runs directory, listed once: a job whose run is not among them is
+    missing without opening its meta.json (most of a new grid's jobs). None when it cannot be
+    listed, and every run is then looked up."""
+    try:
+        return set(os.listdir(runs_dir))
+    except FileNotFoundError:
+        return set()
+    except OSError:
+        return None
+
+
+def add_job(planned: Plan, job: Job, runs_dir: Path, rerun: Rerun, present: set[str] | None) -> str:
+    """Add ``job``'s status now to ``planned`` (and the job to its todo when it trains); its
+    action: run, run again or skip."""
+    if present is not None and job.run_id not in present:
+        planned.statuses[job.run_id] = None
+        planned.todo.append(job)
+        return "run"
+    run = RunDir(runs_dir, job.run_id)
+    run.check_safe()  # refuse a planted symlink before anything is written
+    meta = run.read_meta()
+    status = meta.get("status") if meta else None
+    planned.statuses[job.run_id] = status
+    if status in FINISHED and is_stale(meta, job.cfg):
+        planned.stale.add(job.run_id)
+    if run.needs_training(meta, job.cfg, rerun):
+        planned.todo.append(job)
+        return "run again" if status else "run"
+    return "skip"
 
 
 def print_plan(
@@ -63,7 +90,9 @@ def print_plan(
     max_runs: int = MAX_RUNS,
 ) -> None:
     """``--dry-run``: every run, its status now and what will happen, one line each as it is
-    composed (a large grid shows its first lines at once), then the summary line."""
+    composed (a large grid shows its first lines at once), then the summary line. The lines
+    are plain text written straight to the console's file (rich lays out a line in about a
+    millisecond: 10 s for a 10,000-run grid), control codes stripped as rich would."""
     spec, job_overrides = grid_overrides(preset, overrides, max_runs)
     axes = varying_keys(job_overrides)
     name = Path(preset).stem if preset else "-".join(a.split(".")[-1] for a in axes) or "grid"
@@ -75,24 +104,18 @@ def print_plan(
         ),
         soft_wrap=True,
     )
-    jobs = []
+    jobs, planned, present = [], Plan([], {}, set()), run_names(runs_dir)
     for index, job in enumerate(compose_jobs(job_overrides), start=1):
         jobs.append(job)
-        present = dict(o.split("=", 1) for o in job.overrides)
-        run = RunDir(runs_dir, job.run_id)
-        meta = run.read_meta()
-        status = meta.get("status") if meta else None
-        stale = " (stale)" if status in FINISHED and is_stale(meta, job.cfg) else ""
-        action = "run again" if status else "run"
-        if not run.needs_training(meta, job.cfg, rerun):
-            action = "skip"
-        values = " ".join(present.get(k, "-") for k in axes)
-        console.print(
-            Text(f"{index:>4} {values} {job.run_id} {status or '-'}{stale} {action}"),
-            soft_wrap=True,
-        )
+        action = add_job(planned, job, runs_dir, rerun, present)
+        status = planned.statuses[job.run_id]
+        stale = " (stale)" if job.run_id in planned.stale else ""
+        settings = dict(o.split("=", 1) for o in job.overrides)
+        values = " ".join(settings.get(k, "-") for k in axes)
+        line = f"{index:>4} {values} {job.run_id} {status or '-'}{stale} {action}"
+        console.file.write(strip_control_codes(line) + "\n")
     sweep = Sweep(name, spec["version"], jobs, axes, len(job_overrides))
-    console.print(plan_summary(sweep, plan(sweep, runs_dir, rerun)), soft_wrap=True)
+    console.print(plan_summary(sweep, planned), soft_wrap=True)
 
 
 def plan_summary(sweep: Sweep, planned: Plan) -> str:

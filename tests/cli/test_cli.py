@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers import make_run
 from typer.testing import CliRunner
 
 from normbench.cli import app
@@ -116,6 +117,24 @@ def test_help_and_list_do_not_import_torch():
         "import sys\nfrom typer.testing import CliRunner\nfrom normbench.cli import app\n"
         "for args in (['--help'], ['run', '--help'], ['list']):\n"
         "    assert CliRunner().invoke(app, args).exit_code == 0, args\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_commands_that_train_nothing_do_not_import_torch(tmp_path):
+    """A refused name or value, --cfg, a finished run kept and a preset's plan answer without
+    importing torch (issue 31: about a second); a run that trains still imports it."""
+    make_run(tmp_path, ["seed=3"])
+    code = (
+        "import sys\nfrom typer.testing import CliRunner\nfrom normbench.cli import app\n"
+        f"where = ['--runs-dir', {str(tmp_path)!r}]\n"
+        "for args, code in ((['run', 'norm=fancy'], 2), (['run', 'model=cnn', 'threads=0'], 2),"
+        " (['run', '--cfg'], 0), (['sweep', 'smoke', '--dry-run'], 0),"
+        " (['run', 'model=cnn', 'seed=3'], 0)):\n"
+        "    result = CliRunner().invoke(app, [*args, *where])\n"
+        "    assert result.exit_code == code, (args, result.output)\n"
+        "assert 'skipped, already finished' in result.output, result.output\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

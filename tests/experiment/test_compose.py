@@ -214,3 +214,55 @@ def test_new_keys_refuse_bad_values_in_one_line(bad, message):
     with pytest.raises(UsageError) as caught:
         compose(bad)
     assert str(caught.value) == message
+
+
+def hydra_whole(monkeypatch):
+    """compose() with every combination composed by Hydra whole (the slow reference)."""
+    import json
+
+    from normbench.experiment import compose as composing
+
+    monkeypatch.setattr(
+        composing,
+        "_composed",
+        lambda files, dirs: json.loads(composing._hydra_composed(files, dirs)),
+    )
+    composing._base_config.cache_clear()
+
+
+def test_options_merged_in_place_compose_as_hydra_composes_them_whole(monkeypatch, tmp_path):
+    """A grid's configs are the same, key order included, whether Hydra composes each group
+    combination or only those of options that write outside their own group (data=pysource);
+    on a preset and on a grid with overrides of every group kind and a config directory's
+    option (a preset of a shipped norm) and plugin (a user norm)."""
+    import json
+
+    from normbench.experiment import compose as composing
+    from normbench.experiment.options import use_config_dirs
+    from normbench.sweeps.grid import grid_overrides
+
+    (tmp_path / "norm").mkdir()
+    (tmp_path / "norm" / "fewgroups.yaml").write_text("name: groupnorm\ngroups: 2\n")
+    (tmp_path / "norm" / "mine.yaml").write_text("_target_: user_norms:IgnoresEvalMode\n")
+    grid = [
+        "model=cnn,transformer",
+        "norm=batchnorm,fewgroups,mine",
+        "placement=post",
+        "data=digits",
+        "precision=bf16",
+    ]
+    pysource = ["model=transformer", "data=pysource", "norm=rmsnorm,none", "placement=pre,peri"]
+    use_config_dirs([tmp_path])
+    try:
+        jobs = grid_overrides("smoke", [])[1] + grid_overrides(None, grid)[1]
+        jobs += grid_overrides(None, pysource)[1]
+        composing._base_config.cache_clear()
+        fast = [json.dumps(compose(job)) for job in jobs]
+        with monkeypatch.context() as patch:
+            hydra_whole(patch)
+            whole = [json.dumps(compose(job)) for job in jobs]
+    finally:
+        composing._base_config.cache_clear()
+        use_config_dirs([])
+    assert len(jobs) == 4 + 6 + 4
+    assert fast == whole
