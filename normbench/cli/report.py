@@ -139,7 +139,10 @@ def report(
         if across:
             from normbench.report.across import across as aggregate
 
+            before = len(result.warnings)
             result.across = aggregate(result, across.split(","), profile)
+            for warning in result.warnings[before:]:  # the workloads left out, named
+                typer.secho(f"warning: {render.plain(warning)}", fg="yellow", err=True)
         if diagnostics:
             before = len(result.warnings)
             try:
