@@ -81,7 +81,7 @@ def sweep(
     from normbench.report.tables import Method
     from normbench.store.records import check_name
     from normbench.store.rundir import Rerun
-    from normbench.sweeps import adaptive, live
+    from normbench.sweeps import adaptive, live, precheck
     from normbench.sweeps import grid as grids
     from normbench.sweeps import plan as planning
     from normbench.sweeps.launchers import check_private, launcher_settings, make_launcher
@@ -102,16 +102,18 @@ def sweep(
         if max_runs < 1:
             raise UsageError(f"--max-runs {max_runs}: valid: an integer >= 1")
         settings = launcher_settings(launcher, settings_overrides)
-        if dry_run:
-            planning.print_plan(
-                Console(), preset, overrides, runs_dir, Rerun(force, rerun_stale), max_runs
-            )
-            return
         grid = grids.expand(preset, overrides, max_runs)
         if launcher == "local":
             _check_devices({job.cfg["device"] for job in grid.jobs})
         method = Method.from_options(alpha, margin, reference=reference or [])
         plan = adaptive.design(grid, max_seeds, method) if until_decided else None
+        if plan is not None:  # what later rounds need, before the first trains
+            precheck.until_decided(grid, plan)
+        if dry_run:
+            planning.print_plan(
+                Console(), preset, overrides, runs_dir, Rerun(force, rerun_stale), max_runs
+            )
+            return
     except UsageError as err:
         raise fail(str(err)) from None
     grid.name = name or grid.name
