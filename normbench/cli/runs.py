@@ -278,6 +278,10 @@ def runs_export(
     for row in runs.to_dict("records"):
         try:
             run = tracked_run(row, runs_dir)
+            if run.dropped:
+                typer.secho(
+                    f"warning: {render.plain(run.run_id)}: {run.dropped}", fg="yellow", err=True
+                )
             if store is None:
                 typer.echo(f"wrote {render.plain(str(tensorboard.export(run, log_dir)))}")
             else:

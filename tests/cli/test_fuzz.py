@@ -347,3 +347,67 @@ def test_every_command_on_damaged_files_answers_without_a_traceback(
 
 def before_names(seen: dict) -> set[str]:
     return {Path(name).parts[0] for name in seen}
+
+
+# ------------------------------------------------- hostile metrics columns, every exporter
+NUMBER = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([1e30, -1e30, 2.0**63, 2.0**53 + 1, -1.0, 0.5]),
+)
+HOSTILE_METRICS = st.fixed_dictionaries(
+    {"train_loss": st.lists(NUMBER, min_size=1, max_size=4)},
+    optional={"step": st.lists(NUMBER, min_size=1, max_size=4), "lr": st.just([1e30])},
+).map(lambda columns: pd.DataFrame({k: pd.Series(v, dtype=float) for k, v in columns.items()}))
+HOSTILE_FRAMES = [
+    pd.DataFrame({"train_loss": [1.0, 0.5]}),  # no step column
+    pd.DataFrame({"step": [np.nan, 10.0], "train_loss": [1.0, 0.5]}),
+    pd.DataFrame({"step": [1e30, 10.0], "train_loss": [1.0, np.inf]}),
+    pd.DataFrame({"step": [-5.0, 2.5, 20.0], "train_loss": [1.0, 0.5, 1e30]}),
+]
+
+
+def hostile_store(runs: Path, frames: list[pd.DataFrame]) -> list[str]:
+    """A run of good metrics and one run per frame, its metrics.parquet that frame."""
+    ids = [make_run(runs, ["norm=layernorm"])]
+    for seed, frame in enumerate(frames):
+        ids.append(make_run(runs, ["norm=rmsnorm", f"seed={seed}"]))
+        frame.to_parquet(runs / ids[-1] / "metrics.parquet")
+    return ids
+
+
+def assert_exported_all(result, count: int) -> None:
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert "Traceback" not in result.output
+    assert result.stdout.splitlines()[-1].startswith(f"exported {count} run(s)"), result.output
+
+
+@settings(FUZZ, max_examples=15)
+@given(HOSTILE_METRICS)
+def test_tensorboard_export_of_hostile_metrics_columns_skips_rows_and_goes_on(
+    tmp_path_factory, frame
+):
+    pytest.importorskip("tensorboard")
+    root = tmp_path_factory.mktemp("hostile")
+    hostile_store(root / "runs", [frame])
+    result = runner.invoke(
+        app, ["runs", "export", "--to", "tensorboard", str(root / "tb"), str(root / "runs")]
+    )
+    assert_exported_all(result, 2)
+
+
+def test_every_exporter_takes_the_hostile_metrics_columns_it_is_given(tmp_path):
+    """No step column, NaN steps, a step of 1e30, negative and fractional steps: each run is
+    exported without those rows, a warning naming it, and the export goes on."""
+    for module in ("tensorboard", "mlflow", "sqlalchemy", "alembic"):
+        pytest.importorskip(module)
+    runs = tmp_path / "runs"
+    ids = hostile_store(runs, HOSTILE_FRAMES)
+    for to, destination in (
+        ("tensorboard", str(tmp_path / "tb")),
+        ("mlflow", f"sqlite:///{tmp_path / 'm.db'}"),
+    ):
+        result = runner.invoke(app, ["runs", "export", "--to", to, destination, str(runs)])
+        assert_exported_all(result, len(ids))
+        assert f"warning: {ids[1]}: no step column" in result.stderr
+        for run in ids[2:]:
+            assert f"warning: {run}: " in result.stderr and "not exported" in result.stderr
