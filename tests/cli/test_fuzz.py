@@ -21,13 +21,14 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from normbench import api
 from normbench.cli import app
 from normbench.core.errors import UsageError
 from normbench.experiment.schema import SCHEMA
 from normbench.report import plots
 from normbench.report.render import to_json
 from normbench.report.tables import build
-from normbench.store.catalog import load_runs
+from normbench.store.catalog import load_runs, select_runs
 
 runner = CliRunner()
 KEYS = [*SCHEMA, "model", "norm", "placement", "data", "precision", "model.width", "nrom"]
@@ -411,3 +412,45 @@ def test_every_exporter_takes_the_hostile_metrics_columns_it_is_given(tmp_path):
         assert f"warning: {ids[1]}: no step column" in result.stderr
         for run in ids[2:]:
             assert f"warning: {run}: " in result.stderr and "not exported" in result.stderr
+
+
+# ----------------------------------------------------------------- ranges in filters
+@pytest.fixture(scope="module")
+def seeds_store(tmp_path_factory):
+    runs = tmp_path_factory.mktemp("seeds") / "runs"
+    for seed in (0, 1, 2, 5, 4294967295):
+        make_run(runs, ["norm=layernorm", f"seed={seed}", "train.lr=0.3"])
+    return runs
+
+
+@settings(FUZZ, max_examples=60)
+@given(st.integers(-3, 8), st.integers(-3, 8), st.integers(-3, 3).filter(bool))
+def test_a_range_filter_selects_what_listing_the_range_would(seeds_store, start, stop, step):
+    """A range is tested by membership, never listed: the same runs as Python's range."""
+    expected = {s for s in (0, 1, 2, 5, 4294967295) if s in range(start, stop, step)}
+    selection = select_runs(seeds_store, [f"seed=range({start},{stop},{step})"])[0]
+    assert set(selection.runs["seed"]) == expected
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["report", "{runs}", "{filter}", "--format", "json"],
+        ["runs", "list", "{runs}", "{filter}"],
+        ["runs", "export", "--to", "tensorboard", "{out}", "{runs}", "{filter}"],
+    ],
+)
+def test_a_huge_range_filter_is_never_expanded(seeds_store, tmp_path, command):
+    """`seed=range(0,10000000000)`: listed it would be gigabytes and minutes; by membership
+    it is instant, within 30 s and 1 GB."""
+    if command[1] == "export":
+        pytest.importorskip("tensorboard")
+    fields = {"runs": seeds_store, "filter": "seed=range(0,10000000000)", "out": tmp_path / "tb"}
+    with limited(30, 1 << 30):
+        result = runner.invoke(app, [part.format(**fields) for part in command])
+    assert result.exit_code == 0, (result.output, result.exception)
+    with limited(30, 1 << 30):
+        assert (
+            len(api.runs(seeds_store, "seed=range(0,10000000000)", "train.lr=range(0.1,1,0.2)"))
+            == 5
+        )
