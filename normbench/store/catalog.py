@@ -212,5 +212,5 @@ def select_runs(
     record of each named sweep (``a,b``), to the filters and to a tag; with the sequential
     design of a sweep run until decided (records.sequential_design) and the sweeps' commands."""
     selection = load_runs(runs_dir)
-    ids, design, commands = sweep_run_ids(runs_dir, sweep) if sweep else (None, {}, [])
+    ids, design, commands = sweep_run_ids(runs_dir, sweep) if sweep is not None else (None, {}, [])
     return select(selection, list(filters), ids, tag), design, commands
