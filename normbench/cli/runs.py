@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -200,6 +201,11 @@ def runs_clean(
     except UsageError as err:
         raise fail(str(err)) from None
     doomed, kept = manage.clean_candidates(runs_dir, runs) if len(runs) else ([], [])
+    if "failed" in status.split(",") and not runs_dir_and_filters(arguments, runs_dir)[1]:
+        halves = [run for run in manage.half_written(runs_dir) if manage.deletable(run) is None]
+        doomed += halves  # named in the selection's warnings as skipped: say what is done
+        named = {run.run_id for run in halves}
+        warnings = [w for w in warnings if not any(f"skipped {n}:" in w for n in named)]
     for warning in [*warnings, *kept]:
         typer.secho(f"warning: {render.plain(warning)}", fg="yellow", err=True)
     for run in doomed:
@@ -210,6 +216,8 @@ def runs_clean(
     if dry_run:
         typer.echo(f"{len(doomed)} run(s) would be deleted (--dry-run)")
         return
+    if not os.access(runs_dir, os.W_OK):
+        raise fail(f"runs clean: {render.plain(str(runs_dir))} is read-only; nothing deleted")
     if not yes and not typer.confirm(f"Delete these {len(doomed)} run(s)?", default=False):
         typer.echo("nothing deleted")
         raise typer.Exit(1)

@@ -125,6 +125,8 @@ def sweep(
         record = planning.write_record(grid, runs_dir, launcher, datetime.now(), plan)
     except UsageError as err:
         raise fail(str(err)) from None
+    except OSError as err:  # a read-only or full runs directory: before any run trains
+        raise fail(f"cannot write the sweep record in {runs_dir}: {err.strerror}") from None
     console = Console()
     report = f"normbench report --sweep {grid.name}" + (
         f" --runs-dir {runs_dir}" if runs_dir != Path("runs") else ""
@@ -186,9 +188,13 @@ def sweep(
             )
             jobs_so_far += todo
             planning.finish_record(record, counts, jobs_so_far, False, plan.record(look + 1))
-    summary = planning.finish_record(
-        record, counts, jobs_so_far, True, plan.record(look) if plan else None
-    )
+    try:
+        summary = planning.finish_record(
+            record, counts, jobs_so_far, True, plan.record(look) if plan else None
+        )
+    except OSError as err:  # a full disk: the runs say what they did; the record could not
+        summary = counts
+        typer.secho(f"warning: cannot update {record}: {err.strerror}", fg="yellow", err=True)
     console.line()
     console.print(live.summary_table(grid, views))
     if plan:

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import platform
 import secrets
@@ -81,7 +82,30 @@ def run_experiment(
     """
     device = resolve_device(cfg["device"])
     run = RunDir(runs_dir, run_id(cfg))
-    clean_staging(Path(runs_dir))
+    try:
+        return _run_locked(cfg, run, device, rerun, progress, labels)
+    except OSError as err:
+        if err.errno in NO_SPACE:  # one line naming the run, never a chained traceback
+            where = f" writing {Path(err.filename).name}" if err.filename else ""
+            raise StoreError(
+                f"{run.run_id}: no space left on device{where} in {run.path.parent}; free "
+                "some and run it again (`normbench runs clean` removes half-written runs)"
+            ) from None
+        raise
+
+
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)  # a full disk, or a full quota
+
+
+def _run_locked(
+    cfg: dict,
+    run: RunDir,
+    device: torch.device,
+    rerun: Rerun | None,
+    progress: bool,
+    labels: Labels | None,
+) -> Outcome:
+    clean_staging(run.path.parent)
     with run.lock():  # another process training this run: wait for it, then look again
         previous = run.read_meta()
         if not run.needs_training(previous, cfg, rerun or Rerun()):
