@@ -208,6 +208,8 @@ def runs_clean(
         warnings = [w for w in warnings if not any(f"skipped {n}:" in w for n in named)]
     for warning in [*warnings, *kept]:
         typer.secho(f"warning: {render.plain(warning)}", fg="yellow", err=True)
+    if doomed and not dry_run and not os.access(runs_dir, os.W_OK):
+        raise fail(f"runs clean: {render.plain(str(runs_dir))} is read-only; nothing deleted")
     for run in doomed:
         typer.echo(f"{'would delete' if dry_run else 'delete'} {render.plain(run.run_id)}")
     if not doomed:
@@ -216,8 +218,6 @@ def runs_clean(
     if dry_run:
         typer.echo(f"{len(doomed)} run(s) would be deleted (--dry-run)")
         return
-    if not os.access(runs_dir, os.W_OK):
-        raise fail(f"runs clean: {render.plain(str(runs_dir))} is read-only; nothing deleted")
     if not yes and not typer.confirm(f"Delete these {len(doomed)} run(s)?", default=False):
         typer.echo("nothing deleted")
         raise typer.Exit(1)

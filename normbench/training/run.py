@@ -105,6 +105,17 @@ def _run_locked(
     progress: bool,
     labels: Labels | None,
 ) -> Outcome:
+    if not os.access(run.path.parent, os.W_OK):  # read-only: no lock to take, nothing to write
+        previous = run.read_meta()
+        if run.path.parent.is_dir() and not run.needs_training(previous, cfg, rerun or Rerun()):
+            return Outcome(
+                run.run_id,
+                run.path,
+                previous["status"],
+                previous.get("summary", {}),
+                skipped=True,
+                stale=is_stale(previous, cfg),
+            )
     clean_staging(run.path.parent)
     with run.lock():  # another process training this run: wait for it, then look again
         previous = run.read_meta()
