@@ -127,6 +127,8 @@ def report(
         method = Method.from_options(alpha, margin, reference_batch, diverged, reference or [])
         if fmt not in ("rich", "csv", "markdown", "json"):
             raise UsageError(f"--format {fmt}: valid: rich, csv, markdown, json")
+        if out is not None:
+            check_out(out, fmt)
         if x is not None:
             from normbench.report.plots import check_x
 
@@ -143,7 +145,10 @@ def report(
         if across:
             from normbench.report.across import across as aggregate
 
+            before = len(result.warnings)
             result.across = aggregate(result, across.split(","), profile)
+            for warning in result.warnings[before:]:  # the workloads left out, named
+                typer.secho(f"warning: {plain(warning)}", fg="yellow", err=True)
         if diagnostics:
             before = len(result.warnings)
             try:
@@ -158,9 +163,14 @@ def report(
     if text is not None and out is None:
         typer.echo(text, nl=False)
     elif text is not None:
+        from normbench.store.rundir import atomic_write
+
         for path, content in text.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(content)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write(path, content)
+            except OSError as err:
+                raise fail(f"--out {path}: cannot write it ({err.strerror})") from None
             typer.echo(f"wrote {path}", err=True)
     else:
         console = terminal()
@@ -191,3 +201,19 @@ def report(
                 typer.echo(f"wrote {html}", err=True)
         except OSError as err:
             raise fail(f"cannot write {err.filename}: {err.strerror}") from None
+
+
+def check_out(out: Path, fmt: str) -> None:
+    """``--out`` before any work: a file (not a directory, not ''), in a directory that is or
+    can be made writable, and a format that writes text (rich is for the terminal)."""
+    import os
+
+    from normbench.core.errors import UsageError
+
+    if fmt == "rich":
+        raise UsageError(f"--out {out}: writes csv, markdown or json; add --format")
+    if str(out) in ("", ".") or out.is_dir():
+        raise UsageError(f"--out {out}: a directory; valid: a file name")
+    parent = next(p for p in (out.parent, *out.parent.parents) if p.exists() or p == Path("/"))
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"--out {out}: cannot write in {parent} (not writable)")

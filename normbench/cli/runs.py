@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -200,8 +201,15 @@ def runs_clean(
     except UsageError as err:
         raise fail(str(err)) from None
     doomed, kept = manage.clean_candidates(runs_dir, runs) if len(runs) else ([], [])
+    if "failed" in status.split(",") and not runs_dir_and_filters(arguments, runs_dir)[1]:
+        halves = [run for run in manage.half_written(runs_dir) if manage.deletable(run) is None]
+        doomed += halves  # named in the selection's warnings as skipped: say what is done
+        named = {run.run_id for run in halves}
+        warnings = [w for w in warnings if not any(f"skipped {n}:" in w for n in named)]
     for warning in [*warnings, *kept]:
         typer.secho(f"warning: {plain(warning)}", fg="yellow", err=True)
+    if doomed and not dry_run and not os.access(runs_dir, os.W_OK):
+        raise fail(f"runs clean: {plain(str(runs_dir))} is read-only; nothing deleted")
     for run in doomed:
         typer.echo(f"{'would delete' if dry_run else 'delete'} {plain(run.run_id)}")
     if not doomed:
@@ -278,6 +286,10 @@ def runs_export(
     for row in runs.to_dict("records"):
         try:
             run = tracked_run(row, runs_dir)
+            if run.dropped:
+                typer.secho(
+                    f"warning: {plain(run.run_id)}: {run.dropped}", fg="yellow", err=True
+                )
             if store is None:
                 typer.echo(f"wrote {plain(str(tensorboard.export(run, log_dir)))}")
             else:

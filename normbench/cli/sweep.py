@@ -80,7 +80,7 @@ def sweep(
     from normbench.experiment.options import use_config_dirs
     from normbench.store.records import check_name
     from normbench.store.rundir import Rerun
-    from normbench.sweeps import adaptive, live
+    from normbench.sweeps import adaptive, live, precheck
     from normbench.sweeps import grid as grids
     from normbench.sweeps import plan as planning
     from normbench.sweeps.launchers import check_private, launcher_settings, make_launcher
@@ -101,11 +101,6 @@ def sweep(
         if max_runs < 1:
             raise UsageError(f"--max-runs {max_runs}: valid: an integer >= 1")
         settings = launcher_settings(launcher, settings_overrides)
-        if dry_run:
-            planning.print_plan(
-                Console(), preset, overrides, runs_dir, Rerun(force, rerun_stale), max_runs
-            )
-            return
         grid = grids.expand(preset, overrides, max_runs)
         if launcher == "local":
             _check_devices({job.cfg["device"] for job in grid.jobs})
@@ -113,6 +108,13 @@ def sweep(
 
         method = Method.from_options(alpha, margin, reference=reference or [])
         plan = adaptive.design(grid, max_seeds, method) if until_decided else None
+        if plan is not None:  # what later rounds need, before the first trains
+            precheck.until_decided(grid, plan)
+        if dry_run:
+            planning.print_plan(
+                Console(), preset, overrides, runs_dir, Rerun(force, rerun_stale), max_runs
+            )
+            return
     except UsageError as err:
         raise fail(str(err)) from None
     grid.name = name or grid.name
@@ -124,6 +126,8 @@ def sweep(
         record = planning.write_record(grid, runs_dir, launcher, datetime.now(), plan)
     except UsageError as err:
         raise fail(str(err)) from None
+    except OSError as err:  # a read-only or full runs directory: before any run trains
+        raise fail(f"cannot write the sweep record in {runs_dir}: {err.strerror}") from None
     console = Console()
     report = f"normbench report --sweep {grid.name}" + (
         f" --runs-dir {runs_dir}" if runs_dir != Path("runs") else ""
@@ -185,9 +189,13 @@ def sweep(
             )
             jobs_so_far += todo
             planning.finish_record(record, counts, jobs_so_far, False, plan.record(look + 1))
-    summary = planning.finish_record(
-        record, counts, jobs_so_far, True, plan.record(look) if plan else None
-    )
+    try:
+        summary = planning.finish_record(
+            record, counts, jobs_so_far, True, plan.record(look) if plan else None
+        )
+    except OSError as err:  # a full disk: the runs say what they did; the record could not
+        summary = counts
+        typer.secho(f"warning: cannot update {record}: {err.strerror}", fg="yellow", err=True)
     console.line()
     console.print(live.summary_table(grid, views))
     if plan:

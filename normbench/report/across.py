@@ -7,13 +7,15 @@ every task (``norm=layernorm``). Per group: the probability of improvement over 
 with a stratified-bootstrap 95% interval, the interquartile mean of normalized scores with its
 interval, how many tasks it is better, equivalent, worse or inconclusive in (the sections'
 own verdicts, paired by seed), the area under its performance profile, and the tasks it is
-missing from, named. The statistics are normbench.report.aggregate's.
+missing from, named. A task without a usable score (every run diverged, or no group above
+chance) is left out, named in the report's warnings. The statistics are
+normbench.report.aggregate's.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -40,6 +42,7 @@ class Across:
     reference: str  # the reference group's label
     named: bool  # the reference was named before looking (--reference)
     profile_x: str  # steps | time
+    left_out: dict[str, str] = field(default_factory=dict)  # task label: why it has no score
 
 
 def across(report: Report, keys: list[str], profile_x: str = "steps") -> Across:
@@ -67,15 +70,29 @@ def across(report: Report, keys: list[str], profile_x: str = "steps") -> Across:
         raise UsageError("--across: these runs are one workload; aggregating needs two or more")
     group_keys = sorted({k for s in report.sections for k in s.keys})
     per_task = [_groups_of(section, group_keys) for section in report.sections]
-    groups = sorted({g for task in per_task for g in task})
-    named = bool(report.method.reference)
-    reference = _reference(per_task, groups, named)
     scores = [
         _scores(section, task) for section, task in zip(report.sections, per_task, strict=True)
     ]
+    # a task without a usable score (every run diverged, or its best group sits at chance)
+    # would normalize to NaN and sink every group's IQM: it is named and left out
+    left_out = {tasks[i]: why for i, why in enumerate(scores) if isinstance(why, str)}
+    for task, why in left_out.items():
+        report.warnings.append(f"--across: {task} left out: {why}")
+    kept = [i for i, why in enumerate(scores) if not isinstance(why, str)]
+    if len(kept) < 2:
+        named_out = "; ".join(f"{task}: {why}" for task, why in left_out.items())
+        raise UsageError(
+            f"--across: {len(kept)} of {len(tasks)} workloads have a usable score "
+            f"({named_out}); aggregating needs two or more"
+        )
+    sections = [report.sections[i] for i in kept]
+    tasks, per_task, scores = ([x[i] for i in kept] for x in (tasks, per_task, scores))
+    groups = sorted({g for task in per_task for g in task})
+    named = bool(report.method.reference)
+    reference = _reference(per_task, groups, named)
     costs = [
         [_cost(section, task.get(g), profile_x) for g in groups]
-        for section, task in zip(report.sections, per_task, strict=True)
+        for section, task in zip(sections, per_task, strict=True)
     ]
     ratios = aggregate.profile_ratios(costs)
     profile_scores = aggregate.profile_score(ratios)
@@ -117,6 +134,7 @@ def across(report: Report, keys: list[str], profile_x: str = "steps") -> Across:
         _group_label(group_keys, reference),
         named,
         profile_x,
+        left_out,
     )
 
 
@@ -152,14 +170,25 @@ def _reference(per_task: list[dict], groups: list[tuple], named: bool) -> tuple[
     return found.pop()
 
 
-def _scores(section: Section, task: dict) -> dict[tuple, dict]:
+def _scores(section: Section, task: dict) -> dict[tuple, dict] | str:
     """Per group of a task: its per-seed scores oriented higher-is-better, and the same on
-    the task's scale (0 at chance, 1 at the best group's mean)."""
+    the task's scale (0 at chance, 1 at the best group's mean); or why the task has no such
+    scale (no result, or no group above chance)."""
     metric = section.metric
     raw = {g: np.array(row["values"], dtype=float) for g, row in task.items()}
-    oriented = {g: metric.score(v) for g, v in raw.items()}
+    oriented = {g: metric.score(v[np.isfinite(v)]) for g, v in raw.items()}
     chance = metric.score(np.array([_chance(section)]))[0]
-    best = max((v.mean() for v in oriented.values() if len(v)), default=math.nan)
+    means = [float(v.mean()) for v in oriented.values() if len(v)]
+    if not means:
+        return "no usable score (no group has a result)"
+    best = max(means)
+    if not math.isfinite(chance):
+        return "no usable score (its chance level is unknown)"
+    if best <= chance:
+        return (
+            "no usable score (its best group's mean is at or below chance: every run "
+            "diverged or learned nothing)"
+        )
     return {
         g: {"scores": v, "normalized": aggregate.normalized(v, chance, best)}
         for g, v in oriented.items()

@@ -75,6 +75,8 @@ def stratified_bootstrap(
     for b in range(samples):
         resampled = [[a[rng.integers(0, len(a), len(a))] for a in task] for task in strata]
         values[b] = statistic(resampled)
+    if np.isnan(values).all():  # no resample has the statistic (say, no score at all)
+        return math.nan, math.nan
     tail = (1 - confidence) / 2
     low, high = np.nanquantile(values, [tail, 1 - tail])
     return float(low), float(high)

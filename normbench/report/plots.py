@@ -121,6 +121,14 @@ def draw(
     return [drawings[id(s)] for s in report.sections]
 
 
+def log_scale(values: np.ndarray) -> str:
+    """``log`` when some value is finite and positive, else ``linear``: every run diverged at
+    its first logged step (a NaN or infinite loss) leaves nothing a log axis can show, and
+    matplotlib refuses to draw one."""
+    finite = values[np.isfinite(values)]
+    return "log" if (finite > 0).any() else "linear"
+
+
 def to_png(fig: Figure) -> bytes:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=DPI)
@@ -266,7 +274,7 @@ def learning_curves(
     tab20 = colormaps["tab20"].colors
     for ax in (ax_loss, ax_val):  # up to MAX_CURVES distinguishable colours
         ax.set_prop_cycle(color=tab20[::2] + tab20[1::2])
-    drawn = 0
+    drawn, losses = 0, []
     for labels in wanted:
         if labels not in by_label:
             continue
@@ -278,6 +286,8 @@ def learning_curves(
         name = f"{group_name(section.keys, values)} ({seeds(len(curves))})"
         for ax, column in ((ax_loss, "train_loss"), (ax_val, metric)):
             band = seed_band(curves, column, x_column)
+            if column == "train_loss":
+                losses.append(band["mean"])
             (line,) = ax.plot(band["x"], band["mean"], label=name)
             ax.fill_between(band["x"], band["low"], band["high"], color=line.get_color(), alpha=0.2)
             mark_seed_changes(ax, band, line.get_color())
@@ -285,7 +295,12 @@ def learning_curves(
     if not drawn:
         return None
     measure = f"validation {metric_word(section)}"
-    ax_loss.set(title="Training loss", xlabel=x_label, ylabel="training loss", yscale="log")
+    ax_loss.set(
+        title="Training loss",
+        xlabel=x_label,
+        ylabel="training loss",
+        yscale=log_scale(np.concatenate([np.asarray(v, dtype=float) for v in losses])),
+    )
     ax_val.set(title=measure.capitalize(), xlabel=x_label, ylabel=measure)
     shown = f", best {drawn} of {len(order)} groups" if len(order) > drawn else ""
     fig.suptitle(
@@ -463,7 +478,7 @@ def gradient_depth(
         xlabel="layer: the unit's place among units of its sublayer type (0 = nearest the input)",
         ylabel="gradient norm of the unit's sublayer weights",
         title=textwrap.fill(about, 80),
-        yscale="log",
+        yscale=log_scale(table["grad_norm"].to_numpy(dtype=float)),
     )
     return finish(fig, section)
 

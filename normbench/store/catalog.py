@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 import os
 import sqlite3
 from dataclasses import dataclass, field
@@ -157,6 +158,8 @@ def select(
             selection.warnings.append(f"{len(missing)} runs of the sweep have no results yet")
         runs = runs[runs["run_id"].isin(sweep_ids)]
     if filters:  # Hydra's override parser, imported only when there are filters: a second
+        from hydra.core.override_parser.types import RangeSweep
+
         from normbench.experiment.compose import parse_overrides
     for override in parse_overrides(filters) if filters else ():
         key = override.key_or_group
@@ -166,11 +169,29 @@ def select(
             raise UsageError(
                 f"filter {override.input_line}: no key '{key}' in these runs; valid: {valid}"
             )
+        if isinstance(override.value(), RangeSweep):  # by membership, never listed
+            sweep = override.value()
+            runs = runs[runs[column].map(lambda v, r=sweep: _in_range(v, r))]
+            continue
         wanted = (
             list(override.sweep_iterator()) if override.is_discrete_sweep() else [override.value()]
         )
         runs = runs[runs[column].map(lambda v, w=wanted: any(_same(v, x) for x in w))]
     return Selection(runs, selection.warnings)
+
+
+def _in_range(value, sweep) -> bool:
+    """Whether a number is one of ``range(start, stop, step)``'s values, tested without
+    listing them (``seed=range(0,10000000000)`` would be gigabytes)."""
+    number = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or not sweep.step:
+        return False
+    k = round((value - sweep.start) / sweep.step)
+    point = sweep.start + k * sweep.step
+    ahead = (
+        sweep.start <= point < sweep.stop if sweep.step > 0 else sweep.stop < point <= sweep.start
+    )
+    return k >= 0 and ahead and math.isclose(value, point, abs_tol=1e-12)
 
 
 def _same(value, wanted) -> bool:
@@ -191,5 +212,5 @@ def select_runs(
     record of each named sweep (``a,b``), to the filters and to a tag; with the sequential
     design of a sweep run until decided (records.sequential_design) and the sweeps' commands."""
     selection = load_runs(runs_dir)
-    ids, design, commands = sweep_run_ids(runs_dir, sweep) if sweep else (None, {}, [])
+    ids, design, commands = sweep_run_ids(runs_dir, sweep) if sweep is not None else (None, {}, [])
     return select(selection, list(filters), ids, tag), design, commands

@@ -259,12 +259,39 @@ def read_many(runs_dir: Path, wanted: list[tuple[str, Stamp]]) -> Records:
     # spawn: a fresh interpreter, nothing forked from a process that may hold threads
     context = multiprocessing.get_context("spawn")
     try:
-        with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        with ProcessPoolExecutor(
+            workers, mp_context=context, initializer=die_with_parent, initargs=(os.getpid(),)
+        ) as pool:
             for part in pool.map(read_runs, [runs_dir] * len(chunks), chunks):
                 out.add(part)
     except (BrokenProcessPool, OSError):
         return read_runs(runs_dir, wanted)
     return out
+
+
+def die_with_parent(parent: int) -> None:
+    """A reading worker's first act: end when the process that started it ends. Killed, a
+    parent leaves its workers waiting on a queue nobody writes to (reparented, forever):
+    Linux's parent-death signal ends them at once, and a thread that sees the parent change
+    ends them anywhere else; SIGTERM gets its default action back."""
+    import signal
+    import threading
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # died already, before the signal was asked for
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def unreadable(err: Exception) -> str:

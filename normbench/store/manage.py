@@ -227,6 +227,21 @@ def clean_candidates(runs_dir: Path, runs: pd.DataFrame) -> tuple[list[RunDir], 
     return out, warnings
 
 
+def half_written(runs_dir: Path) -> list[RunDir]:
+    """Run directories without a meta.json (a disk that filled up, a kill between mkdir and
+    the first write): nothing a report can show, so `runs clean` deletes them with the
+    failed runs; ``delete`` checks them again under their lock (a run starting now holds it)."""
+    try:
+        names = sorted(entry.name for entry in os.scandir(runs_dir) if is_run_id(entry.name))
+    except OSError:
+        return []
+    return [
+        RunDir(runs_dir, name)
+        for name in names
+        if _is_run_directory(runs_dir, name) and not os.path.lexists(runs_dir / name / "meta.json")
+    ]
+
+
 def deletable(run: RunDir) -> str | None:
     """Why ``run`` cannot be deleted now, or None: its name must be a run id (so its directory
     is directly inside the runs directory), the directory one itself (never a symlink), and
@@ -235,11 +250,18 @@ def deletable(run: RunDir) -> str | None:
         return "not a run id"
     if not _is_run_directory(run.path.parent, run.run_id):
         return "not a directory of its own (a symlink?)"
-    try:
-        with run.lock(wait=False) as free:
-            return None if free else "being trained (its lock is held)"
-    except StoreError as err:
-        return plain(str(err))
+    # read-only (`--dry-run` creates no lock file); ``delete`` takes the lock to check again
+    for path in (run.lock_path.parent, run.lock_path):
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            break
+        except OSError as err:
+            return f"{path}: cannot open the lock ({err.strerror})"
+        wanted = stat.S_ISDIR if path == run.lock_path.parent else stat.S_ISREG
+        if not wanted(mode):
+            return f"{path}: cannot open the lock (a symlink or not a regular file)"
+    return None if run.lock_is_free() else "being trained (its lock is held)"
 
 
 def delete(run: RunDir) -> str | None:

@@ -6,6 +6,7 @@ plain, short file name.
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 from pathlib import Path
 
 from normbench.core.errors import StoreError, UsageError
@@ -29,33 +30,63 @@ def check_name(name: str, option: str = "--name") -> str:
 def sweep_run_ids(runs_dir: Path, names: str) -> tuple[list[str], dict, list]:
     """The run ids of the latest record of each named sweep (``a,b`` compares sweeps), the
     sequential design the verdicts must honour (``sequential_design``; of the sweep with the
-    most looks), and the sweeps' commands."""
-    ids, design, commands = [], {}, []
+    most looks), and the sweeps' commands. Linear in the records' sizes."""
+    ids: dict[str, None] = {}  # insertion-ordered, and a set for the test of membership
+    design, commands = {}, []
     for name in names.split(","):
         record = sweep_record(runs_dir, name)
-        ids += [run["run_id"] for run in record["runs"] if run["run_id"] not in ids]
-        found = sequential_design(record)
+        ids.update((run["run_id"], None) for run in record["runs"])
+        found = sequential_design(record, name)
         if len(found.get("fractions", ())) + found.get("looks", 0) > len(
             design.get("fractions", ())
         ) + design.get("looks", 0):
             design = found
         commands.append(record.get("command"))
-    return ids, design, commands
+    return list(ids), design, commands
 
 
-def sequential_design(record: dict) -> dict:
+MAX_LOOKS = 10_000  # a sequential design's looks: one per seed added, far fewer in practice
+
+
+def sequential_design(record: dict, name: str = "") -> dict:
     """How a sweep run until decided spent its alpha, as normbench.report.base.Method keys:
     ``fractions`` (the information fraction of each look it could take) and ``look`` (the
     last it took); a record of an older normbench, which split alpha evenly, gives ``looks``;
-    a fixed design gives nothing."""
+    a fixed design gives nothing. A design that normbench never writes (fractions that do not
+    increase within (0, 1], a look past them, a huge number of looks) would give levels
+    outside (0, 1): refused in one line."""
+    refused = UsageError(
+        f"--sweep {name}: its record's until-decided design is not one normbench writes "
+        f"(fractions increasing within (0, 1], at most {MAX_LOOKS}, and the look taken among "
+        "them); remove the record or run the sweep again"
+    )
     design = record.get("until_decided")
-    if isinstance(design, dict) and isinstance(design.get("fractions"), list):
-        fractions = [f for f in design["fractions"] if isinstance(f, (int, float))]
-        look = design.get("looks_taken")
-        if fractions and isinstance(look, int) and 1 <= look <= len(fractions):
-            return {"fractions": tuple(float(f) for f in fractions), "look": look}
+    if design is not None:
+        fractions = design.get("fractions") if isinstance(design, dict) else None
+        look = design.get("looks_taken") if isinstance(design, dict) else None
+        if not _fractions(fractions) or not _whole(look, 1, len(fractions)):
+            raise refused
+        return {"fractions": tuple(float(f) for f in fractions), "look": look}
     looks = record.get("looks")
-    return {"looks": looks} if isinstance(looks, int) and looks > 1 else {}
+    if looks is None:
+        return {}
+    if not _whole(looks, 1, MAX_LOOKS):
+        raise refused
+    return {"looks": looks} if looks > 1 else {}
+
+
+def _whole(value: object, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _fractions(values: object) -> bool:
+    """Information fractions as normbench writes them: 1 to MAX_LOOKS numbers, increasing,
+    each in (0, 1]."""
+    if not isinstance(values, list) or not 1 <= len(values) <= MAX_LOOKS:
+        return False
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return False
+    return values[0] > 0 and values[-1] <= 1 and all(a < b for a, b in pairwise(values))
 
 
 RECORD_STAMP = re.compile(r"\d{8}-\d{6}(-[0-9a-f]+)?")

@@ -265,8 +265,9 @@ def worker_loop(index: int, conn: Connection, runs_dir: str, rerun: Rerun, threa
                 outcome = run_experiment(job.cfg, runs_dir, rerun, progress=False)
                 result = (outcome.status, outcome.error, outcome.summary, outcome.skipped)
             except Exception as exc:  # before training, e.g. a device this worker cannot see
-                error = f"{type(exc).__name__}: {exc}"
-                record_failure_before_training(job.cfg, runs_dir, error, traceback.format_exc())
+                error = str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
+                with contextlib.suppress(OSError):  # a full disk: the error says so, unrecorded
+                    record_failure_before_training(job.cfg, runs_dir, error, traceback.format_exc())
                 result = ("failed", error, {}, False)
             conn.send(("done", result))
     except (KeyboardInterrupt, EOFError, BrokenPipeError):  # stopped, or the parent is gone

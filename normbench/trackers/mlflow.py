@@ -19,6 +19,7 @@ extra); what MLflow refuses in a run is a StoreError naming the run.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -102,11 +103,21 @@ class MlflowExport:
         if replaced:  # trained afresh since: new numbers at the old steps
             self.client.delete_run(previous.info.run_id)
         if previous is None or replaced:
+            # tagged with the run id at once, so that even a process killed before it is
+            # deleted below leaves a run the next export finds (and replaces: it has no start)
             created = self.client.create_run(
-                self.experiment_id, start_time=milliseconds(run.started), run_name=run.run_id
+                self.experiment_id,
+                start_time=milliseconds(run.started),
+                tags={RUN_ID_TAG: run.run_id},
+                run_name=run.run_id,
             )
-            self._log(created.info.run_id, run, known={}, last_step=-1)
-            self._set_status(created.info.run_id, run)
+            try:
+                self._log(created.info.run_id, run, known={}, last_step=-1)
+                self._set_status(created.info.run_id, run)
+            except BaseException:  # refused or interrupted: no half-made run is left
+                with contextlib.suppress(Exception):
+                    self.client.delete_run(created.info.run_id)
+                raise
             return "replaced" if replaced else "created"
         last_step = int(previous.data.tags.get("normbench.last_step", -1))
         self._log(previous.info.run_id, run, previous.data.params, last_step)

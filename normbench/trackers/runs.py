@@ -37,7 +37,8 @@ class TrackedRun:
     started: float | None  # seconds since the epoch
     finished: float | None
     code_hash: str
-    metrics: pd.DataFrame
+    metrics: pd.DataFrame  # rows with a usable step only (``usable_steps``)
+    dropped: str | None = None  # the rows left out and why, for a warning
 
 
 def tracked_run(row: Mapping[str, Any], runs_dir: Path) -> TrackedRun:
@@ -53,6 +54,7 @@ def tracked_run(row: Mapping[str, Any], runs_dir: Path) -> TrackedRun:
         metrics = run.read_metrics()
     except FileNotFoundError:
         metrics = pd.DataFrame(columns=["step"])
+    metrics, dropped = usable_steps(metrics)
     tags = row.get("tags")
     return TrackedRun(
         run_id=run.run_id,
@@ -65,7 +67,31 @@ def tracked_run(row: Mapping[str, Any], runs_dir: Path) -> TrackedRun:
         finished=timestamp(row.get("finished")),
         code_hash=str(row.get("code_hash") or "unrecorded"),
         metrics=metrics,
+        dropped=dropped,
     )
+
+
+MAX_STEP = 2**53  # every step up to it is an exact float and fits both trackers' int64
+
+
+def usable_steps(metrics: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
+    """The rows whose step a tracker can take (a whole number from 0 to MAX_STEP), and what
+    was left out: a metrics file the trusted reader accepts may lack the step column, or hold
+    NaN, negative, fractional or huge steps (not normbench's writing, but a file to skip
+    rows of, never a reason to stop exporting)."""
+    if "step" not in metrics.columns:
+        return pd.DataFrame(columns=["step"]), (
+            f"no step column: its {len(metrics)} metrics row(s) not exported"
+            if len(metrics)
+            else None
+        )
+    steps = pd.to_numeric(metrics["step"], errors="coerce").astype(float)
+    usable = steps.between(0, MAX_STEP) & (steps == steps.round())
+    if usable.all():
+        return metrics, None
+    kept = metrics[usable].assign(step=steps[usable].astype("int64"))
+    left = int((~usable).sum())
+    return kept, f"{left} metrics row(s) without a whole step from 0 to 2^53 not exported"
 
 
 def timestamp(text: Any) -> float | None:

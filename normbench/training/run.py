@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import platform
 import secrets
@@ -81,7 +82,41 @@ def run_experiment(
     """
     device = resolve_device(cfg["device"])
     run = RunDir(runs_dir, run_id(cfg))
-    clean_staging(Path(runs_dir))
+    try:
+        return _run_locked(cfg, run, device, rerun, progress, labels)
+    except OSError as err:
+        if err.errno in NO_SPACE:  # one line naming the run, never a chained traceback
+            where = f" writing {Path(err.filename).name}" if err.filename else ""
+            raise StoreError(
+                f"{run.run_id}: no space left on device{where} in {run.path.parent}; free "
+                "some and run it again (`normbench runs clean` removes half-written runs)"
+            ) from None
+        raise
+
+
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)  # a full disk, or a full quota
+
+
+def _run_locked(
+    cfg: dict,
+    run: RunDir,
+    device: torch.device,
+    rerun: Rerun | None,
+    progress: bool,
+    labels: Labels | None,
+) -> Outcome:
+    if not os.access(run.path.parent, os.W_OK):  # read-only: no lock to take, nothing to write
+        previous = run.read_meta()
+        if run.path.parent.is_dir() and not run.needs_training(previous, cfg, rerun or Rerun()):
+            return Outcome(
+                run.run_id,
+                run.path,
+                previous["status"],
+                previous.get("summary", {}),
+                skipped=True,
+                stale=is_stale(previous, cfg),
+            )
+    clean_staging(run.path.parent)
     with run.lock():  # another process training this run: wait for it, then look again
         previous = run.read_meta()
         if not run.needs_training(previous, cfg, rerun or Rerun()):
@@ -125,11 +160,23 @@ def train_replacing(
     try:
         outcome = train_and_record(cfg, fresh, device, progress, labels)
         if outcome.status in FINISHED:
-            os.replace(run.path, staging / "replaced")
-            os.replace(fresh.path, run.path)
+            fault_point("trained")
+            os.replace(run.path, staging / REPLACED)
+            fault_point("moved aside")  # a kill here leaves no run directory: clean_staging
+            os.replace(fresh.path, run.path)  # puts the new result (complete) in its place
+            fault_point("moved in")
         return Outcome(run.run_id, run.path, outcome.status, outcome.summary, outcome.error)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+REPLACED = "replaced"  # runs/.staging/<run_id>-<8 hex>/replaced/: the previous result, moved aside
+
+
+def fault_point(step: str) -> None:
+    """Called between the steps of a forced rerun's swap; does nothing. The tests replace it
+    to kill the process at each step (tests/training/test_staging.py), which is how they
+    show that no instant of the swap loses a finished result."""
 
 
 @contextlib.contextmanager
@@ -163,7 +210,8 @@ def clean_staging(runs_dir: Path) -> None:
     """Delete the staging directories that forced reruns killed by kill -9 (or a lost node)
     left behind: those whose runs no live process holds. A staging directory belongs to the
     run its name and its contents name; it is deleted while holding those runs' locks, and
-    kept while any of them is held (a forced rerun training now) or cannot be taken."""
+    kept while any of them is held (a forced rerun training now) or cannot be taken. A run
+    whose directory is missing gets its result back from it first (``restore``)."""
     staging = runs_dir / STAGING
     if staging.is_symlink() or not staging.is_dir():
         return
@@ -180,9 +228,27 @@ def clean_staging(runs_dir: Path) -> None:
             try:
                 locks = [RunDir(runs_dir, owner).lock(wait=False) for owner in owners]
                 if all(held.enter_context(lock) for lock in locks):
+                    restore(runs_dir, Path(entry.path), entry.name.rpartition("-")[0])
                     shutil.rmtree(entry.path, ignore_errors=True)
             except StoreError:  # a symlinked lock: leave it to a person
                 continue
+
+
+def restore(runs_dir: Path, staging: Path, run_id: str) -> None:
+    """A forced rerun killed between its two renames left no run directory: put back the new
+    result when it is complete, else the previous one (the caller holds the run's lock)."""
+    target = runs_dir / run_id
+    if not is_run_id(run_id) or os.path.lexists(target):
+        return
+    fresh = RunDir(staging, run_id)
+    previous = staging / REPLACED
+    real = fresh.path.is_dir() and not fresh.path.is_symlink()
+    if real and fresh.status() in FINISHED and fresh.intact():
+        os.replace(fresh.path, target)
+    if not os.path.lexists(target) and previous.is_dir() and not previous.is_symlink():
+        os.replace(previous, target)
+    if os.path.lexists(target):
+        record_run(runs_dir, run_id)
 
 
 def train_and_record(

@@ -21,13 +21,14 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from normbench import api
 from normbench.cli import app
 from normbench.core.errors import UsageError
 from normbench.experiment.schema import SCHEMA
 from normbench.report import plots
 from normbench.report.sections import build
 from normbench.report.tidy import to_json
-from normbench.store.catalog import load_runs
+from normbench.store.catalog import load_runs, select_runs
 
 runner = CliRunner()
 KEYS = [*SCHEMA, "model", "norm", "placement", "data", "precision", "model.width", "nrom"]
@@ -347,3 +348,109 @@ def test_every_command_on_damaged_files_answers_without_a_traceback(
 
 def before_names(seen: dict) -> set[str]:
     return {Path(name).parts[0] for name in seen}
+
+
+# ------------------------------------------------- hostile metrics columns, every exporter
+NUMBER = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([1e30, -1e30, 2.0**63, 2.0**53 + 1, -1.0, 0.5]),
+)
+HOSTILE_METRICS = st.fixed_dictionaries(
+    {"train_loss": st.lists(NUMBER, min_size=1, max_size=4)},
+    optional={"step": st.lists(NUMBER, min_size=1, max_size=4), "lr": st.just([1e30])},
+).map(lambda columns: pd.DataFrame({k: pd.Series(v, dtype=float) for k, v in columns.items()}))
+HOSTILE_FRAMES = [
+    pd.DataFrame({"train_loss": [1.0, 0.5]}),  # no step column
+    pd.DataFrame({"step": [np.nan, 10.0], "train_loss": [1.0, 0.5]}),
+    pd.DataFrame({"step": [1e30, 10.0], "train_loss": [1.0, np.inf]}),
+    pd.DataFrame({"step": [-5.0, 2.5, 20.0], "train_loss": [1.0, 0.5, 1e30]}),
+]
+
+
+def hostile_store(runs: Path, frames: list[pd.DataFrame]) -> list[str]:
+    """A run of good metrics and one run per frame, its metrics.parquet that frame."""
+    ids = [make_run(runs, ["norm=layernorm"])]
+    for seed, frame in enumerate(frames):
+        ids.append(make_run(runs, ["norm=rmsnorm", f"seed={seed}"]))
+        frame.to_parquet(runs / ids[-1] / "metrics.parquet")
+    return ids
+
+
+def assert_exported_all(result, count: int) -> None:
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert "Traceback" not in result.output
+    assert result.stdout.splitlines()[-1].startswith(f"exported {count} run(s)"), result.output
+
+
+@settings(FUZZ, max_examples=15)
+@given(HOSTILE_METRICS)
+def test_tensorboard_export_of_hostile_metrics_columns_skips_rows_and_goes_on(
+    tmp_path_factory, frame
+):
+    pytest.importorskip("tensorboard")
+    root = tmp_path_factory.mktemp("hostile")
+    hostile_store(root / "runs", [frame])
+    result = runner.invoke(
+        app, ["runs", "export", "--to", "tensorboard", str(root / "tb"), str(root / "runs")]
+    )
+    assert_exported_all(result, 2)
+
+
+def test_every_exporter_takes_the_hostile_metrics_columns_it_is_given(tmp_path):
+    """No step column, NaN steps, a step of 1e30, negative and fractional steps: each run is
+    exported without those rows, a warning naming it, and the export goes on."""
+    for module in ("tensorboard", "mlflow", "sqlalchemy", "alembic"):
+        pytest.importorskip(module)
+    runs = tmp_path / "runs"
+    ids = hostile_store(runs, HOSTILE_FRAMES)
+    for to, destination in (
+        ("tensorboard", str(tmp_path / "tb")),
+        ("mlflow", f"sqlite:///{tmp_path / 'm.db'}"),
+    ):
+        result = runner.invoke(app, ["runs", "export", "--to", to, destination, str(runs)])
+        assert_exported_all(result, len(ids))
+        assert f"warning: {ids[1]}: no step column" in result.stderr
+        for run in ids[2:]:
+            assert f"warning: {run}: " in result.stderr and "not exported" in result.stderr
+
+
+# ----------------------------------------------------------------- ranges in filters
+@pytest.fixture(scope="module")
+def seeds_store(tmp_path_factory):
+    runs = tmp_path_factory.mktemp("seeds") / "runs"
+    for seed in (0, 1, 2, 5, 4294967295):
+        make_run(runs, ["norm=layernorm", f"seed={seed}", "train.lr=0.3"])
+    return runs
+
+
+@settings(FUZZ, max_examples=60)
+@given(st.integers(-3, 8), st.integers(-3, 8), st.integers(-3, 3).filter(bool))
+def test_a_range_filter_selects_what_listing_the_range_would(seeds_store, start, stop, step):
+    """A range is tested by membership, never listed: the same runs as Python's range."""
+    expected = {s for s in (0, 1, 2, 5, 4294967295) if s in range(start, stop, step)}
+    selection = select_runs(seeds_store, [f"seed=range({start},{stop},{step})"])[0]
+    assert set(selection.runs["seed"]) == expected
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["report", "{runs}", "{filter}", "--format", "json"],
+        ["runs", "list", "{runs}", "{filter}"],
+        ["runs", "export", "--to", "tensorboard", "{out}", "{runs}", "{filter}"],
+    ],
+)
+def test_a_huge_range_filter_is_never_expanded(seeds_store, tmp_path, command):
+    """`seed=range(0,10000000000)`: listed it would be gigabytes and minutes; by membership
+    it is instant, within 30 s and 1 GB."""
+    if command[1] == "export":
+        pytest.importorskip("tensorboard")
+    fields = {"runs": seeds_store, "filter": "seed=range(0,10000000000)", "out": tmp_path / "tb"}
+    with limited(30, 1 << 30):
+        result = runner.invoke(app, [part.format(**fields) for part in command])
+    assert result.exit_code == 0, (result.output, result.exception)
+    with limited(30, 1 << 30):
+        assert (
+            len(api.runs(seeds_store, "seed=range(0,10000000000)", "train.lr=range(0.1,1,0.2)"))
+            == 5
+        )

@@ -470,3 +470,81 @@ def test_submitit_launchers_refuse_a_runs_directory_others_can_write(tmp_path):
     )
     one_line_error(result, "sweeps is writable by others", "chmod go-w")
     assert list((runs / "sweeps").iterdir()) == []
+
+
+# ------------------------------------------------- issue 32: read-only and odd destinations
+@pytest.fixture
+def read_only_store(tmp_path):
+    """A runs directory on a tmpfs remounted read-only (root only; skipped elsewhere): a
+    finished run and a failed one."""
+    import os
+    import subprocess
+
+    from helpers import make_run
+
+    mount = tmp_path / "ro"
+    mount.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a read-only tmpfs needs root")
+    if subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(mount)], check=False).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    runs = mount / "runs"
+    small = ["model.width=8", "model.depth=1", "train.max_steps=4", "threads=1"]
+    make_run(runs, [*small, "seed=1"])
+    make_run(runs, small, status="failed", acc=None)
+    subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+    yield runs, ["model=cnn", *small]
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_read_only_runs_directory_gets_one_line_or_a_skip(read_only_store, tmp_path):
+    runs, config = read_only_store
+    skipped = runner.invoke(app, ["run", *config, "seed=1", "--runs-dir", str(runs)])
+    assert skipped.exit_code == 0 and skipped.output.startswith("skipped, already finished")
+    one_line_error(
+        runner.invoke(app, ["run", *config, "seed=2", "--runs-dir", str(runs)]),
+        "Read-only file system",
+    )
+    one_line_error(
+        runner.invoke(app, ["sweep", *config, "seed=3,4", "--runs-dir", str(runs)]),
+        "Read-only file system",
+    )
+    one_line_error(runner.invoke(app, ["runs", "clean", str(runs), "--yes"]), "is read-only")
+    dry = runner.invoke(app, ["runs", "clean", str(runs), "--dry-run"])
+    assert dry.exit_code == 0 and "1 run(s) would be deleted" in dry.output, dry.output
+    one_line_error(
+        runner.invoke(app, ["report", str(runs), "--format", "csv", "--out", str(runs / "r.csv")]),
+        "--out",
+        "not writable",
+    )
+
+
+@pytest.mark.parametrize(
+    ("out", "fmt", "words"),
+    [
+        ("", "csv", ("--out .: a directory",)),
+        ("{tmp}", "json", ("a directory; valid: a file name",)),
+        ("{tmp}/r.txt", "rich", ("writes csv, markdown or json",)),
+    ],
+)
+def test_report_out_to_a_directory_or_in_rich_is_one_line(tmp_path, out, fmt, words):
+    from helpers import make_run
+
+    runs = tmp_path / "runs"
+    make_run(runs, ["norm=layernorm"])
+    before = sorted(p.name for p in tmp_path.iterdir())
+    result = runner.invoke(
+        app, ["report", str(runs), "--format", fmt, "--out", out.format(tmp=tmp_path)]
+    )
+    one_line_error(result, *words)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_runs_clean_dry_run_creates_no_lock_files(tmp_path):
+    from helpers import make_run
+
+    runs = tmp_path / "runs"
+    make_run(runs, ["norm=layernorm"], status="failed", acc=None)
+    result = runner.invoke(app, ["runs", "clean", str(runs), "--dry-run"])
+    assert result.exit_code == 0 and "1 run(s) would be deleted" in result.output
+    assert not (runs / ".locks").exists()

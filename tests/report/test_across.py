@@ -160,3 +160,50 @@ def test_a_bad_across_key_is_one_line(workloads, across_keys, words):
     result = runner.invoke(app, ["report", str(workloads), "--across", across_keys])
     assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
     assert words in result.output
+
+
+@pytest.fixture
+def one_workload_diverged(tmp_path):
+    """The issue's store: mnist1d, digits and tokens x BatchNorm (0.55) / LayerNorm (0.90) x
+    two seeds, every digits run diverged."""
+    runs = tmp_path / "runs"
+    for data in ("mnist1d", "digits", "tokens"):
+        for norm, acc in (("batchnorm", 0.55), ("layernorm", 0.90)):
+            for seed in range(2):
+                overrides = ["model=transformer", f"data={data}", f"norm={norm}", f"seed={seed}"]
+                if data == "digits":
+                    make_run(runs, overrides, status="diverged", acc=None)
+                else:
+                    make_run(runs, overrides, acc=acc + seed / 100)
+    return runs
+
+
+@pytest.mark.filterwarnings("error")  # no numpy RuntimeWarning leaks
+def test_a_workload_without_a_usable_score_is_named_and_left_out(one_workload_diverged):
+    result = runner.invoke(
+        app, ["report", str(one_workload_diverged), "--across", "data", "--format", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "warning: --across: data=digits left out: no usable score" in result.stderr
+    assert "RuntimeWarning" not in result.stderr
+    payload = json.loads(result.stdout)
+    assert payload["across_tasks"] == ["data=mnist1d", "data=tokens"]
+    # the reference is what the caption says: the highest IQM
+    assert payload["across_reference"] == "norm=layernorm"
+    rows = {row["norm.name"]: row for row in payload["across"]}
+    assert rows["layernorm"]["iqm"] == pytest.approx(1.0, abs=0.01)
+    assert rows["batchnorm"]["iqm"] == pytest.approx(0.565, abs=0.01)
+    assert any("data=digits left out" in w for w in payload["warnings"])
+
+
+def test_a_workload_at_chance_is_left_out_and_one_left_is_one_line(tmp_path):
+    runs = tmp_path / "runs"
+    for data, acc in (("mnist1d", 0.9), ("digits", 0.1)):  # 0.1: chance for ten classes
+        for seed in range(2):
+            make_run(runs, [f"data={data}", "norm=layernorm", f"seed={seed}"], acc=acc)
+            make_run(runs, [f"data={data}", "norm=rmsnorm", f"seed={seed}"], acc=acc / 2)
+    result = runner.invoke(app, ["report", str(runs), "--across", "data"])
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert "--across: 1 of 2 workloads have a usable score (data=digits: no usable" in (
+        result.output
+    )

@@ -159,3 +159,18 @@ def test_plots_cli_writes_files_with_progress_lines(batches, tmp_path):
     assert "drawing figure 1/3: learning_curves" in result.stderr
     written = sorted(p.name for p in (tmp_path / "img").iterdir())
     assert written == ["batch_sensitivity.png", "learning_curves.png", "seed_results.png"]
+
+
+def test_figures_and_html_when_every_run_diverged_at_its_first_step(tmp_path):
+    """`sweep norm=none,layernorm train.lr=1e30` as the store keeps it: each run diverged
+    with one logged step whose loss is not a number; the figures are drawn (a linear loss
+    axis: nothing a log axis could show) and the page written."""
+    runs = tmp_path / "runs"
+    for norm, loss in (("none", float("nan")), ("layernorm", float("inf"))):
+        make_run(
+            runs, [f"norm={norm}", "train.lr=1e30"], status="diverged", acc=None, losses=(loss,)
+        )
+    page, figures = tmp_path / "r.html", tmp_path / "img"
+    result = runner.invoke(app, ["report", str(runs), "--plots", str(figures), "--html", str(page)])
+    assert result.exit_code == 0, result.output
+    assert (figures / "learning_curves.png").is_file() and page.is_file()

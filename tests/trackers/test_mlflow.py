@@ -93,3 +93,33 @@ def test_a_tracking_store_that_cannot_be_opened_is_one_line(tmp_path):
     assert result.exit_code == 2
     assert result.output.startswith("normbench: error: --to mlflow nosuch://x: cannot use")
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_an_export_cut_short_leaves_no_half_made_mlflow_run(tmp_path, monkeypatch):
+    """MLflow refuses a run's metrics, then a Ctrl-C arrives while they are logged: the MLflow
+    run just created is deleted each time, not left RUNNING without tags, and exporting again
+    (twice) gives one MLflow run per normbench run."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    runs, uri = tmp_path / "runs", f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    for seed in range(2):
+        make_run(runs, ["norm=layernorm", f"seed={seed}"])
+    real = MlflowClient.log_batch
+    for fault, exit_code in ((MlflowException("refused"), 0), (KeyboardInterrupt(), 130)):
+
+        def cut_short(self, run_id, metrics=(), fault=fault, **kwargs):
+            if metrics:
+                raise fault
+            return real(self, run_id, metrics=metrics, **kwargs)
+
+        monkeypatch.setattr(MlflowClient, "log_batch", cut_short)
+        result = runner.invoke(app, ["runs", "export", "--to", "mlflow", uri, str(runs)])
+        assert result.exit_code == exit_code, result.output
+        assert mlflow.search_runs(experiment_names=["normbench"]).empty
+    monkeypatch.setattr(MlflowClient, "log_batch", real)
+    for _ in range(2):
+        export(runs, uri)
+        found = mlflow.search_runs(experiment_names=["normbench"])
+        assert len(found) == 2 and set(found["status"]) == {"FINISHED"}
