@@ -287,9 +287,7 @@ def runs_export(
         try:
             run = tracked_run(row, runs_dir)
             if run.dropped:
-                typer.secho(
-                    f"warning: {plain(run.run_id)}: {run.dropped}", fg="yellow", err=True
-                )
+                typer.secho(f"warning: {plain(run.run_id)}: {run.dropped}", fg="yellow", err=True)
             if store is None:
                 typer.echo(f"wrote {plain(str(tensorboard.export(run, log_dir)))}")
             else:
