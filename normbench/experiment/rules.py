@@ -9,7 +9,13 @@ from dataclasses import dataclass
 
 from normbench.core.extras import missing
 from normbench.data.datasets import describe, input_shape, split_sizes
-from normbench.layers.keys import NORM_KEYS, SEQUENCE_STATISTICS_NORMS, norm_reads
+from normbench.layers.keys import (
+    CONV_MODELS,
+    NORM_KEYS,
+    RESNET_PLACEMENTS,
+    SEQUENCE_STATISTICS_NORMS,
+    norm_reads,
+)
 
 
 @dataclass(frozen=True)
@@ -45,12 +51,25 @@ def _token_ids(data: dict) -> bool:
 
 RULES: tuple[Rule, ...] = (
     Rule(
-        "model=cnn with data=tokens (or token ids in data=arrays): the CNN has no padding "
-        "mask; variable-length tokens need the transformer",
+        "model=cnn|resnet with data=tokens (or token ids in data=arrays): the convolutional "
+        "models have no padding mask; variable-length tokens need the transformer",
         lambda cfg: (
-            f"model=cnn cannot take data={cfg['data']['name']} (token ids; no padding mask in "
-            f"the CNN); valid model for data={cfg['data']['name']}: transformer"
-            if cfg["model"]["name"] == "cnn" and _token_ids(cfg["data"])
+            f"model={cfg['model']['name']} cannot take data={cfg['data']['name']} (token ids; "
+            f"no padding mask in a convolutional model); valid model for "
+            f"data={cfg['data']['name']}: transformer"
+            if cfg["model"]["name"] in CONV_MODELS and _token_ids(cfg["data"])
+            else None
+        ),
+    ),
+    Rule(
+        "model=resnet with a placement other than post (v1) or pre (v2): a basic block has a "
+        "norm after every conv, in one of He et al.'s two orders",
+        lambda cfg: (
+            f"placement={cfg['placement']['name']} has no meaning in a ResNet basic block (a "
+            "norm after every conv: post is v1, conv-N-act-conv-N, add, act; pre is v2, "
+            "N-act-conv-N-act-conv, add); valid for model=resnet: " + ", ".join(RESNET_PLACEMENTS)
+            if cfg["model"]["name"] == "resnet"
+            and cfg["placement"]["name"] not in RESNET_PLACEMENTS
             else None
         ),
     ),
@@ -64,11 +83,11 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
-        "model=cnn with data=pysource: next-byte prediction needs the causal transformer",
+        "model=cnn|resnet with data=pysource: next-byte prediction needs the causal transformer",
         lambda cfg: (
-            "model=cnn cannot take data=pysource (it needs a causal model); valid model for "
-            "data=pysource: transformer"
-            if cfg["model"]["name"] == "cnn" and cfg["data"]["name"] == "pysource"
+            f"model={cfg['model']['name']} cannot take data=pysource (it needs a causal "
+            "model); valid model for data=pysource: transformer"
+            if cfg["model"]["name"] in CONV_MODELS and cfg["data"]["name"] == "pysource"
             else None
         ),
     ),

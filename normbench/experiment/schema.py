@@ -88,6 +88,12 @@ OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
             "model.init": Key(str, choices=("default", "xavier")),
             "model.qk_norm": Key(str, choices=QK_NORMS),  # only none: rules.py
         },
+        "resnet": {
+            "model.width": _positive(),
+            "model.depth": _positive(),
+            "model.kernel_size": _positive(),
+            "model.weight_std": Key(bool),
+        },
     },
     "placement": {"mix": {"placement.post_fraction": Key(float, minimum=0.0, maximum=1.0)}},
     "data": {

@@ -43,6 +43,12 @@ NORM_KEYS: dict[str, set[str]] = {
 # model.qk_norm: how attention normalises queries and keys (normbench.layers.models.QKNorm).
 QK_NORMS = ("none", "layernorm", "rmsnorm")
 
+# The convolutional models (channels layout, no padding mask, no attention).
+CONV_MODELS = ("cnn", "resnet")
+# model=resnet's placements: a norm after every convolution, in He et al.'s two orders
+# (post: v1, He et al. 2016a; pre: v2, pre-activation, He et al. 2016b).
+RESNET_PLACEMENTS = ("post", "pre")
+
 
 def norm_reads(norm: dict) -> set[str]:
     """The shared norm.* keys (eps, momentum, groups, ghost_batch, mask_padding, fp32_stats)
