@@ -25,6 +25,12 @@ OBSERVATION_KEYS = ("diagnostics",)
 # Keys added after runs were made, with the value that reproduces those runs: at that value
 # a key leaves the run id as it was, so the runs made before it existed are still found.
 LATER_KEYS = {"model.init": "default", "model.qk_norm": "none", "train.z_loss": 0.0}
+# The same for keys that only some shipped options have (a plugin's own keys of the same name
+# are its own and stay in its id): key -> (the options of its group that have it, old value).
+LATER_OPTION_KEYS: dict[str, tuple[tuple[str, ...], Any]] = {
+    "norm.alpha_init": (("dyt", "derf"), 0.5),
+    "norm.shift_init": (("derf",), 0.0),
+}
 
 
 def _positive(nullable: bool = False) -> Key:
@@ -95,6 +101,10 @@ OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
             "model.weight_std": Key(bool),
         },
     },
+    "norm": {
+        "dyt": {"norm.alpha_init": Key(float, minimum=0.0)},
+        "derf": {"norm.alpha_init": Key(float, minimum=0.0), "norm.shift_init": Key(float)},
+    },
     "placement": {"mix": {"placement.post_fraction": Key(float, minimum=0.0, maximum=1.0)}},
     "data": {
         "mnist1d": {"data.num_samples": Key(int, minimum=100), "data.val_fraction": _fraction()},
@@ -148,12 +158,25 @@ def flatten(cfg: dict, prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+def later_option_keys(flat: dict[str, Any]) -> dict[str, Any]:
+    """The LATER_OPTION_KEYS that a flattened config's shipped options have, each with the
+    value that reproduces the runs made before it existed."""
+    found = {}
+    for key, (names, old) in LATER_OPTION_KEYS.items():
+        group = key.partition(".")[0]
+        if flat.get(f"{group}.name") in names and f"{group}._target_" not in flat:
+            found[key] = old
+    return found
+
+
 def experiment(cfg: dict) -> dict:
     """The config without its execution settings, observations and later keys at their old
     behaviour: what a run computes, hashed into its id. A section left empty goes too (``log``
     holds execution settings only), so a section of them changes no run id."""
     trimmed = json.loads(json.dumps(cfg))
-    later = [key for key, old in LATER_KEYS.items() if flatten(cfg).get(key) == old]
+    flat = flatten(cfg)
+    later = {**LATER_KEYS, **later_option_keys(flat)}
+    later = [key for key, old in later.items() if key in flat and flat[key] == old]
     for key in (*EXECUTION_KEYS, *OBSERVATION_KEYS, *later):
         _remove(trimmed, key.split("."))
     return trimmed

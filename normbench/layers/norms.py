@@ -481,8 +481,8 @@ NORMS: dict[str, tuple[Callable[..., Norm], tuple[str, ...]]] = {
     "switchnorm": (SwitchNorm, ("momentum", "ghost_batch")),
     "rmsnorm": (RMSNorm, ()),
     "adaln": (AdaLN, ("cond_dim",)),
-    "dyt": (DyT, ()),
-    "derf": (Derf, ()),
+    "dyt": (DyT, ("alpha_init",)),
+    "derf": (Derf, ("alpha_init", "shift_init")),
     "scalenorm": (ScaleNorm, ()),
     "none": (Identity, ()),
 }
