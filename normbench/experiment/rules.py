@@ -11,6 +11,7 @@ from normbench.core.extras import missing
 from normbench.data.datasets import describe, input_shape, split_sizes
 from normbench.layers.keys import (
     CONV_MODELS,
+    NORM_AFTER_SUBLAYER,
     NORM_KEYS,
     RESNET_PLACEMENTS,
     SEQUENCE_STATISTICS_NORMS,
@@ -72,6 +73,13 @@ RULES: tuple[Rule, ...] = (
             and cfg["placement"]["name"] not in RESNET_PLACEMENTS
             else None
         ),
+    ),
+    Rule(
+        "model.weight_std=true where no conv or linear is followed by a norm (Qiao et al. "
+        "standardize only those): model=cnn|transformer outside placement="
+        + "|".join(NORM_AFTER_SUBLAYER)
+        + ", or norm=none",
+        lambda cfg: _weight_std_rule(cfg),
     ),
     Rule(
         "model=cnn with model.qk_norm other than none: the CNN has no attention to normalise",
@@ -183,6 +191,29 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
 )
+
+
+def _weight_std_rule(cfg: dict) -> str | None:
+    """Weight Standardization is for the layers a norm follows (Qiao et al.'s README): refused
+    where a config has none, as the standardized layers would feed the residual addition or
+    an activation unnormalized (in a Pre-LN CNN the branch output RMS grows by two orders of
+    magnitude: 40-59 against 0.2)."""
+    model, placement = cfg["model"], cfg["placement"]["name"]
+    if "_target_" in model or not model.get("weight_std"):
+        return None
+    if cfg["norm"]["name"] == "none":
+        return (
+            "model.weight_std=true standardizes the layers a norm follows, and norm=none has "
+            "none; valid: another norm, or model.weight_std=false"
+        )
+    if model["name"] in ("cnn", "transformer") and placement not in NORM_AFTER_SUBLAYER:
+        return (
+            f"model.weight_std=true standardizes only the layers a norm follows (Qiao et al.), "
+            f"and in model={model['name']} with placement={placement} none is (the sublayer's "
+            f"layers feed an activation or the residual addition); valid: placement="
+            f"{', '.join(NORM_AFTER_SUBLAYER)}, model=resnet, or model.weight_std=false"
+        )
+    return None
 
 
 def _pysource_rule(cfg: dict) -> str | None:

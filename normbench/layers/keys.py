@@ -48,6 +48,10 @@ CONV_MODELS = ("cnn", "resnet")
 # model=resnet's placements: a norm after every convolution, in He et al.'s two orders
 # (post: v1, He et al. 2016a; pre: v2, pre-activation, He et al. 2016b).
 RESNET_PLACEMENTS = ("post", "pre")
+# Placements in which a norm reads a sublayer's output directly (x + N(F(x)), x + N(F(N(x)))):
+# in the CNN and the Transformer the only layers a norm follows, so the only ones Weight
+# Standardization applies to (its authors: standardize only layers followed by a norm).
+NORM_AFTER_SUBLAYER = ("res_post", "sandwich")
 
 
 def norm_reads(norm: dict) -> set[str]:

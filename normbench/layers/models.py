@@ -21,7 +21,7 @@ from torch import Tensor, nn
 
 from normbench.data.base import NEXT_BYTE_DATA
 from normbench.layers.generators import own_generator
-from normbench.layers.keys import QK_NORMS, RESNET_PLACEMENTS
+from normbench.layers.keys import NORM_AFTER_SUBLAYER, QK_NORMS, RESNET_PLACEMENTS
 from normbench.layers.norms import Identity, Norm, NormFactory, norm_factory
 
 PLACEMENTS = ("pre", "post", "res_post", "sandwich", "deepnorm", "lns", "mix")
@@ -33,7 +33,12 @@ MIX_POST_FRACTION = 0.25  # Mix-LN's alpha: the share of blocks that are Post-LN
 
 
 def standardize(weight: Tensor, eps: float = 1e-5) -> Tensor:
-    """Weight Standardization (Qiao et al. 2019): per output unit, zero mean and unit std."""
+    """Weight Standardization (Qiao et al. 2019): per output unit, zero mean and unit std.
+
+    As its authors prescribe, only for the layers whose output goes straight into a norm: a
+    standardized layer's output is sqrt(fan-in) times larger than PyTorch's default, which
+    only a norm after it undoes (in a Pre-LN unit the residual branch would swamp the
+    identity). Which layers those are is each model's business (``standardized_layers``)."""
     dims = tuple(range(1, weight.dim()))
     var, mean = torch.var_mean(weight, dim=dims, keepdim=True, correction=0)
     return (weight - mean) / (var.sqrt() + eps)
@@ -123,7 +128,8 @@ def max_attention_logit(
 
 class Attention(nn.Module):
     """Multi-head self-attention; padded keys are masked out; causal: each position attends
-    to itself and earlier positions only. ``qk_norm``: none, layernorm or rmsnorm (QKNorm)."""
+    to itself and earlier positions only. ``qk_norm``: none, layernorm or rmsnorm (QKNorm).
+    ``linear`` builds the projections, ``out`` (default: ``linear``) the output projection."""
 
     def __init__(
         self,
@@ -132,12 +138,13 @@ class Attention(nn.Module):
         linear: type[nn.Linear],
         causal: bool = False,
         qk_norm: str = "none",
+        out: type[nn.Linear] | None = None,
     ):
         super().__init__()
         self.heads = heads
         self.causal = causal
         self.qkv = linear(width, 3 * width)
-        self.proj = linear(width, width)
+        self.proj = (out or linear)(width, width)
         self.qk_norm = None
         if qk_norm != "none":  # built or not by choice: on a generator of its own
             with own_generator("qk_norm"):
@@ -176,10 +183,14 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, width: int, hidden: int, linear: type[nn.Linear]):
+    """fc1-GELU-fc2; ``out`` (default: ``linear``) builds fc2."""
+
+    def __init__(
+        self, width: int, hidden: int, linear: type[nn.Linear], out: type[nn.Linear] | None = None
+    ):
         super().__init__()
         self.fc1 = linear(width, hidden)
-        self.fc2 = linear(hidden, width)
+        self.fc2 = (out or linear)(hidden, width)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         return self.fc2(F.gelu(self.fc1(x)))
@@ -192,12 +203,19 @@ class MLP(nn.Module):
 
 
 class ConvBlock(nn.Module):
-    """conv-act-conv, the CNN's sublayer; length/size preserving."""
+    """conv-act-conv, the CNN's sublayer; length/size preserving. ``out`` (default: ``conv``)
+    builds conv2."""
 
-    def __init__(self, width: int, kernel_size: int, conv: type[nn.Module]):
+    def __init__(
+        self,
+        width: int,
+        kernel_size: int,
+        conv: type[nn.Module],
+        out: type[nn.Module] | None = None,
+    ):
         super().__init__()
         self.conv1 = conv(width, width, kernel_size, padding=kernel_size // 2)
-        self.conv2 = conv(width, width, kernel_size, padding=kernel_size // 2)
+        self.conv2 = (out or conv)(width, width, kernel_size, padding=kernel_size // 2)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         return self.conv2(F.gelu(self.conv1(x)))
@@ -346,7 +364,7 @@ class Transformer(nn.Module):
     ):
         super().__init__()
         width, depth, patch = model["width"], model["depth"], model["patch_size"]
-        linear = StdLinear if model["weight_std"] else nn.Linear
+        out = StdLinear if standardizes(model, placement) else nn.Linear
         self.patch = patch
         self.causal = causal
         if causal:  # bytes: every id is a real symbol, nothing is padded
@@ -377,9 +395,11 @@ class Transformer(nn.Module):
 
         self.units = nn.ModuleList()
         for block in range(1, depth + 1):
-            attention = Attention(width, model["heads"], linear, causal, model["qk_norm"])
+            heads, qk_norm = model["heads"], model["qk_norm"]
+            attention = Attention(width, heads, nn.Linear, causal, qk_norm, out)
             self.units.append(unit(attention, block))
-            self.units.append(unit(MLP(width, model["mlp_ratio"] * width, linear), block))
+            mlp = MLP(width, model["mlp_ratio"] * width, nn.Linear, out)
+            self.units.append(unit(mlp, block))
         self.final_norm = final_norm(make_norm, width, "tokens", placement["name"])
         self.head = nn.Linear(width, num_classes)
 
@@ -416,12 +436,12 @@ class CNN(nn.Module):
         super().__init__()
         width, depth, kernel = model["width"], model["depth"], model["kernel_size"]
         channels, *sides = input_shape
-        conv = {1: (StdConv1d, nn.Conv1d), 2: (StdConv2d, nn.Conv2d)}[len(sides)]
-        conv = conv[0] if model["weight_std"] else conv[1]
+        std_conv, conv = {1: (StdConv1d, nn.Conv1d), 2: (StdConv2d, nn.Conv2d)}[len(sides)]
+        out = std_conv if standardizes(model, placement) else conv
         self.stem = conv(channels, width, kernel, padding=kernel // 2)
         self.units = nn.ModuleList(  # each unit is one residual branch: depth of them
             ResidualUnit(
-                ConvBlock(width, kernel, conv),
+                ConvBlock(width, kernel, conv, out),
                 width,
                 "channels",
                 placement["name"],
@@ -530,6 +550,22 @@ class ResNet(nn.Module):
         if self.final_norm is not None:
             h = F.relu(self.final_norm(h))
         return self.head(h.flatten(2).mean(2))
+
+
+def standardizes(model: dict, placement: dict) -> bool:
+    """Whether the CNN's or the Transformer's ``model.weight_std`` standardizes its units' last
+    weight layers (conv2; the attention's output projection and fc2): it does in the placements
+    where a norm reads that layer's output directly (res_post, sandwich), the only layers
+    there that a norm follows. Elsewhere no layer is followed by a norm and WS is refused
+    (normbench.experiment.rules); ValueError here for a config that skipped the rules."""
+    if not model["weight_std"]:
+        return False
+    if placement["name"] not in NORM_AFTER_SUBLAYER:
+        raise ValueError(
+            f"model.weight_std=true needs a placement whose layers a norm follows "
+            f"({', '.join(NORM_AFTER_SUBLAYER)}), got placement={placement['name']}"
+        )
+    return True
 
 
 def placement_options(placement: dict) -> dict:
