@@ -82,6 +82,11 @@ RULES: tuple[Rule, ...] = (
         lambda cfg: _weight_std_rule(cfg),
     ),
     Rule(
+        "train.optimizer=muon needs torch.optim.Muon (PyTorch 2.9 or later) and a model whose "
+        "residual sublayers have 2-D weight matrices (the transformer; not the conv models)",
+        lambda cfg: _muon_rule(cfg),
+    ),
+    Rule(
         "model=cnn with model.qk_norm other than none: the CNN has no attention to normalise",
         lambda cfg: (
             f"model.qk_norm={cfg['model']['qk_norm']} needs attention, and model=cnn has "
@@ -191,6 +196,40 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
 )
+
+
+MUON_TORCH = (2, 9)  # the first PyTorch with torch.optim.Muon
+
+
+def _muon_rule(cfg: dict) -> str | None:
+    """Muon orthogonalizes 2-D matrices: the conv models' filters are not (torch.optim.Muon
+    refuses them), and an older PyTorch has no Muon. Read off the installed version, so that
+    composing imports no torch."""
+    if cfg["train"]["optimizer"] != "muon":
+        return None
+    if cfg["model"]["name"] in CONV_MODELS:
+        return (
+            f"train.optimizer=muon updates 2-D weight matrices, and model={cfg['model']['name']}'s "
+            "sublayers are convolutions; valid for it: adamw, sgd (or model=transformer)"
+        )
+    installed = torch_version()
+    if installed is not None and installed < MUON_TORCH:
+        return (
+            f"train.optimizer=muon needs torch.optim.Muon, new in PyTorch 2.9, and the installed "
+            f"torch is {'.'.join(map(str, installed))}; valid: adamw, sgd (or upgrade torch)"
+        )
+    return None
+
+
+def torch_version() -> tuple[int, int] | None:
+    """The installed PyTorch's (major, minor), without importing it; None when unknown."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        major, minor = version("torch").split(".")[:2]
+        return int(major), int(minor)
+    except (PackageNotFoundError, ValueError):
+        return None
 
 
 def _weight_std_rule(cfg: dict) -> str | None:

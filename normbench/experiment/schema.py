@@ -24,7 +24,13 @@ EXECUTION_KEYS = ("device", "threads", "train.checkpoint_every", "log.tensorboar
 OBSERVATION_KEYS = ("diagnostics",)
 # Keys added after runs were made, with the value that reproduces those runs: at that value
 # a key leaves the run id as it was, so the runs made before it existed are still found.
-LATER_KEYS = {"model.init": "default", "model.qk_norm": "none", "train.z_loss": 0.0}
+LATER_KEYS = {
+    "model.init": "default",
+    "model.qk_norm": "none",
+    "train.z_loss": 0.0,
+    "train.muon_lr": 0.02,
+    "train.muon_momentum": 0.95,
+}
 # The same for keys that only some shipped options have (a plugin's own keys of the same name
 # are its own and stay in its id): key -> (the options of its group that have it, old value).
 LATER_OPTION_KEYS: dict[str, tuple[tuple[str, ...], Any]] = {
@@ -53,7 +59,9 @@ SCHEMA: dict[str, Key] = {
     "norm.ghost_batch": _positive(nullable=True),
     "norm.mask_padding": Key(bool),
     "norm.fp32_stats": Key(bool),
-    "train.optimizer": Key(str, choices=("adamw", "sgd")),
+    "train.optimizer": Key(str, choices=("adamw", "sgd", "muon")),
+    "train.muon_lr": Key(float, minimum=0.0),
+    "train.muon_momentum": Key(float, minimum=0.0, maximum=1.0),
     "train.lr": Key(float, minimum=0.0),
     "train.weight_decay": Key(float, minimum=0.0),
     "train.momentum": Key(float, minimum=0.0, maximum=1.0),
