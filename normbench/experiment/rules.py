@@ -87,6 +87,21 @@ RULES: tuple[Rule, ...] = (
         lambda cfg: _muon_rule(cfg),
     ),
     Rule(
+        "norm.alpha_init_attention or norm.alpha_init_mlp with model=cnn|resnet: the conv "
+        "models have no attention or MLP units",
+        lambda cfg: next(
+            (
+                f"norm.alpha_init_{position}={cfg['norm'][f'alpha_init_{position}']} is for the "
+                f"transformer's {position} units, and model={cfg['model']['name']} has none; "
+                "valid for it: null (norm.alpha_init_final sets its final norm's)"
+                for position in ("attention", "mlp")
+                if cfg["model"]["name"] in CONV_MODELS
+                and cfg["norm"].get(f"alpha_init_{position}") is not None
+            ),
+            None,
+        ),
+    ),
+    Rule(
         "model=cnn with model.qk_norm other than none: the CNN has no attention to normalise",
         lambda cfg: (
             f"model.qk_norm={cfg['model']['qk_norm']} needs attention, and model=cnn has "

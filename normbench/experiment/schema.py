@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from normbench.core.keys import Key
-from normbench.layers.keys import QK_NORMS
+from normbench.layers.keys import POSITION_KEYS, QK_NORMS
 
 GROUPS = ("model", "norm", "placement", "data", "precision")
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -36,11 +36,19 @@ LATER_KEYS = {
 LATER_OPTION_KEYS: dict[str, tuple[tuple[str, ...], Any]] = {
     "norm.alpha_init": (("dyt", "derf"), 0.5),
     "norm.shift_init": (("derf",), 0.0),
+    **{f"norm.{key}": (("dyt", "derf"), None) for key in POSITION_KEYS},
+    "model.embed_norm": (("transformer",), False),
+    "model.embed_scale": (("transformer",), False),
 }
 
 
 def _positive(nullable: bool = False) -> Key:
     return Key(int, minimum=1, nullable=nullable)
+
+
+def _position_keys() -> dict[str, Key]:
+    """DyT's and Derf's alpha_init at one position (attention, mlp, final); null: alpha_init."""
+    return {f"norm.{key}": Key(float, minimum=0.0, nullable=True) for key in POSITION_KEYS}
 
 
 def _fraction() -> Key:
@@ -93,6 +101,8 @@ OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
             "model.weight_std": Key(bool),
             "model.init": Key(str, choices=("default", "xavier")),
             "model.qk_norm": Key(str, choices=QK_NORMS),
+            "model.embed_norm": Key(bool),
+            "model.embed_scale": Key(bool),
         },
         "cnn": {
             "model.width": _positive(),
@@ -110,8 +120,12 @@ OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
         },
     },
     "norm": {
-        "dyt": {"norm.alpha_init": Key(float, minimum=0.0)},
-        "derf": {"norm.alpha_init": Key(float, minimum=0.0), "norm.shift_init": Key(float)},
+        "dyt": {"norm.alpha_init": Key(float, minimum=0.0), **_position_keys()},
+        "derf": {
+            "norm.alpha_init": Key(float, minimum=0.0),
+            "norm.shift_init": Key(float),
+            **_position_keys(),
+        },
     },
     "placement": {"mix": {"placement.post_fraction": Key(float, minimum=0.0, maximum=1.0)}},
     "data": {

@@ -40,6 +40,13 @@ NORM_KEYS: dict[str, set[str]] = {
 }
 
 
+# Shipped norms' keys for one position of the model (normbench.layers.norms.POSITIONS): key ->
+# (the option it replaces there, the position). DyT's and Derf's language-model recipes set
+# alpha_init apart for the attention, MLP and final norms; null: norm.alpha_init everywhere.
+POSITION_KEYS = {
+    f"alpha_init_{position}": ("alpha_init", position) for position in ("attention", "mlp", "final")
+}
+
 # model.qk_norm: how attention normalises queries and keys (normbench.layers.models.QKNorm).
 QK_NORMS = ("none", "layernorm", "rmsnorm")
 

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 from normbench.data.base import NEXT_BYTE_DATA
 from normbench.layers.generators import own_generator
 from normbench.layers.keys import NORM_AFTER_SUBLAYER, QK_NORMS, RESNET_PLACEMENTS
-from normbench.layers.norms import Identity, Norm, NormFactory, norm_factory
+from normbench.layers.norms import Identity, Norm, NormFactory, at_position, norm_factory
 
 PLACEMENTS = ("pre", "post", "res_post", "sandwich", "deepnorm", "lns", "mix")
 # Placements whose residual stream leaves the last unit unnormalized: they need a final norm.
@@ -336,9 +336,9 @@ class ResidualUnit(nn.Module):
 def final_norm(make_norm: NormFactory, width: int, layout: str, placement: str) -> nn.Module:
     """The norm after the last unit: the run's norm where the placement leaves the residual
     stream unnormalized (pre, res_post, sandwich, lns, and mix, whose last blocks are Pre-LN),
-    else the identity."""
+    else the identity. It is the norm at position ``final`` (its own alpha_init where set)."""
     if placement in NEEDS_FINAL_NORM:
-        return make_norm(width, layout)
+        return at_position(make_norm, "final")(width, layout)
     return Identity(width, layout)
 
 
@@ -350,6 +350,12 @@ class Transformer(nn.Module):
     ``causal``: a decoder-only language model instead. Bytes in, causal attention, the same
     units, and the head at every position: logits (N, T, vocab_size) for the next byte.
     ``placement``: the run's placement section (its name; mix's post_fraction).
+
+    Options of the published recipes, off by default: ``model.embed_scale``, a learnable
+    scalar initialised to sqrt(width) multiplying the embedding (DyT's and Derf's language
+    models; here the embedding is PyTorch's, N(0, 1) for tokens), before the positions are
+    added; ``model.embed_norm``, the run's norm applied to the embedding with its positions,
+    the input of the first block (Peri-LN's embedding normalization, Kim et al. 2025).
     """
 
     def __init__(
@@ -379,14 +385,14 @@ class Transformer(nn.Module):
             positions = math.prod(side // patch for side in sides)
         self.pos = nn.Parameter(torch.randn(1, positions, width) * 0.02)
 
-        def unit(sublayer: nn.Module, block: int) -> ResidualUnit:  # 2 per block
+        def unit(sublayer: nn.Module, block: int, position: str) -> ResidualUnit:  # 2 per block
             return ResidualUnit(
                 sublayer,
                 width,
                 "tokens",
                 placement["name"],
                 2 * depth,
-                make_norm,
+                at_position(make_norm, position),
                 model["init"],
                 layer=block,
                 layers=depth,
@@ -397,11 +403,17 @@ class Transformer(nn.Module):
         for block in range(1, depth + 1):
             heads, qk_norm = model["heads"], model["qk_norm"]
             attention = Attention(width, heads, nn.Linear, causal, qk_norm, out)
-            self.units.append(unit(attention, block))
+            self.units.append(unit(attention, block, "attention"))
             mlp = MLP(width, model["mlp_ratio"] * width, nn.Linear, out)
-            self.units.append(unit(mlp, block))
+            self.units.append(unit(mlp, block, "mlp"))
         self.final_norm = final_norm(make_norm, width, "tokens", placement["name"])
         self.head = nn.Linear(width, num_classes)
+        # Built last, and drawing nothing from the seed: with them off, every other weight
+        # and norm is what it was before they existed.
+        self.embed_scale = (
+            nn.Parameter(torch.tensor(math.sqrt(width))) if model["embed_scale"] else None
+        )
+        self.embed_norm = make_norm(width, "tokens") if model["embed_norm"] else None
 
     def patchify(self, x: Tensor) -> Tensor:
         """(N, C, L) -> (N, L/p, C*p); (N, C, H, W) -> (N, HW/p^2, C*p^2)."""
@@ -413,7 +425,11 @@ class Transformer(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         h = self.embed(x) if x.dtype == torch.long else self.embed(self.patchify(x))
+        if self.embed_scale is not None:
+            h = h * self.embed_scale
         h = h + self.pos[:, : h.shape[1]]
+        if self.embed_norm is not None:
+            h = self.embed_norm(h, mask=mask)
         for unit in self.units:
             h = unit(h, mask)
         h = self.final_norm(h, mask=mask)
@@ -538,7 +554,8 @@ class ResNet(nn.Module):
         self.blocks = nn.ModuleList(
             BasicBlock(width, kernel, conv, std_conv, make_norm, version) for _ in range(depth)
         )
-        self.final_norm = make_norm(width, "channels") if version == "pre" else None
+        final = at_position(make_norm, "final")
+        self.final_norm = final(width, "channels") if version == "pre" else None
         self.head = nn.Linear(width, num_classes)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
