@@ -9,7 +9,14 @@ from dataclasses import dataclass
 
 from normbench.core.extras import missing
 from normbench.data.datasets import describe, input_shape, split_sizes
-from normbench.layers.keys import NORM_KEYS, SEQUENCE_STATISTICS_NORMS, norm_reads
+from normbench.layers.keys import (
+    CONV_MODELS,
+    NORM_AFTER_SUBLAYER,
+    NORM_KEYS,
+    RESNET_PLACEMENTS,
+    SEQUENCE_STATISTICS_NORMS,
+    norm_reads,
+)
 
 
 @dataclass(frozen=True)
@@ -45,13 +52,53 @@ def _token_ids(data: dict) -> bool:
 
 RULES: tuple[Rule, ...] = (
     Rule(
-        "model=cnn with data=tokens (or token ids in data=arrays): the CNN has no padding "
-        "mask; variable-length tokens need the transformer",
+        "model=cnn|resnet with data=tokens (or token ids in data=arrays): the convolutional "
+        "models have no padding mask; variable-length tokens need the transformer",
         lambda cfg: (
-            f"model=cnn cannot take data={cfg['data']['name']} (token ids; no padding mask in "
-            f"the CNN); valid model for data={cfg['data']['name']}: transformer"
-            if cfg["model"]["name"] == "cnn" and _token_ids(cfg["data"])
+            f"model={cfg['model']['name']} cannot take data={cfg['data']['name']} (token ids; "
+            f"no padding mask in a convolutional model); valid model for "
+            f"data={cfg['data']['name']}: transformer"
+            if cfg["model"]["name"] in CONV_MODELS and _token_ids(cfg["data"])
             else None
+        ),
+    ),
+    Rule(
+        "model=resnet with a placement other than post (v1) or pre (v2): a basic block has a "
+        "norm after every conv, in one of He et al.'s two orders",
+        lambda cfg: (
+            f"placement={cfg['placement']['name']} has no meaning in a ResNet basic block (a "
+            "norm after every conv: post is v1, conv-N-act-conv-N, add, act; pre is v2, "
+            "N-act-conv-N-act-conv, add); valid for model=resnet: " + ", ".join(RESNET_PLACEMENTS)
+            if cfg["model"]["name"] == "resnet"
+            and cfg["placement"]["name"] not in RESNET_PLACEMENTS
+            else None
+        ),
+    ),
+    Rule(
+        "model.weight_std=true where no conv or linear is followed by a norm (Qiao et al. "
+        "standardize only those): model=cnn|transformer outside placement="
+        + "|".join(NORM_AFTER_SUBLAYER)
+        + ", or norm=none",
+        lambda cfg: _weight_std_rule(cfg),
+    ),
+    Rule(
+        "train.optimizer=muon needs torch.optim.Muon (PyTorch 2.9 or later) and a model whose "
+        "residual sublayers have 2-D weight matrices (the transformer; not the conv models)",
+        lambda cfg: _muon_rule(cfg),
+    ),
+    Rule(
+        "norm.alpha_init_attention or norm.alpha_init_mlp with model=cnn|resnet: the conv "
+        "models have no attention or MLP units",
+        lambda cfg: next(
+            (
+                f"norm.alpha_init_{position}={cfg['norm'][f'alpha_init_{position}']} is for the "
+                f"transformer's {position} units, and model={cfg['model']['name']} has none; "
+                "valid for it: null (norm.alpha_init_final sets its final norm's)"
+                for position in ("attention", "mlp")
+                if cfg["model"]["name"] in CONV_MODELS
+                and cfg["norm"].get(f"alpha_init_{position}") is not None
+            ),
+            None,
         ),
     ),
     Rule(
@@ -64,11 +111,11 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
-        "model=cnn with data=pysource: next-byte prediction needs the causal transformer",
+        "model=cnn|resnet with data=pysource: next-byte prediction needs the causal transformer",
         lambda cfg: (
-            "model=cnn cannot take data=pysource (it needs a causal model); valid model for "
-            "data=pysource: transformer"
-            if cfg["model"]["name"] == "cnn" and cfg["data"]["name"] == "pysource"
+            f"model={cfg['model']['name']} cannot take data=pysource (it needs a causal "
+            "model); valid model for data=pysource: transformer"
+            if cfg["model"]["name"] in CONV_MODELS and cfg["data"]["name"] == "pysource"
             else None
         ),
     ),
@@ -164,6 +211,63 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
 )
+
+
+MUON_TORCH = (2, 9)  # the first PyTorch with torch.optim.Muon
+
+
+def _muon_rule(cfg: dict) -> str | None:
+    """Muon orthogonalizes 2-D matrices: the conv models' filters are not (torch.optim.Muon
+    refuses them), and an older PyTorch has no Muon. Read off the installed version, so that
+    composing imports no torch."""
+    if cfg["train"]["optimizer"] != "muon":
+        return None
+    if cfg["model"]["name"] in CONV_MODELS:
+        return (
+            f"train.optimizer=muon updates 2-D weight matrices, and model={cfg['model']['name']}'s "
+            "sublayers are convolutions; valid for it: adamw, sgd (or model=transformer)"
+        )
+    installed = torch_version()
+    if installed is not None and installed < MUON_TORCH:
+        return (
+            f"train.optimizer=muon needs torch.optim.Muon, new in PyTorch 2.9, and the installed "
+            f"torch is {'.'.join(map(str, installed))}; valid: adamw, sgd (or upgrade torch)"
+        )
+    return None
+
+
+def torch_version() -> tuple[int, int] | None:
+    """The installed PyTorch's (major, minor), without importing it; None when unknown."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        major, minor = version("torch").split(".")[:2]
+        return int(major), int(minor)
+    except (PackageNotFoundError, ValueError):
+        return None
+
+
+def _weight_std_rule(cfg: dict) -> str | None:
+    """Weight Standardization is for the layers a norm follows (Qiao et al.'s README): refused
+    where a config has none, as the standardized layers would feed the residual addition or
+    an activation unnormalized (in a Pre-LN CNN the branch output RMS grows by two orders of
+    magnitude: 40-59 against 0.2)."""
+    model, placement = cfg["model"], cfg["placement"]["name"]
+    if "_target_" in model or not model.get("weight_std"):
+        return None
+    if cfg["norm"]["name"] == "none":
+        return (
+            "model.weight_std=true standardizes the layers a norm follows, and norm=none has "
+            "none; valid: another norm, or model.weight_std=false"
+        )
+    if model["name"] in ("cnn", "transformer") and placement not in NORM_AFTER_SUBLAYER:
+        return (
+            f"model.weight_std=true standardizes only the layers a norm follows (Qiao et al.), "
+            f"and in model={model['name']} with placement={placement} none is (the sublayer's "
+            f"layers feed an activation or the residual addition); valid: placement="
+            f"{', '.join(NORM_AFTER_SUBLAYER)}, model=resnet, or model.weight_std=false"
+        )
+    return None
 
 
 def _pysource_rule(cfg: dict) -> str | None:

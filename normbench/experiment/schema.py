@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from normbench.core.keys import Key
-from normbench.layers.keys import QK_NORMS
+from normbench.layers.keys import POSITION_KEYS, QK_NORMS
 
 GROUPS = ("model", "norm", "placement", "data", "precision")
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -24,11 +24,31 @@ EXECUTION_KEYS = ("device", "threads", "train.checkpoint_every", "log.tensorboar
 OBSERVATION_KEYS = ("diagnostics",)
 # Keys added after runs were made, with the value that reproduces those runs: at that value
 # a key leaves the run id as it was, so the runs made before it existed are still found.
-LATER_KEYS = {"model.init": "default", "model.qk_norm": "none", "train.z_loss": 0.0}
+LATER_KEYS = {
+    "model.init": "default",
+    "model.qk_norm": "none",
+    "train.z_loss": 0.0,
+    "train.muon_lr": 0.02,
+    "train.muon_momentum": 0.95,
+}
+# The same for keys that only some shipped options have (a plugin's own keys of the same name
+# are its own and stay in its id): key -> (the options of its group that have it, old value).
+LATER_OPTION_KEYS: dict[str, tuple[tuple[str, ...], Any]] = {
+    "norm.alpha_init": (("dyt", "derf"), 0.5),
+    "norm.shift_init": (("derf",), 0.0),
+    **{f"norm.{key}": (("dyt", "derf"), None) for key in POSITION_KEYS},
+    "model.embed_norm": (("transformer",), False),
+    "model.embed_scale": (("transformer",), False),
+}
 
 
 def _positive(nullable: bool = False) -> Key:
     return Key(int, minimum=1, nullable=nullable)
+
+
+def _position_keys() -> dict[str, Key]:
+    """DyT's and Derf's alpha_init at one position (attention, mlp, final); null: alpha_init."""
+    return {f"norm.{key}": Key(float, minimum=0.0, nullable=True) for key in POSITION_KEYS}
 
 
 def _fraction() -> Key:
@@ -47,7 +67,9 @@ SCHEMA: dict[str, Key] = {
     "norm.ghost_batch": _positive(nullable=True),
     "norm.mask_padding": Key(bool),
     "norm.fp32_stats": Key(bool),
-    "train.optimizer": Key(str, choices=("adamw", "sgd")),
+    "train.optimizer": Key(str, choices=("adamw", "sgd", "muon")),
+    "train.muon_lr": Key(float, minimum=0.0),
+    "train.muon_momentum": Key(float, minimum=0.0, maximum=1.0),
     "train.lr": Key(float, minimum=0.0),
     "train.weight_decay": Key(float, minimum=0.0),
     "train.momentum": Key(float, minimum=0.0, maximum=1.0),
@@ -79,6 +101,8 @@ OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
             "model.weight_std": Key(bool),
             "model.init": Key(str, choices=("default", "xavier")),
             "model.qk_norm": Key(str, choices=QK_NORMS),
+            "model.embed_norm": Key(bool),
+            "model.embed_scale": Key(bool),
         },
         "cnn": {
             "model.width": _positive(),
@@ -87,6 +111,20 @@ OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
             "model.weight_std": Key(bool),
             "model.init": Key(str, choices=("default", "xavier")),
             "model.qk_norm": Key(str, choices=QK_NORMS),  # only none: rules.py
+        },
+        "resnet": {
+            "model.width": _positive(),
+            "model.depth": _positive(),
+            "model.kernel_size": _positive(),
+            "model.weight_std": Key(bool),
+        },
+    },
+    "norm": {
+        "dyt": {"norm.alpha_init": Key(float, minimum=0.0), **_position_keys()},
+        "derf": {
+            "norm.alpha_init": Key(float, minimum=0.0),
+            "norm.shift_init": Key(float),
+            **_position_keys(),
         },
     },
     "placement": {"mix": {"placement.post_fraction": Key(float, minimum=0.0, maximum=1.0)}},
@@ -142,12 +180,25 @@ def flatten(cfg: dict, prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+def later_option_keys(flat: dict[str, Any]) -> dict[str, Any]:
+    """The LATER_OPTION_KEYS that a flattened config's shipped options have, each with the
+    value that reproduces the runs made before it existed."""
+    found = {}
+    for key, (names, old) in LATER_OPTION_KEYS.items():
+        group = key.partition(".")[0]
+        if flat.get(f"{group}.name") in names and f"{group}._target_" not in flat:
+            found[key] = old
+    return found
+
+
 def experiment(cfg: dict) -> dict:
     """The config without its execution settings, observations and later keys at their old
     behaviour: what a run computes, hashed into its id. A section left empty goes too (``log``
     holds execution settings only), so a section of them changes no run id."""
     trimmed = json.loads(json.dumps(cfg))
-    later = [key for key, old in LATER_KEYS.items() if flatten(cfg).get(key) == old]
+    flat = flatten(cfg)
+    later = {**LATER_KEYS, **later_option_keys(flat)}
+    later = [key for key, old in later.items() if key in flat and flat[key] == old]
     for key in (*EXECUTION_KEYS, *OBSERVATION_KEYS, *later):
         _remove(trimmed, key.split("."))
     return trimmed

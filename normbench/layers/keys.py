@@ -40,8 +40,25 @@ NORM_KEYS: dict[str, set[str]] = {
 }
 
 
+# Shipped norms' keys for one position of the model (normbench.layers.norms.POSITIONS): key ->
+# (the option it replaces there, the position). DyT's and Derf's language-model recipes set
+# alpha_init apart for the attention, MLP and final norms; null: norm.alpha_init everywhere.
+POSITION_KEYS = {
+    f"alpha_init_{position}": ("alpha_init", position) for position in ("attention", "mlp", "final")
+}
+
 # model.qk_norm: how attention normalises queries and keys (normbench.layers.models.QKNorm).
 QK_NORMS = ("none", "layernorm", "rmsnorm")
+
+# The convolutional models (channels layout, no padding mask, no attention).
+CONV_MODELS = ("cnn", "resnet")
+# model=resnet's placements: a norm after every convolution, in He et al.'s two orders
+# (post: v1, He et al. 2016a; pre: v2, pre-activation, He et al. 2016b).
+RESNET_PLACEMENTS = ("post", "pre")
+# Placements in which a norm reads a sublayer's output directly (x + N(F(x)), x + N(F(N(x)))):
+# in the CNN and the Transformer the only layers a norm follows, so the only ones Weight
+# Standardization applies to (its authors: standardize only layers followed by a norm).
+NORM_AFTER_SUBLAYER = ("res_post", "sandwich")
 
 
 def norm_reads(norm: dict) -> set[str]:

@@ -1,9 +1,13 @@
-"""The two models, built from one residual unit that places its norm as the config says.
+"""The models: two built from one residual unit that places its norm as the config says, and
+the ResNet of the papers whose batch-size claims normbench tests.
 
 ``ResidualUnit`` is the whole placement study: each placement is one line that reads like its
 equation (DESIGN.md). The Transformer's units wrap attention and an MLP, the CNN's wrap
-conv-act-conv; any norm fits either: models build their norms with the run's ``make_norm``
-(normbench.norms.norm_factory), a user's own model too (``model=mypkg.models:build``).
+conv-act-conv. ``ResNet`` is He et al.'s network of basic blocks, a norm after every
+convolution (v1 or v2), which is the network Wu & He (GroupNorm) and Qiao et al. (Weight
+Standardization) measured batch sensitivity on. Any norm fits every model: models build their
+norms with the run's ``make_norm`` (normbench.norms.norm_factory), a user's own model too
+(``model=mypkg.models:build``).
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ from torch import Tensor, nn
 
 from normbench.data.base import NEXT_BYTE_DATA
 from normbench.layers.generators import own_generator
-from normbench.layers.keys import QK_NORMS
-from normbench.layers.norms import Identity, Norm, NormFactory, norm_factory
+from normbench.layers.keys import NORM_AFTER_SUBLAYER, QK_NORMS, RESNET_PLACEMENTS
+from normbench.layers.norms import Identity, Norm, NormFactory, at_position, norm_factory
 
 PLACEMENTS = ("pre", "post", "res_post", "sandwich", "deepnorm", "lns", "mix")
 # Placements whose residual stream leaves the last unit unnormalized: they need a final norm.
@@ -29,7 +33,12 @@ MIX_POST_FRACTION = 0.25  # Mix-LN's alpha: the share of blocks that are Post-LN
 
 
 def standardize(weight: Tensor, eps: float = 1e-5) -> Tensor:
-    """Weight Standardization (Qiao et al. 2019): per output unit, zero mean and unit std."""
+    """Weight Standardization (Qiao et al. 2019): per output unit, zero mean and unit std.
+
+    As its authors prescribe, only for the layers whose output goes straight into a norm: a
+    standardized layer's output is sqrt(fan-in) times larger than PyTorch's default, which
+    only a norm after it undoes (in a Pre-LN unit the residual branch would swamp the
+    identity). Which layers those are is each model's business (``standardized_layers``)."""
     dims = tuple(range(1, weight.dim()))
     var, mean = torch.var_mean(weight, dim=dims, keepdim=True, correction=0)
     return (weight - mean) / (var.sqrt() + eps)
@@ -119,7 +128,8 @@ def max_attention_logit(
 
 class Attention(nn.Module):
     """Multi-head self-attention; padded keys are masked out; causal: each position attends
-    to itself and earlier positions only. ``qk_norm``: none, layernorm or rmsnorm (QKNorm)."""
+    to itself and earlier positions only. ``qk_norm``: none, layernorm or rmsnorm (QKNorm).
+    ``linear`` builds the projections, ``out`` (default: ``linear``) the output projection."""
 
     def __init__(
         self,
@@ -128,12 +138,13 @@ class Attention(nn.Module):
         linear: type[nn.Linear],
         causal: bool = False,
         qk_norm: str = "none",
+        out: type[nn.Linear] | None = None,
     ):
         super().__init__()
         self.heads = heads
         self.causal = causal
         self.qkv = linear(width, 3 * width)
-        self.proj = linear(width, width)
+        self.proj = (out or linear)(width, width)
         self.qk_norm = None
         if qk_norm != "none":  # built or not by choice: on a generator of its own
             with own_generator("qk_norm"):
@@ -172,10 +183,14 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, width: int, hidden: int, linear: type[nn.Linear]):
+    """fc1-GELU-fc2; ``out`` (default: ``linear``) builds fc2."""
+
+    def __init__(
+        self, width: int, hidden: int, linear: type[nn.Linear], out: type[nn.Linear] | None = None
+    ):
         super().__init__()
         self.fc1 = linear(width, hidden)
-        self.fc2 = linear(hidden, width)
+        self.fc2 = (out or linear)(hidden, width)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         return self.fc2(F.gelu(self.fc1(x)))
@@ -188,12 +203,19 @@ class MLP(nn.Module):
 
 
 class ConvBlock(nn.Module):
-    """conv-act-conv, the CNN's sublayer; length/size preserving."""
+    """conv-act-conv, the CNN's sublayer; length/size preserving. ``out`` (default: ``conv``)
+    builds conv2."""
 
-    def __init__(self, width: int, kernel_size: int, conv: type[nn.Module]):
+    def __init__(
+        self,
+        width: int,
+        kernel_size: int,
+        conv: type[nn.Module],
+        out: type[nn.Module] | None = None,
+    ):
         super().__init__()
         self.conv1 = conv(width, width, kernel_size, padding=kernel_size // 2)
-        self.conv2 = conv(width, width, kernel_size, padding=kernel_size // 2)
+        self.conv2 = (out or conv)(width, width, kernel_size, padding=kernel_size // 2)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         return self.conv2(F.gelu(self.conv1(x)))
@@ -314,9 +336,9 @@ class ResidualUnit(nn.Module):
 def final_norm(make_norm: NormFactory, width: int, layout: str, placement: str) -> nn.Module:
     """The norm after the last unit: the run's norm where the placement leaves the residual
     stream unnormalized (pre, res_post, sandwich, lns, and mix, whose last blocks are Pre-LN),
-    else the identity."""
+    else the identity. It is the norm at position ``final`` (its own alpha_init where set)."""
     if placement in NEEDS_FINAL_NORM:
-        return make_norm(width, layout)
+        return at_position(make_norm, "final")(width, layout)
     return Identity(width, layout)
 
 
@@ -328,6 +350,12 @@ class Transformer(nn.Module):
     ``causal``: a decoder-only language model instead. Bytes in, causal attention, the same
     units, and the head at every position: logits (N, T, vocab_size) for the next byte.
     ``placement``: the run's placement section (its name; mix's post_fraction).
+
+    Options of the published recipes, off by default: ``model.embed_scale``, a learnable
+    scalar initialised to sqrt(width) multiplying the embedding (DyT's and Derf's language
+    models; here the embedding is PyTorch's, N(0, 1) for tokens), before the positions are
+    added; ``model.embed_norm``, the run's norm applied to the embedding with its positions,
+    the input of the first block (Peri-LN's embedding normalization, Kim et al. 2025).
     """
 
     def __init__(
@@ -342,7 +370,7 @@ class Transformer(nn.Module):
     ):
         super().__init__()
         width, depth, patch = model["width"], model["depth"], model["patch_size"]
-        linear = StdLinear if model["weight_std"] else nn.Linear
+        out = StdLinear if standardizes(model, placement) else nn.Linear
         self.patch = patch
         self.causal = causal
         if causal:  # bytes: every id is a real symbol, nothing is padded
@@ -357,14 +385,14 @@ class Transformer(nn.Module):
             positions = math.prod(side // patch for side in sides)
         self.pos = nn.Parameter(torch.randn(1, positions, width) * 0.02)
 
-        def unit(sublayer: nn.Module, block: int) -> ResidualUnit:  # 2 per block
+        def unit(sublayer: nn.Module, block: int, position: str) -> ResidualUnit:  # 2 per block
             return ResidualUnit(
                 sublayer,
                 width,
                 "tokens",
                 placement["name"],
                 2 * depth,
-                make_norm,
+                at_position(make_norm, position),
                 model["init"],
                 layer=block,
                 layers=depth,
@@ -373,11 +401,19 @@ class Transformer(nn.Module):
 
         self.units = nn.ModuleList()
         for block in range(1, depth + 1):
-            attention = Attention(width, model["heads"], linear, causal, model["qk_norm"])
-            self.units.append(unit(attention, block))
-            self.units.append(unit(MLP(width, model["mlp_ratio"] * width, linear), block))
+            heads, qk_norm = model["heads"], model["qk_norm"]
+            attention = Attention(width, heads, nn.Linear, causal, qk_norm, out)
+            self.units.append(unit(attention, block, "attention"))
+            mlp = MLP(width, model["mlp_ratio"] * width, nn.Linear, out)
+            self.units.append(unit(mlp, block, "mlp"))
         self.final_norm = final_norm(make_norm, width, "tokens", placement["name"])
         self.head = nn.Linear(width, num_classes)
+        # Built last, and drawing nothing from the seed: with them off, every other weight
+        # and norm is what it was before they existed.
+        self.embed_scale = (
+            nn.Parameter(torch.tensor(math.sqrt(width))) if model["embed_scale"] else None
+        )
+        self.embed_norm = make_norm(width, "tokens") if model["embed_norm"] else None
 
     def patchify(self, x: Tensor) -> Tensor:
         """(N, C, L) -> (N, L/p, C*p); (N, C, H, W) -> (N, HW/p^2, C*p^2)."""
@@ -389,7 +425,11 @@ class Transformer(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         h = self.embed(x) if x.dtype == torch.long else self.embed(self.patchify(x))
+        if self.embed_scale is not None:
+            h = h * self.embed_scale
         h = h + self.pos[:, : h.shape[1]]
+        if self.embed_norm is not None:
+            h = self.embed_norm(h, mask=mask)
         for unit in self.units:
             h = unit(h, mask)
         h = self.final_norm(h, mask=mask)
@@ -412,12 +452,12 @@ class CNN(nn.Module):
         super().__init__()
         width, depth, kernel = model["width"], model["depth"], model["kernel_size"]
         channels, *sides = input_shape
-        conv = {1: (StdConv1d, nn.Conv1d), 2: (StdConv2d, nn.Conv2d)}[len(sides)]
-        conv = conv[0] if model["weight_std"] else conv[1]
+        std_conv, conv = {1: (StdConv1d, nn.Conv1d), 2: (StdConv2d, nn.Conv2d)}[len(sides)]
+        out = std_conv if standardizes(model, placement) else conv
         self.stem = conv(channels, width, kernel, padding=kernel // 2)
         self.units = nn.ModuleList(  # each unit is one residual branch: depth of them
             ResidualUnit(
-                ConvBlock(width, kernel, conv),
+                ConvBlock(width, kernel, conv, out),
                 width,
                 "channels",
                 placement["name"],
@@ -441,6 +481,108 @@ class CNN(nn.Module):
         # InstanceNorm followed by global average pooling would leave only its bias.
         h = F.gelu(self.final_norm(h))
         return self.head(h.flatten(2).mean(2))
+
+
+class BasicBlock(nn.Module):
+    """He et al.'s basic block at constant width with an identity shortcut, a norm after each
+    of its two convolutions (bias-free, as in the paper: the norm's shift is the bias).
+
+    ``version="post"``, v1 (He et al. 2016a): relu(x + N2(conv2(relu(N1(conv1(x)))))).
+    ``version="pre"``, v2 pre-activation (He et al. 2016b): x + conv2(relu(N2(conv1(relu(N1(x)))))).
+    ``std_conv`` is the convolution for the layers whose output goes straight into a norm
+    (Weight Standardization's, when it is on): in v1 both, in v2 conv1 only (conv2 feeds the
+    addition)."""
+
+    def __init__(
+        self,
+        width: int,
+        kernel_size: int,
+        conv: type[nn.Module],
+        std_conv: type[nn.Module],
+        make_norm: NormFactory,
+        version: str,
+    ):
+        super().__init__()
+        if version not in RESNET_PLACEMENTS:
+            raise ValueError(f"version must be one of {RESNET_PLACEMENTS}, got {version!r}")
+        self.version = version
+        pad = kernel_size // 2
+        self.conv1 = std_conv(width, width, kernel_size, padding=pad, bias=False)
+        self.norm1 = make_norm(width, "channels")
+        second = std_conv if version == "post" else conv
+        self.conv2 = second(width, width, kernel_size, padding=pad, bias=False)
+        self.norm2 = make_norm(width, "channels")
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.version == "post":
+            h = self.norm2(self.conv2(F.relu(self.norm1(self.conv1(x)))))
+            return F.relu(x + h)
+        return x + self.conv2(F.relu(self.norm2(self.conv1(F.relu(self.norm1(x))))))
+
+
+class ResNet(nn.Module):
+    """He et al.'s ResNet at small width, 1D for signals and 2D for images: a stem convolution,
+    ``depth`` basic blocks at constant width and resolution (identity shortcuts), global
+    average pooling, linear head; ReLU throughout.
+
+    ``placement``: ``post`` is v1 (the stem is conv-N-ReLU, each block ends with ReLU after the
+    addition), ``pre`` is v2 (the stem is a bare convolution, each block starts with N-ReLU, and
+    a final N-ReLU precedes pooling, as in He et al. 2016b). ``model.weight_std``: Weight
+    Standardization of exactly the convolutions followed by a norm (Qiao et al.: v1's stem and
+    every block convolution; v2's first convolution of each block)."""
+
+    def __init__(
+        self,
+        model: dict,
+        make_norm: NormFactory,
+        placement: dict,
+        input_shape: tuple[int, ...],
+        num_classes: int,
+    ):
+        super().__init__()
+        version = placement["name"]
+        if version not in RESNET_PLACEMENTS:
+            raise ValueError(f"placement must be one of {RESNET_PLACEMENTS}, got {version!r}")
+        width, depth, kernel = model["width"], model["depth"], model["kernel_size"]
+        channels, *sides = input_shape
+        std_conv, conv = {1: (StdConv1d, nn.Conv1d), 2: (StdConv2d, nn.Conv2d)}[len(sides)]
+        std_conv = std_conv if model["weight_std"] else conv
+        self.version = version
+        stem = std_conv if version == "post" else conv
+        self.stem = stem(channels, width, kernel, padding=kernel // 2, bias=False)
+        self.stem_norm = make_norm(width, "channels") if version == "post" else None
+        self.blocks = nn.ModuleList(
+            BasicBlock(width, kernel, conv, std_conv, make_norm, version) for _ in range(depth)
+        )
+        final = at_position(make_norm, "final")
+        self.final_norm = final(width, "channels") if version == "pre" else None
+        self.head = nn.Linear(width, num_classes)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        h = self.stem(x)
+        if self.stem_norm is not None:
+            h = F.relu(self.stem_norm(h))
+        for block in self.blocks:
+            h = block(h)
+        if self.final_norm is not None:
+            h = F.relu(self.final_norm(h))
+        return self.head(h.flatten(2).mean(2))
+
+
+def standardizes(model: dict, placement: dict) -> bool:
+    """Whether the CNN's or the Transformer's ``model.weight_std`` standardizes its units' last
+    weight layers (conv2; the attention's output projection and fc2): it does in the placements
+    where a norm reads that layer's output directly (res_post, sandwich), the only layers
+    there that a norm follows. Elsewhere no layer is followed by a norm and WS is refused
+    (normbench.experiment.rules); ValueError here for a config that skipped the rules."""
+    if not model["weight_std"]:
+        return False
+    if placement["name"] not in NORM_AFTER_SUBLAYER:
+        raise ValueError(
+            f"model.weight_std=true needs a placement whose layers a norm follows "
+            f"({', '.join(NORM_AFTER_SUBLAYER)}), got placement={placement['name']}"
+        )
+    return True
 
 
 def placement_options(placement: dict) -> dict:
@@ -480,6 +622,8 @@ def build_model(
         return Transformer(
             model, make_norm, placement, input_shape, num_classes, vocab_size, causal
         )
+    if model["name"] == "resnet":
+        return ResNet(model, make_norm, placement, input_shape, num_classes)
     return CNN(model, make_norm, placement, input_shape, num_classes)
 
 

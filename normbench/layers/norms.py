@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from normbench.layers.generators import own_generator
+from normbench.layers.keys import POSITION_KEYS
 
 LAYOUTS = ("channels", "tokens")
 LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -481,8 +482,8 @@ NORMS: dict[str, tuple[Callable[..., Norm], tuple[str, ...]]] = {
     "switchnorm": (SwitchNorm, ("momentum", "ghost_batch")),
     "rmsnorm": (RMSNorm, ()),
     "adaln": (AdaLN, ("cond_dim",)),
-    "dyt": (DyT, ()),
-    "derf": (Derf, ()),
+    "dyt": (DyT, ("alpha_init",)),
+    "derf": (Derf, ("alpha_init", "shift_init")),
     "scalenorm": (ScaleNorm, ()),
     "none": (Identity, ()),
 }
@@ -515,18 +516,57 @@ def norm_options(norm: dict) -> tuple[Callable[..., nn.Module], dict]:
     return resolve(norm["_target_"], f"norm={norm['name']}"), options
 
 
-def norm_factory(norm: dict) -> NormFactory:
-    """The run's norm bound to its config section. Each norm is built on a generator of its own
-    (normbench.layers.generators): whatever a norm draws, shipped or yours, the rest of the
-    model is initialised as it would be with any other norm at the same seed."""
+# Where a norm sits, for the options that differ by position (DyT's and Derf's per-position
+# alpha_init, as their language-model recipes set it): the Transformer's attention and MLP
+# units, and the final norm of any model. normbench.layers.keys.POSITION_KEYS names the keys.
+POSITIONS = ("attention", "mlp", "final")
+
+
+class BoundNorm:
+    """The run's norm bound to its config section: ``make(num_features, layout)`` builds one.
+    Each norm is built on a generator of its own (normbench.layers.generators): whatever a norm
+    draws, shipped or yours, the rest of the model is initialised as it would be with any other
+    norm at the same seed. ``at(position)`` is the factory for the norms at one position, with
+    that position's own options where the config sets them (the same numbering of generators)."""
+
+    def __init__(
+        self,
+        cls: Callable[..., nn.Module],
+        options: dict,
+        positions: dict[str, dict],
+        built: itertools.count | None = None,
+    ):
+        self.cls, self.options, self.positions = cls, options, positions
+        self.built = built if built is not None else itertools.count()
+
+    def __call__(self, num_features: int, layout: str = "channels") -> nn.Module:
+        with own_generator(f"norm {next(self.built)}"):
+            return self.cls(num_features, layout, **self.options)
+
+    def at(self, position: str) -> BoundNorm:
+        own = self.positions.get(position)
+        if not own:
+            return self
+        return BoundNorm(self.cls, {**self.options, **own}, {}, self.built)
+
+
+def at_position(make_norm: NormFactory, position: str) -> NormFactory:
+    """The factory for the norms at ``position`` (POSITIONS); a factory that is not the run's
+    (a test's, a user's) builds the same norm everywhere."""
+    return make_norm.at(position) if isinstance(make_norm, BoundNorm) else make_norm
+
+
+def norm_factory(norm: dict) -> BoundNorm:
+    """The run's norm bound to its config section (BoundNorm). A shipped norm's per-position
+    keys (``alpha_init_attention`` ...: normbench.layers.keys.POSITION_KEYS), where set,
+    replace its option at that position."""
     cls, options = norm_options(norm)
-    built = itertools.count()
-
-    def make(num_features: int, layout: str = "channels") -> nn.Module:
-        with own_generator(f"norm {next(built)}"):
-            return cls(num_features, layout, **options)
-
-    return make
+    positions: dict[str, dict] = {}
+    if "_target_" not in norm:
+        for key, (option, position) in POSITION_KEYS.items():
+            if norm.get(key) is not None:
+                positions.setdefault(position, {})[option] = norm[key]
+    return BoundNorm(cls, options, positions)
 
 
 def make_norm(name: str, num_features: int, layout: str = "channels", **options) -> Norm:

@@ -50,7 +50,7 @@ from normbench.core.files import (
     read_bytes,
 )
 from normbench.core.text import plain
-from normbench.experiment.schema import LATER_KEYS
+from normbench.experiment.schema import LATER_KEYS, later_option_keys
 from normbench.store.rundir import (
     FINISHED,
     MAX_BYTES,
@@ -166,6 +166,8 @@ def read_run(runs_dir: Path, name: str, files: Stamp) -> tuple[Record, dict]:
     for key, old in LATER_KEYS.items():  # a built-in group's run made before the key existed
         if f"{key.partition('.')[0]}._target_" not in config:
             config.setdefault(key, old)
+    for key, old in later_option_keys(config).items():
+        config.setdefault(key, old)
     summary = meta.get("summary") or {}
     numbers = {key: finite(summary.get(key)) for key in SUMMARY_FIELDS}
     for classes in (numbers["num_classes"], config.get("data.num_classes"), 10):

@@ -1,5 +1,6 @@
 """Batch size: Wu & He 2018 (GroupNorm holds at batch 2 where BatchNorm falls) and Luo et al.
-2018 / Qiao et al. 2019 (SwitchNorm and Weight Standardization), on the batch_sensitivity preset."""
+2018 / Qiao et al. 2019 (SwitchNorm and Weight Standardization), on the batch_resnet preset:
+the ResNet (v1) those papers measured, a norm after every convolution."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from normbench.studies.study import (
 
 BATCH = Study(
     "batch",
-    ["batch_sensitivity"],
+    ["batch_resnet"],
     ["seed=0,1", "train.max_steps=300"],
     smoke=("norm.ghost_batch=2,32",),
 )
@@ -65,8 +66,8 @@ def wu_he(ctx: Context) -> str:
             "34.7% as the per-device batch shrinks from 32 to 2, while GroupNorm stays at 24.1%; "
             "LayerNorm and InstanceNorm trail GroupNorm at large batch.",
             "",
-            f"**Command.** `{command_of(BATCH, scale)}` (CNN on MNIST-1D, optimiser batch 32, "
-            "`norm.ghost_batch` is the per-device batch).",
+            f"**Command.** `{command_of(BATCH, scale)}` (ResNet v1 on MNIST-1D, optimiser "
+            "batch 32, `norm.ghost_batch` is the per-device batch).",
             "",
             md(
                 batch,
@@ -99,11 +100,11 @@ def wu_he(ctx: Context) -> str:
             "",
             md(trail, ["norm.name", *CONVERGENCE_COLUMNS]),
             "",
-            "**What this does not show.** A 4-unit residual CNN on MNIST-1D for a few hundred "
-            "steps, not ResNet-50 on ImageNet for 90 epochs: the size of the drop (points, not "
-            "ten points) is not comparable. Ghost batches emulate the per-device batch of data-"
-            "parallel training on one device; the optimiser batch stays 32, so the gradient "
-            "noise is that of batch 32 (in Wu & He's setting it shrinks too).",
+            "**What this does not show.** A 4-block ResNet of width 32 on MNIST-1D for a few "
+            "hundred steps, not ResNet-50 on ImageNet for 90 epochs: the size of the drop "
+            "(points, not ten points) is not comparable. Ghost batches emulate the per-device "
+            "batch of data-parallel training on one device; the optimiser batch stays 32, so "
+            "the gradient noise is that of batch 32 (in Wu & He's setting it shrinks too).",
         ]
     )
 
@@ -168,7 +169,7 @@ def luo_qiao(ctx: Context) -> str:
             "SwitchNorm is not batch-sensitive.",
             "",
             "**What this does not show.** SwitchNorm's and WS's published gains are on ImageNet, "
-            "COCO and ResNets; here one small CNN on MNIST-1D. SwitchNorm's mixing weights are "
-            "in the diagnostics when diagnostics=true (not recorded in this study).",
+            "COCO and ResNet-50; here one small ResNet on MNIST-1D. SwitchNorm's mixing weights "
+            "are in the diagnostics when diagnostics=true (not recorded in this study).",
         ]
     )

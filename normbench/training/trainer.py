@@ -26,7 +26,7 @@ from normbench.data.datasets import input_shape, load
 from normbench.data.generated import will_generate
 from normbench.data.pysource import unigram_bits
 from normbench.layers.keys import norm_reads
-from normbench.layers.models import count_parameters, seeded_model
+from normbench.layers.models import ResidualUnit, count_parameters, seeded_model
 from normbench.store.rundir import RunDir
 from normbench.trackers.tensorboard import RunEvents
 from normbench.training import checkpoint
@@ -68,20 +68,8 @@ class Trainer:
         self.model = seeded_model(
             cfg, input_shape(cfg["data"]), self.data.num_classes, self.data.vocab_size
         ).to(self.device)
-        self.lr = train["lr"] * self.lr_scale()
-        decay = [p for p in self.model.parameters() if p.dim() >= 2]
-        no_decay = [p for p in self.model.parameters() if p.dim() < 2]
-        groups = [
-            {"params": decay, "weight_decay": train["weight_decay"]},
-            {"params": no_decay, "weight_decay": 0.0},
-        ]
         fused = self.device.type in ("cpu", "cuda")  # one kernel instead of one per tensor
-        if train["optimizer"] == "adamw":
-            self.optimizer = torch.optim.AdamW(groups, lr=self.lr, fused=fused)
-        else:
-            self.optimizer = torch.optim.SGD(
-                groups, lr=self.lr, momentum=train["momentum"], fused=fused
-            )
+        self.optimizer, self.muon = build_optimizers(self.model, train, self.lr_scale(), fused)
         self.steps_per_epoch = len(self.data.train) // cfg["batch_size"]
         self.data_order = DataOrder(
             len(self.data.train), cfg["batch_size"], cfg["seed"], self.device
@@ -91,6 +79,10 @@ class Trainer:
             budgets.append(train["epochs"] * self.steps_per_epoch)
         self.total_steps = min(b for b in budgets if b)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self.lr_factor)
+        # Muon's rate follows the same warm-up and decay (its own base rate, train.muon_lr)
+        self.muon_scheduler = None
+        if self.muon is not None:
+            self.muon_scheduler = torch.optim.lr_scheduler.LambdaLR(self.muon, self.lr_factor)
         precision = cfg["precision"]["name"]
         self.autocast_dtype = AUTOCAST_DTYPES[precision]
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=precision == "fp16")
@@ -266,11 +258,13 @@ class Trainer:
         loss = F.cross_entropy(flat, y.flatten())
         coefficient = self.cfg["train"]["z_loss"]
         objective = loss + coefficient * z_loss(flat) if coefficient else loss
-        self.optimizer.zero_grad(set_to_none=True)
+        for optimizer in self.optimizers:
+            optimizer.zero_grad(set_to_none=True)
         self.scaler.scale(objective).backward()
         clip, grad_norm = self.cfg["train"]["grad_clip"], None
         if clip or want_grad_norm or diagnose:
-            self.scaler.unscale_(self.optimizer)
+            for optimizer in self.optimizers:
+                self.scaler.unscale_(optimizer)
             if diagnose:
                 self.diagnostics.grad_norms()
             if clip:
@@ -280,11 +274,19 @@ class Trainer:
                     [p.grad for p in self.params if p.grad is not None]
                 )
         self.step_lr = self.optimizer.param_groups[0]["lr"]
-        self.scaler.step(self.optimizer)
+        for optimizer in self.optimizers:
+            self.scaler.step(optimizer)
         self.scaler.update()
         if self.step_taken():
-            self.scheduler.step()
+            for scheduler in (self.scheduler, self.muon_scheduler):
+                if scheduler is not None:
+                    scheduler.step()
         return loss, logits, grad_norm
+
+    @property
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        """The optimizer, and Muon beside it (train.optimizer=muon)."""
+        return [self.optimizer] if self.muon is None else [self.optimizer, self.muon]
 
     def step_taken(self) -> bool:
         """False when fp16's GradScaler skipped the optimizer step (inf or NaN gradients; it
@@ -424,6 +426,7 @@ class Trainer:
                 "optimizer": self.optimizer.state_dict(),
                 "scheduler": self.scheduler.state_dict(),
                 "scaler": self.scaler.state_dict(),
+                **self.muon_state(),
                 "rng": checkpoint.rng_state(self.device),
                 "data_order": self.data_order.state_dict(),
                 "window": window.state_dict(),
@@ -436,6 +439,13 @@ class Trainer:
             },
         )
         return tick + time.perf_counter() - started
+
+    def muon_state(self) -> dict:
+        """Muon's optimizer and schedule, beside the AdamW ones a checkpoint always holds (so
+        that the checkpoints of every other optimizer keep their layout)."""
+        if self.muon is None:
+            return {}
+        return {"muon": self.muon.state_dict(), "muon_scheduler": self.muon_scheduler.state_dict()}
 
     def resume(self, window: Window) -> int:
         """Load the run's checkpoint if it has one; returns the step to continue after. A
@@ -465,6 +475,9 @@ class Trainer:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
+        if self.muon is not None:  # a checkpoint without Muon's state cannot resume it
+            self.muon.load_state_dict(state["muon"])
+            self.muon_scheduler.load_state_dict(state["muon_scheduler"])
         self.scaler.load_state_dict(state["scaler"])
         checkpoint.set_rng_state(state["rng"], self.device)
         self.data_order.load_state_dict(state["data_order"])
@@ -498,6 +511,55 @@ class Trainer:
             console=Console(stderr=True),
             disable=not self.show_progress,
         )
+
+
+def muon_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
+    """The parameters Muon updates: the 2-D weight matrices of the residual sublayers
+    (attention's qkv and output projections, the MLP's two layers), as in Jordan et al.'s Muon
+    (2024, "Muon: an optimizer for hidden layers in neural networks") and Moonlight (Liu et
+    al. 2025, "Muon is Scalable for LLM Training"): the embeddings, the head, the norms
+    (QK-norm's gains, AdaLN's projection) and every bias stay with AdamW."""
+    found = {}
+    for unit in model.modules():
+        if isinstance(unit, ResidualUnit):
+            for p in unit.sublayer.parameters():
+                if p.dim() == 2 and p.requires_grad:
+                    found[id(p)] = p
+    return list(found.values())
+
+
+def build_optimizers(
+    model: torch.nn.Module, train: dict, lr_scale: float, fused: bool
+) -> tuple[torch.optim.Optimizer, torch.optim.Optimizer | None]:
+    """The run's optimizer (AdamW or SGD; weight decay on parameters of 2 dimensions or more)
+    and, for ``train.optimizer=muon``, torch.optim.Muon on ``muon_parameters`` with AdamW on
+    the rest (at train.lr; Muon at train.muon_lr and train.muon_momentum, Nesterov, the same
+    decoupled weight decay). Both rates are scaled by ``lr_scale`` (train.lr_scaling)."""
+    muon = None
+    params = list(model.parameters())
+    if train["optimizer"] == "muon":
+        hidden = muon_parameters(model)
+        if not hidden:
+            raise ValueError(
+                "train.optimizer=muon found no 2-D weight matrix in a residual sublayer "
+                "(normbench.layers.models.ResidualUnit) of this model"
+            )
+        muon = torch.optim.Muon(
+            hidden,
+            lr=train["muon_lr"] * lr_scale,
+            momentum=train["muon_momentum"],
+            weight_decay=train["weight_decay"],
+        )
+        taken = {id(p) for p in hidden}
+        params = [p for p in params if id(p) not in taken]
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": train["weight_decay"]},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
+    lr = train["lr"] * lr_scale
+    if train["optimizer"] == "sgd":
+        return torch.optim.SGD(groups, lr=lr, momentum=train["momentum"], fused=fused), None
+    return torch.optim.AdamW(groups, lr=lr, fused=fused), muon
 
 
 def z_loss(logits: torch.Tensor) -> torch.Tensor:

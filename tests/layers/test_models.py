@@ -255,12 +255,12 @@ def test_weight_standardization_applies_to_units_and_is_per_output_unit():
     s = standardize(w)
     torch.testing.assert_close(s.mean((1, 2)), torch.zeros(6), atol=1e-5, rtol=0)
     torch.testing.assert_close(s.std((1, 2), unbiased=False), torch.ones(6), atol=1e-4, rtol=0)
-    cfg = compose(tiny("model=cnn", "model.weight_std=true", "norm=groupnorm"))
+    cfg = compose(tiny("model=cnn", "model.weight_std=true", "norm=groupnorm", "placement=peri"))
     cnn = build_model(cfg, input_shape(cfg["data"]), 10)
-    assert type(cnn.units[0].sublayer.conv1).__name__ == "StdConv1d"
-    cfg = compose(tiny("model.weight_std=true"))
+    assert type(cnn.units[0].sublayer.conv2).__name__ == "StdConv1d"
+    cfg = compose(tiny("model.weight_std=true", "placement=res_post"))
     transformer = build_model(cfg, input_shape(cfg["data"]), 10)
-    assert type(transformer.units[0].sublayer.qkv).__name__ == "StdLinear"
+    assert type(transformer.units[0].sublayer.proj).__name__ == "StdLinear"
 
 
 @pytest.mark.parametrize("data", ["mnist1d", "digits", "tokens"])

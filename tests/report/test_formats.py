@@ -106,6 +106,7 @@ def test_a_wide_report_fits_the_terminal_one_line_a_row(tmp_path, columns):
         for ghost in (2, 32):
             for seed in range(3):
                 overrides = [f"norm={norm}", f"model.weight_std={ws}", f"norm.ghost_batch={ghost}"]
+                overrides.append("placement=res_post")  # where WS applies (a norm follows)
                 make_run(
                     runs, [*overrides, f"seed={seed}"], acc=0.9 + 0.01 * seed, parameters=params
                 )

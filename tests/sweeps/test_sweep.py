@@ -72,7 +72,15 @@ def test_interval_and_bad_jobs_refuse_the_whole_sweep_up_front():
         expand(None, ["norm=groupnorm", "norm.groups=4,5"])
 
 
-STUDY_PRESETS = ("batch_sensitivity", "placement", "precision", "lr_stability", "depth", "qk_norm")
+STUDY_PRESETS = (
+    "batch_sensitivity",
+    "batch_resnet",
+    "placement",
+    "precision",
+    "lr_stability",
+    "depth",
+    "qk_norm",
+)
 
 
 def test_presets_ship_with_a_question_and_a_version():
@@ -109,19 +117,33 @@ def test_placement_preset_v2_warms_up_pre_and_post_only():
     assert len(sweep.jobs) == 21 and {j.cfg["train"]["lr"] for j in sweep.jobs} == {0.01}
 
 
-def test_batch_sensitivity_crosses_five_norms_and_gn_ws_with_ghost_batches_and_seeds():
+def test_batch_sensitivity_crosses_five_norms_with_ghost_batches_and_seeds():
     sweep = expand("batch_sensitivity", [])
-    assert sweep.combinations == 6 * 5 * 3
+    assert sweep.combinations == 5 * 5 * 3
     # batch-independent norms ignore norm.ghost_batch: one run per seed, not five
-    assert len(sweep.jobs) == 2 * 5 * 3 + 4 * 3
-    with_ws = [job for job in sweep.jobs if job.cfg["model"]["weight_std"]]
-    assert len(with_ws) == 3 and {job.cfg["norm"]["name"] for job in with_ws} == {"groupnorm"}
+    assert len(sweep.jobs) == 2 * 5 * 3 + 3 * 3
+    assert not any(job.cfg["model"]["weight_std"] for job in sweep.jobs)
     ghost = {job.cfg["norm"]["name"]: set() for job in sweep.jobs}
     for job in sweep.jobs:
         ghost[job.cfg["norm"]["name"]].add(job.cfg["norm"]["ghost_batch"])
     assert ghost["batchnorm"] == ghost["switchnorm"] == {2, 4, 8, 16, 32}
     assert ghost["groupnorm"] == ghost["layernorm"] == ghost["instancenorm"] == {None}
     assert {job.cfg["batch_size"] for job in sweep.jobs} == {32}
+
+
+def test_batch_resnet_adds_gn_ws_and_bn_ws_on_resnet_v1():
+    sweep = expand("batch_resnet", [])
+    assert sweep.combinations == 7 * 5 * 3
+    assert len(sweep.jobs) == 2 * 5 * 3 + 3 * 3 + 3 + 5 * 3
+    assert {(j.cfg["model"]["name"], j.cfg["placement"]["name"]) for j in sweep.jobs} == {
+        ("resnet", "post")
+    }
+    with_ws = {
+        (j.cfg["norm"]["name"], j.cfg["norm"]["ghost_batch"])
+        for j in sweep.jobs
+        if j.cfg["model"]["weight_std"]
+    }
+    assert with_ws == {("groupnorm", None)} | {("batchnorm", g) for g in (2, 4, 8, 16, 32)}
 
 
 def test_command_line_overrides_replace_or_extend_preset_axes():
