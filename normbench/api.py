@@ -54,6 +54,7 @@ name that needs it is asked for; the DataFrame functions never do.
 from __future__ import annotations
 
 import importlib
+import numbers
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -194,6 +195,28 @@ class ReportOption:
     parse: Callable[[Any], Any] | None = None  # a value as the command line's parsing makes it
 
 
+def _number(name: str) -> Callable[[Any], float]:
+    """A number keyword (``margin=0.02``), refused in one line as the flag would be."""
+
+    def parse(value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise UsageError(f"report option {name}={value!r}: valid: a number")
+        return value
+
+    return parse
+
+
+def _integer(name: str) -> Callable[[Any], int]:
+    """An integer keyword (``reference_batch=32``)."""
+
+    def parse(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise UsageError(f"report option {name}={value!r}: valid: an integer")
+        return value
+
+    return parse
+
+
 def _comma_list(value: str | list[str]) -> list[str]:
     return value.split(",") if isinstance(value, str) else list(value)
 
@@ -208,10 +231,12 @@ def _space_list(value: str | list[str]) -> list[str]:
 REPORT_OPTIONS = {
     "sweep": ReportOption("--sweep", "select", "sweep"),
     "tag": ReportOption("--tag", "select", "tag"),
-    "alpha": ReportOption("--alpha", "method", "alpha", 0.05),
-    "margin": ReportOption("--margin", "method", "margin", 0.01),
+    "alpha": ReportOption("--alpha", "method", "alpha", 0.05, parse=_number("alpha")),
+    "margin": ReportOption("--margin", "method", "margin", 0.01, parse=_number("margin")),
     "reference": ReportOption("--reference", "method", "reference", (), parse=_space_list),
-    "reference_batch": ReportOption("--reference-batch", "method", "reference_batch"),
+    "reference_batch": ReportOption(
+        "--reference-batch", "method", "reference_batch", parse=_integer("reference_batch")
+    ),
     "diverged": ReportOption("--diverged", "method", "diverged", "chance"),
     "by": ReportOption("--by", "build", "by", parse=_comma_list),
     "best_over": ReportOption("--best-over", "build", "best_over_key"),
@@ -296,7 +321,7 @@ def _report(
     """The report ``normbench report`` builds for these options (the same functions called in
     the same order), its runs directory, and the output options (``diagnostics``, ``only``)."""
     from normbench.report.tables import Method, attach_diagnostics, build
-    from normbench.store.catalog import select_runs
+    from normbench.store.catalog import as_columns, select_runs
 
     unknown = sorted(set(options) - set(REPORT_OPTIONS))
     if unknown:
@@ -320,6 +345,11 @@ def _report(
     method = Method.from_options(**steps["method"])
     selection, design, _ = select_runs(where, filters, **steps["select"])
     _warn(selection.warnings)
+    for name, many in (("by", True), ("best_over_key", False)):
+        if steps["build"][name]:
+            given = steps["build"][name] if many else [steps["build"][name]]
+            keys = as_columns(given, selection.runs)
+            steps["build"][name] = keys if many else keys[0]
     result = build(selection, method=replace(method, **design), **steps["build"])
     if steps["across"]["keys"]:
         from normbench.report.across import across

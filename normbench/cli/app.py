@@ -39,9 +39,27 @@ def usage_exit(err: TyperException) -> typer.Exit:
     """``normbench: error: No such option: -0 (see normbench run --help)``."""
     context = getattr(err, "ctx", None)
     command = context.command_path if context else "normbench"
-    message = " ".join(err.format_message().split())
+    message = _override_hint(err, " ".join(err.format_message().split()))
     typer.echo(f"normbench: error: {message} (see {command} --help)", err=True)
     return typer.Exit(getattr(err, "exit_code", 2))
+
+
+def _override_hint(err: TyperException, message: str) -> str:
+    """``run --model cnn`` is an override written as an option: name the override instead of
+    click's possible options."""
+    from normbench.experiment.schema import GROUPS, SCHEMA
+
+    name = getattr(err, "option_name", None) if type(err).__name__ == "NoSuchOption" else None
+    key = (name or "").lstrip("-")
+    if not name or key.split(".")[0] not in {k.split(".")[0] for k in SCHEMA} | set(GROUPS):
+        return message
+    given = [a.split("=", 1)[1] for a in sys.argv if a.startswith(f"{name}=")]
+    if not given and name in sys.argv[:-1]:
+        following = sys.argv[sys.argv.index(name) + 1]
+        given = [following] if not following.startswith("-") else []
+    return (
+        f"No such option: {name}; overrides are KEY=VALUE: {key}={given[0] if given else 'VALUE'}"
+    )
 
 
 app = typer.Typer(

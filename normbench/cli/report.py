@@ -135,7 +135,10 @@ def report(
         for warning in selection.warnings:
             typer.secho(f"warning: {render.plain(warning)}", fg="yellow", err=True)
         method = method.with_(**design)
-        result = tables.build(selection, by.split(",") if by else None, best_over, method)
+        keys = catalog.as_columns(by.split(","), selection.runs) if by else None
+        if best_over:
+            (best_over,) = catalog.as_columns([best_over], selection.runs)
+        result = tables.build(selection, keys, best_over, method)
         if across:
             from normbench.report.across import across as aggregate
 

@@ -160,7 +160,7 @@ def select(
         from normbench.experiment.compose import parse_overrides
     for override in parse_overrides(filters) if filters else ():
         key = override.key_or_group
-        column = f"{key}.name" if f"{key}.name" in runs.columns else key
+        (column,) = as_columns([key], runs)
         if column not in runs.columns:
             valid = ", ".join(sorted(c for c in runs.columns if "." in c or c in ("seed",)))
             raise UsageError(
@@ -169,8 +169,29 @@ def select(
         wanted = (
             list(override.sweep_iterator()) if override.is_discrete_sweep() else [override.value()]
         )
-        runs = runs[runs[column].map(lambda v, w=wanted: any(_same(v, x) for x in w))]
+        before, runs = runs, runs[runs[column].map(lambda v, w=wanted: any(_same(v, x) for x in w))]
+        if runs.empty and not before.empty:
+            raise UsageError(_matches_none(override.input_line, before[column]))
     return Selection(runs, selection.warnings)
+
+
+def as_columns(keys: list[str], runs: pd.DataFrame) -> list[str]:
+    """Keys as the runs' columns: a group stands for its option's name (``norm`` is
+    ``norm.name``), in ``--by`` and ``--best-over`` as in filters."""
+    return [f"{key}.name" if f"{key}.name" in runs.columns else key for key in keys]
+
+
+def _matches_none(line: str, present: pd.Series) -> str:
+    """``no runs match norm=batchnrom (did you mean batchnorm?); norm in these runs: ...``:
+    a filter that empties the selection names the values there are."""
+    import difflib
+
+    key, _, value = line.partition("=")
+    values = sorted({plain(str(v)) for v in present}, key=str)
+    close = difflib.get_close_matches(value, values, n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    shown = ", ".join(values[:20]) + (f", ... ({len(values)} values)" if len(values) > 20 else "")
+    return f"no runs match {plain(line)}{hint}; {key} in these runs: {shown}"
 
 
 def _same(value, wanted) -> bool:

@@ -1,0 +1,78 @@
+"""A newcomer's slips answered with the fix: an option where an override was meant, a filter
+or grouping key written as the group, a typo in a filter's value, a wrong type in the API."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from normbench import api
+from normbench.cli import app
+from normbench.core.errors import UsageError
+from tests.helpers import make_run
+
+runner = CliRunner()
+
+
+def one_line(result) -> str:
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        (["--model", "cnn"], "overrides are KEY=VALUE: model=cnn"),
+        (["--model=cnn"], "overrides are KEY=VALUE: model=cnn"),
+        (["--train.lr", "0.1"], "overrides are KEY=VALUE: train.lr=0.1"),
+    ],
+)
+def test_an_override_written_as_an_option_is_named(argv, hint, monkeypatch):
+    monkeypatch.setattr("sys.argv", ["normbench", "run", *argv])
+    assert hint in one_line(runner.invoke(app, ["run", *argv]))
+
+
+def test_an_unknown_option_keeps_clicks_suggestions():
+    line = one_line(runner.invoke(app, ["run", "--forse"]))
+    assert "No such option: --forse" in line and "overrides" not in line
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    runs = tmp_path_factory.mktemp("store") / "runs"
+    for norm in ("batchnorm", "groupnorm"):
+        for seed in (0, 1):
+            make_run(runs, [f"norm={norm}", f"seed={seed}"], acc=0.5 + 0.1 * seed)
+    return runs
+
+
+def test_a_filter_that_matches_nothing_names_the_values_present(runs):
+    line = one_line(runner.invoke(app, ["report", str(runs), "norm=batchnrom"]))
+    assert "no runs match norm=batchnrom (did you mean batchnorm?)" in line
+    assert line.endswith("norm in these runs: batchnorm, groupnorm")
+    line = one_line(runner.invoke(app, ["runs", "list", str(runs), "seed=7"]))
+    assert line.endswith("seed in these runs: 0, 1")
+
+
+def test_by_and_best_over_take_a_group_as_filters_do(runs):
+    by_group = runner.invoke(app, ["report", str(runs), "--by", "norm", "--format", "json"])
+    by_name = runner.invoke(app, ["report", str(runs), "--by", "norm.name", "--format", "json"])
+    assert by_group.exit_code == 0, by_group.output
+    assert by_group.output == by_name.output
+    tables = api.report(runs, by="norm")
+    assert list(tables["sections"]["grouped_by"][0]) == ["norm.name"]
+
+
+@pytest.mark.parametrize(
+    ("option", "valid"),
+    [
+        ({"margin": "x"}, "a number"),
+        ({"alpha": True}, "a number"),
+        ({"reference_batch": 2.5}, "an integer"),
+    ],
+)
+def test_api_report_refuses_a_wrong_type_in_one_line(runs, option, valid):
+    with pytest.raises(UsageError, match=f"report option {next(iter(option))}=.*valid: {valid}"):
+        api.report(runs, **option)
