@@ -69,6 +69,9 @@ def sweep(
     max_runs: Annotated[
         int, typer.Option("--max-runs", help="Refuse grids with more combinations than this.")
     ] = 10_000,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Bare `normbench sweep`: start without asking.")
+    ] = False,
     config_dir: ConfigDirs = None,
 ) -> None:
     """Run a grid of runs: resumable, in parallel, locally or on SLURM."""
@@ -89,8 +92,10 @@ def sweep(
 
     arguments = list(arguments or [])
     preset = arguments.pop(0) if arguments and "=" not in arguments[0] else None
-    if preset is None and not arguments:
+    bare = preset is None and not arguments  # the default preset: shown and asked first
+    if bare:
         preset = DEFAULT_PRESET
+    console = Console()
     settings_overrides = [a for a in arguments if a.startswith("launcher.")]
     overrides = [a for a in arguments if not a.startswith("launcher.")]
     try:
@@ -104,8 +109,10 @@ def sweep(
         settings = launcher_settings(launcher, settings_overrides)
         if dry_run:
             planning.print_plan(
-                Console(), preset, overrides, runs_dir, Rerun(force, rerun_stale), max_runs
+                console, preset, overrides, runs_dir, Rerun(force, rerun_stale), max_runs
             )
+            if preset is None:
+                console.print(live.no_preset_note(arguments), soft_wrap=True, highlight=False)
             return
         grid = grids.expand(preset, overrides, max_runs)
         if launcher == "local":
@@ -118,17 +125,20 @@ def sweep(
     rerun = Rerun(force, rerun_stale)
     try:
         planned = planning.plan(grid, runs_dir, rerun)
+        if bare and not yes and not live.confirm_start(console, preset, grid, planned.todo):
+            raise typer.Exit(0)
         if launcher != "local":
             check_private(runs_dir)
         record = planning.write_record(grid, runs_dir, launcher, datetime.now(), plan)
     except UsageError as err:
         raise fail(str(err)) from None
-    console = Console()
     report = f"normbench report --sweep {grid.name}" + (
         f" --runs-dir {runs_dir}" if runs_dir != Path("runs") else ""
     )
     folder = runs_dir / "sweeps" / f"{record.stem}.submitit"
     runner = make_launcher(launcher, settings, jobs, runs_dir, rerun, folder)
+    if preset is None:
+        console.print(live.no_preset_note(arguments), soft_wrap=True, highlight=False)
     console.print(planning.plan_summary(grid, planned), soft_wrap=True)
     interrupt_on_sigterm()
     with contextlib.closing(runner):  # the local pool serves every round

@@ -1,11 +1,14 @@
-"""A sweep on screen: one live view of counts, ETA and each failure as it happens, and the
-summary table at its end.
+"""A sweep on screen: what it will do before it starts (a bare ``normbench sweep`` asks
+first), one live view of counts, ETA and each failure as it happens, and the summary table at
+its end.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
+from pathlib import Path
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -14,6 +17,71 @@ from rich.table import Table
 from rich.text import Text
 
 from normbench.sweeps.grid import Job, Sweep
+from normbench.sweeps.presets import preset_path
+
+# A preset's header states its measured time so: "5 minutes on 2 cores", "about 21 minutes of
+# training on 2 cores".
+MEASURED = re.compile(r"(?:about |~)?\d+(?:\.\d+)? (?:seconds|minutes|hours)[^.;]*? on \d+ cores?")
+
+
+# ---------------------------------------------------------------------------- before it starts
+def no_preset_note(overrides: list[str]) -> str:
+    """Overrides without a preset are a grid of their own: say so, and how to add them to the
+    default preset instead (``normbench sweep threads=1`` is one default run, not 42)."""
+    from normbench.sweeps.presets import DEFAULT_PRESET
+
+    return (
+        "no preset named: the grid is these overrides alone, over config.yaml's defaults; to "
+        f"add them to the default preset: normbench sweep {DEFAULT_PRESET} {' '.join(overrides)}"
+    )
+
+
+def preset_question(preset: str) -> str:
+    """The comment a preset file opens with (its question, what it decides, what it took), as
+    one paragraph."""
+    lines = []
+    for line in preset_path(preset).read_text(errors="replace").splitlines():
+        if not line.startswith("#"):
+            break
+        lines.append(line.lstrip("#").strip())
+    return " ".join(lines)
+
+
+def estimate(preset: str, sweep: Sweep, todo: list[Job]) -> str:
+    """How long the runs to train take: the preset's own measurement scaled to the runs left,
+    and the steps they train (a grid has no other estimate before its first run ends)."""
+    steps = sum(job.cfg["train"]["max_steps"] or 0 for job in todo)
+    work = f"{len(todo)} runs to train, {steps:,} steps"
+    measured = MEASURED.search(preset_question(preset))
+    if not measured:
+        return f"{work}; no measured time in the preset's header"
+    share = "" if len(todo) == len(sweep.jobs) else f" for all {len(sweep.jobs)} runs"
+    return f"{work}; the preset measured {measured.group(0)}{share}"
+
+
+def confirm_start(console: Console, preset: str, sweep: Sweep, todo: list[Job]) -> bool:
+    """A bare ``normbench sweep``: the preset's question and the estimate, then, on a terminal,
+    a question (a newcomer trying the command should not start minutes of training unasked).
+    Piped, it only says what it starts."""
+    import typer
+
+    console.print(
+        f"{Path(preset).stem}: {preset_question(preset)}", soft_wrap=True, highlight=False
+    )
+    console.print(estimate(preset, sweep, todo), soft_wrap=True, highlight=False)
+    if not todo or not interactive():
+        return True
+    if typer.confirm("start it? (--yes skips this question)", default=True):
+        return True
+    console.print("not started; nothing written")
+    return False
+
+
+def interactive() -> bool:
+    """Someone at a terminal, who can answer a question (not a pipe, a script or a job)."""
+    import sys
+
+    return sys.stdin.isatty() and sys.stdout.isatty()
 
 
 # ---------------------------------------------------------------------------- live view

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import secrets
 import sys
 from collections import Counter
@@ -63,22 +64,31 @@ def print_plan(
     max_runs: int = MAX_RUNS,
 ) -> None:
     """``--dry-run``: every run, its status now and what will happen, one line each as it is
-    composed (a large grid shows its first lines at once), then the summary line."""
+    composed (a large grid shows its first lines at once), then the summary line. The columns
+    line up: each axis as wide as its widest value (known before composing), the run id last."""
     spec, job_overrides = grid_overrides(preset, overrides, max_runs)
     axes = varying_keys(job_overrides)
     name = Path(preset).stem if preset else "-".join(a.split(".")[-1] for a in axes) or "grid"
+    settings = [
+        {k: shown_value(v) for k, v in (o.split("=", 1) for o in job)} for job in job_overrides
+    ]
+    widths = [max(len(k), *(len(s.get(k, "-")) for s in settings)) for k in axes]
+    number = len(str(len(job_overrides)))
     console.print(
-        Text(
-            f"sweep {name}: {len(job_overrides)} combinations; # {' '.join(axes)} run-id now "
-            "action",
-            style="bold",
-        ),
-        soft_wrap=True,
+        Text(f"sweep {name}: {plural(len(job_overrides), 'combination')}"), soft_wrap=True
     )
+    columns = [
+        "#".rjust(number),
+        *(k.ljust(w) for k, w in zip(axes, widths, strict=True)),
+        "now".ljust(STATUS_WIDTH),
+        "action".ljust(ACTION_WIDTH),
+        "run id",
+    ]
+    console.print(Text(_row(columns), style="bold"), soft_wrap=True)
     jobs = []
     for index, job in enumerate(compose_jobs(job_overrides), start=1):
         jobs.append(job)
-        present = dict(o.split("=", 1) for o in job.overrides)
+        present = {k: shown_value(v) for k, v in (o.split("=", 1) for o in job.overrides)}
         run = RunDir(runs_dir, job.run_id)
         meta = run.read_meta()
         status = meta.get("status") if meta else None
@@ -86,13 +96,32 @@ def print_plan(
         action = "run again" if status else "run"
         if not run.needs_training(meta, job.cfg, rerun):
             action = "skip"
-        values = " ".join(present.get(k, "-") for k in axes)
-        console.print(
-            Text(f"{index:>4} {values} {job.run_id} {status or '-'}{stale} {action}"),
-            soft_wrap=True,
-        )
+        values = [present.get(k, "-").ljust(w) for k, w in zip(axes, widths, strict=True)]
+        now, action = (status or "-").ljust(STATUS_WIDTH), f"{action}{stale}".ljust(ACTION_WIDTH)
+        row = [str(index).rjust(number), *values, now, action, job.run_id]
+        console.print(Text(_row(row)), soft_wrap=True)
     sweep = Sweep(name, spec["version"], jobs, axes, len(job_overrides))
+    console.line()
     console.print(plan_summary(sweep, plan(sweep, runs_dir, rerun)), soft_wrap=True)
+
+
+STATUS_WIDTH = len("interrupted")  # the longest status
+ACTION_WIDTH = len("skip (stale)")
+
+
+def _row(cells: list[str]) -> str:
+    return "  ".join(cells)
+
+
+def shown_value(value: str) -> str:
+    """An override's value as the user wrote it: Hydra's escapes dropped
+    (``mynorms\\:PowerNorm`` is ``mynorms:PowerNorm``)."""
+    return re.sub(r"\\(.)", r"\1", value)
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 combination``, ``2 combinations``."""
+    return f"{count} {noun}{'s' * (count != 1)}"
 
 
 def plan_summary(sweep: Sweep, planned: Plan) -> str:
@@ -111,7 +140,7 @@ def plan_summary(sweep: Sweep, planned: Plan) -> str:
         stale = f" ({len(planned.stale)} stale: made by other code; " + (
             f"{kept} kept, --rerun-stale trains them again)" if kept else "trained again)"
         )
-    return f"{len(sweep.jobs)} runs{merged}: {parts}{stale}; {len(todo)} to run"
+    return f"{plural(len(sweep.jobs), 'run')}{merged}: {parts}{stale}; {len(todo)} to run"
 
 
 # ---------------------------------------------------------------------------- the record
