@@ -102,6 +102,7 @@ class LiveView:
         self.counts: Counter[str] = Counter()
         self.results: dict[str, dict] = {}
         self.start = time.perf_counter()
+        self.first_start: float | None = None  # the first run's start: the ETA's clock
         self.live = Live(
             console=console, get_renderable=self.render, refresh_per_second=4, transient=False
         )
@@ -127,6 +128,7 @@ class LiveView:
         self.live.refresh()
 
     def started(self, rid: str) -> None:
+        self.first_start = self.first_start or time.perf_counter()
         self.pending.discard(rid)
         self.running.add(rid)
         self.live.refresh()
@@ -146,35 +148,57 @@ class LiveView:
         self.live.refresh()
 
     def render(self) -> Group:
-        elapsed = time.perf_counter() - self.start
-        remaining = self.total - self.finished
-        eta = f"{elapsed / self.finished * remaining:.0f} s" if self.finished and remaining else "-"
-        counts = Text.assemble(
-            ("done ", "bold"),
-            f"{self.counts['complete']}  ",
-            *((("pending ", "bold"), f"{len(self.pending)}  ") if self.pending else ()),
-            ("running ", "bold"),
-            f"{len(self.running)}  ",
-            ("failed ", "bold red"),
-            f"{self.counts['failed']}  ",
-            ("diverged ", "bold yellow"),
-            f"{self.counts['diverged']}  ",
-            ("remaining ", "bold"),
-            f"{remaining}  ",
-            ("ETA ", "bold"),
-            f"{eta}  ",
-            ("elapsed ", "bold"),
-            f"{elapsed:.0f} s",
+        """The bar and one line of counts that add up to the runs to train: done, failed,
+        pending, running, failed, diverged, any other end, and ``remaining`` (not started);
+        the ETA from the rate runs finished since the first one started (worker start-up and
+        runs another process had finished are not part of it). Fits the console's width."""
+        now = time.perf_counter()
+        elapsed = now - self.start
+        started = self.first_start or self.start
+        trained = self.finished - self.counts["skipped"]
+        left = self.total - self.finished
+        eta = f"{(now - started) / trained * left:.0f} s" if trained and left else "-"
+        other = self.finished - sum(self.counts[s] for s in ("complete", "failed", "diverged"))
+        remaining = left - len(self.running) - len(self.pending)
+        cells = [
+            ("done", self.counts["complete"], "bold"),
+            *((("pending", len(self.pending), "bold"),) if self.pending else ()),
+            ("running", len(self.running), "bold"),
+            ("failed", self.counts["failed"], "bold red"),
+            ("diverged", self.counts["diverged"], "bold yellow"),
+            *((("other", other, "bold"),) if other else ()),
+            ("remaining", remaining, "bold"),
+            ("ETA", eta, "bold"),
+            ("elapsed", f"{elapsed:.0f} s", "bold"),
+        ]
+        counts = counts_line(cells, self.console.width)
+        runs = f"{self.finished}/{self.total} runs" + (
+            f" ({self.skipped} already complete)" if self.skipped else ""
         )
         progress = Table.grid(padding=(0, 1))
+        bar = max(10, min(40, self.console.width - len(runs) - 1))
         progress.add_row(
-            ProgressBar(total=max(1, self.total), completed=self.finished, width=40),
-            f"{self.finished}/{self.total} runs"
-            + (f" ({self.skipped} already complete)" if self.skipped else ""),
+            ProgressBar(total=max(1, self.total), completed=self.finished, width=bar), runs
         )
         if self.title:
             return Group(Text(self.title, style="bold"), progress, counts)
         return Group(progress, counts)
+
+
+def counts_line(cells: list[tuple[str, object, str]], width: int) -> Text:
+    """``done 4  failed 0  ...`` in ``width`` columns: two spaces between cells, one when that
+    is too wide, then the labels' short forms (an 80-column terminal keeps every number)."""
+    short = {"diverged": "div", "running": "run", "remaining": "left", "elapsed": "time"}
+    for gap, labels in (("  ", {}), (" ", {}), (" ", short)):
+        text = Text(gap.join(f"{labels.get(k, k)} {v}" for k, v, _ in cells))
+        if len(text) <= width:
+            break
+    line = Text()
+    for index, (label, value, style) in enumerate(cells):
+        line.append(gap * (index > 0))
+        line.append(f"{labels.get(label, label)} ", style)
+        line.append(str(value))
+    return line
 
 
 def summary_table(sweep: Sweep, views: list[LiveView]) -> Table:
