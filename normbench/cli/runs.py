@@ -50,27 +50,38 @@ def runs_list(
     for warning in warnings:
         typer.secho(f"warning: {plain(warning)}", fg="yellow", err=True)
     rows, shared = manage.list_rows(runs)
-    lines = columns(
-        list(manage.LISTED),
-        [[plain(str(value)) for value in row] for row in rows],
-        terminal().width,
-        wrap=("choices", "tags"),
-    )
+    headers, cells = list(manage.LISTED), [[plain(str(value)) for value in row] for row in rows]
+    if not any(row[-1] for row in cells):  # no run has a tag: no empty column
+        headers, cells = headers[:-1], [row[:-1] for row in cells]
+    width = terminal().width
+    lines = columns(headers, cells, width, wrap=("choices", "tags"), below="choices")
     shared = f"; all with {plain(shared)}" if shared and len(rows) > 1 else ""
-    lines.append(f"{len(runs)} run(s) in {plain(str(runs_dir))}{shared}")
+    lines.extend(_wrap(f"{len(runs)} run(s) in {plain(str(runs_dir))}{shared}", width))
     typer.echo("\n".join(lines))  # one write: a line at a time costs seconds for 100,000
 
 
-def columns(headers: list[str], rows: list[list[str]], width: int, wrap: tuple[str, ...]):
+def columns(
+    headers: list[str],
+    rows: list[list[str]],
+    width: int,
+    wrap: tuple[str, ...],
+    below: str | None = None,
+) -> list[str]:
     """Lines of a plain table, columns two spaces apart, fitted to ``width`` by wrapping the
-    ``wrap`` columns (in that order) onto more lines at spaces. Plain text rather than a rich
+    ``wrap`` columns (in that order) onto more lines at spaces, never inside a word. When the
+    ``below`` column cannot hold its longest word so, it moves under each row, indented (an
+    80-column terminal lists runs whose ids take half of it). Plain text rather than a rich
     Table: rich lays out a table in a millisecond a row, and a store lists 100,000 runs."""
+    wrap = tuple(name for name in wrap if name in headers)
     widths = [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(headers)]
+    words = {name: _longest_word(rows, headers.index(name)) for name in wrap}
     for name in wrap:
         i = headers.index(name)
         excess = sum(widths) + 2 * (len(widths) - 1) - width
         if excess > 0:
             widths[i] = max(len(headers[i]), 10, widths[i] - excess)
+    if below in words and widths[headers.index(below)] < words[below]:
+        return _stacked(headers, rows, width, wrap, below)
     line = "  ".join(f"{{:<{w}}}" for w in widths).format  # one C call a line
     lines = [line(*headers).rstrip()]
     wrapped = [headers.index(name) for name in wrap]
@@ -91,16 +102,34 @@ def columns(headers: list[str], rows: list[list[str]], width: int, wrap: tuple[s
     return lines
 
 
+def _stacked(
+    headers: list[str], rows: list[list[str]], width: int, wrap: tuple[str, ...], below: str
+) -> list[str]:
+    """The table without the ``below`` column, each row followed by that cell's lines,
+    indented by two spaces (the header names it the same way)."""
+    i = headers.index(below)
+    rest = [h for h in headers if h != below]
+    table = columns(rest, [row[:i] + row[i + 1 :] for row in rows], width, wrap)
+    lines, rows_iter = [table[0], f"  {below}"], iter(rows)
+    for text in table[1:]:
+        if text and not text.startswith(" "):  # a row's first line; wrapped lines follow it
+            row = next(rows_iter)
+            lines.append(text)
+            lines.extend(f"  {piece}" for piece in _wrap(row[i], width - 2) if piece)
+        else:
+            lines.append(text)
+    return lines
+
+
+def _longest_word(rows: list[list[str]], i: int) -> int:
+    return max((len(word) for row in rows for word in row[i].split(" ")), default=0)
+
+
 def _wrap(text: str, width: int) -> list[str]:
-    """``text`` in lines of at most ``width``, broken at spaces (a longer word is cut)."""
+    """``text`` in lines of at most ``width``, broken at spaces; a longer word stays whole on
+    its own line (``norm=groupnorm`` is never cut in two)."""
     lines, line = [], ""
     for word in text.split(" "):
-        while len(word) > width:
-            if line:
-                lines.append(line)
-                line = ""
-            lines.append(word[:width])
-            word = word[width:]
         if line and len(line) + 1 + len(word) > width:
             lines.append(line)
             line = word
