@@ -145,6 +145,18 @@ def terminal():
     return Console(width=int(columns) if columns.isdigit() and int(columns) > 20 else 100)
 
 
+def board_note(log_dir: str, count: int, selection: str) -> str:
+    """``log.tensorboard`` given for runs that were already finished: they were not trained
+    again, so nothing reached the board; the export that puts them there."""
+    runs = "the run was" if count == 1 else f"{count} runs were"
+    them = "it" if count == 1 else "them"
+    return (
+        f"log.tensorboard: {runs} already finished, not trained again, so nothing was logged "
+        f"to {log_dir} for {them}; to add {them}: normbench runs export --to tensorboard "
+        f"{log_dir} {selection}"
+    )
+
+
 RunsFilters = Annotated[
     list[str] | None,
     typer.Argument(

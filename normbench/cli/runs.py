@@ -298,6 +298,8 @@ def runs_export(
         log_dir = Path(destination)
         if to == "tensorboard" and log_dir.exists() and not log_dir.is_dir():
             raise UsageError(f"--to tensorboard {destination}: not a directory")
+        if to == "mlflow":
+            _quiet_mlflow()
         store = mlflow.MlflowExport(destination, experiment) if to == "mlflow" else None
     except UsageError as err:
         raise fail(str(err)) from None
@@ -319,3 +321,17 @@ def runs_export(
             )
     where = destination if store is None else f"{destination}, experiment {experiment}"
     typer.echo(f"exported {exported} run(s) to {to} {render.plain(where)}")
+
+
+def _quiet_mlflow() -> None:
+    """MLflow's INFO lines (``Creating initial MLflow database tables...``) are not the
+    export's: warnings only, unless MLFLOW_LOGGING_LEVEL asks for its own level."""
+    import logging
+    import os
+
+    if "MLFLOW_LOGGING_LEVEL" in os.environ:
+        return
+    import mlflow  # noqa: F401  (importing it sets its loggers' level: INFO)
+
+    for name in ("mlflow", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)

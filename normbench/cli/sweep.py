@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from normbench.cli.app import ConfigDirs, RunsDir, app, fail, interrupt_on_sigterm
+from normbench.cli.app import ConfigDirs, RunsDir, app, board_note, fail, interrupt_on_sigterm
 
 
 @app.command()
@@ -212,6 +212,12 @@ def sweep(
             soft_wrap=True,
         )
     console.print(f"results: {report}", soft_wrap=True)
+    boards = {job.cfg["log"]["tensorboard"] for job in grid.jobs} - {None}
+    finished = len(grid.jobs) - len(planned.todo)
+    if boards and finished:
+        where = f" --runs-dir {runs_dir}" if runs_dir != Path("runs") else ""
+        board = ",".join(sorted(boards))
+        console.print(board_note(board, finished, f"--sweep {grid.name}{where}"), soft_wrap=True)
     if summary.get("failed"):
         raise typer.Exit(1)
 

@@ -76,3 +76,53 @@ def test_by_and_best_over_take_a_group_as_filters_do(runs):
 def test_api_report_refuses_a_wrong_type_in_one_line(runs, option, valid):
     with pytest.raises(UsageError, match=f"report option {next(iter(option))}=.*valid: {valid}"):
         api.report(runs, **option)
+
+
+def test_export_to_mlflow_keeps_mlflows_info_lines_off_the_screen(monkeypatch):
+    import logging
+
+    from normbench.cli.runs import _quiet_mlflow
+
+    pytest.importorskip("mlflow", reason="the tracking extra")
+    loggers = [logging.getLogger(name) for name in ("mlflow", "alembic")]
+    for logger in loggers:  # put back as found: other tests share the loggers
+        monkeypatch.setattr(logger, "level", logging.INFO)
+    monkeypatch.setenv("MLFLOW_LOGGING_LEVEL", "DEBUG")  # asked for: left alone
+    _quiet_mlflow()
+    assert all(logger.level == logging.INFO for logger in loggers)
+    monkeypatch.delenv("MLFLOW_LOGGING_LEVEL")
+    _quiet_mlflow()
+    assert all(logger.getEffectiveLevel() == logging.WARNING for logger in loggers)
+
+
+def test_log_tensorboard_on_a_finished_run_says_nothing_was_logged_and_how(tmp_path):
+    runs = tmp_path / "runs"
+    rid = make_run(runs, ["norm=layernorm"])
+    board = tmp_path / "board"
+    result = runner.invoke(
+        app,
+        ["run", "model=cnn", "norm=layernorm", f"log.tensorboard={board}", "--runs-dir", str(runs)],
+    )
+    assert result.exit_code == 0, result.output
+    assert "skipped, already finished" in result.stdout
+    assert result.stderr.strip() == (
+        f"log.tensorboard: the run was already finished, not trained again, so nothing was "
+        f"logged to {board} for it; to add it: normbench runs export --to tensorboard {board} "
+        f"{runs} run_id={rid}"
+    )
+    assert not board.exists()
+
+
+def test_a_sweep_names_the_finished_runs_its_board_did_not_get(tmp_path):
+    runs = tmp_path / "runs"
+    for seed in (0, 1):
+        make_run(runs, ["norm=layernorm", f"seed={seed}"])
+    board = tmp_path / "board"
+    arguments = ["model=cnn", "norm=layernorm", "seed=0,1", f"log.tensorboard={board}"]
+    result = runner.invoke(app, ["sweep", *arguments, "--runs-dir", str(runs)])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-1] == (
+        f"log.tensorboard: 2 runs were already finished, not trained again, so nothing was "
+        f"logged to {board} for them; to add them: normbench runs export --to tensorboard "
+        f"{board} --sweep seed --runs-dir {runs}"
+    )
