@@ -321,7 +321,7 @@ def _report(
     """The report ``normbench report`` builds for these options (the same functions called in
     the same order), its runs directory, and the output options (``diagnostics``, ``only``)."""
     from normbench.report.tables import Method, attach_diagnostics, build
-    from normbench.store.catalog import as_columns, select_runs
+    from normbench.store.catalog import as_columns, best_over_column, select_runs
 
     unknown = sorted(set(options) - set(REPORT_OPTIONS))
     if unknown:
@@ -345,11 +345,11 @@ def _report(
     method = Method.from_options(**steps["method"])
     selection, design, _ = select_runs(where, filters, **steps["select"])
     _warn(selection.warnings)
-    for name, many in (("by", True), ("best_over_key", False)):
-        if steps["build"][name]:
-            given = steps["build"][name] if many else [steps["build"][name]]
-            keys = as_columns(given, selection.runs)
-            steps["build"][name] = keys if many else keys[0]
+    if steps["build"]["by"]:
+        steps["build"]["by"] = as_columns(steps["build"]["by"], selection.runs)
+    if steps["build"]["best_over_key"] and not selection.runs.empty:
+        key = steps["build"]["best_over_key"]
+        steps["build"]["best_over_key"] = best_over_column(key, selection.runs)
     result = build(selection, method=replace(method, **design), **steps["build"])
     if steps["across"]["keys"]:
         from normbench.report.across import across

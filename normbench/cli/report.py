@@ -37,7 +37,8 @@ def report(
         ),
     ] = None,
     alpha: Annotated[
-        float, typer.Option("--alpha", help="Error rate of every verdict, in (0, 1).")
+        float,
+        typer.Option("--alpha", help="Error rate of every verdict, strictly between 0 and 0.5."),
     ] = 0.05,
     margin: Annotated[
         float,
@@ -136,8 +137,8 @@ def report(
             typer.secho(f"warning: {render.plain(warning)}", fg="yellow", err=True)
         method = method.with_(**design)
         keys = catalog.as_columns(by.split(","), selection.runs) if by else None
-        if best_over:
-            (best_over,) = catalog.as_columns([best_over], selection.runs)
+        if best_over and not selection.runs.empty:
+            best_over = catalog.best_over_column(best_over, selection.runs)
         result = tables.build(selection, keys, best_over, method)
         if across:
             from normbench.report.across import across as aggregate

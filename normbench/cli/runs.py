@@ -219,7 +219,7 @@ def runs_clean(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before deleting.")] = False,
     runs_dir: RunsDir = Path("runs"),
 ) -> None:
-    """Delete runs by status (failed and interrupted by default), after asking."""
+    """Delete runs by status (failed, interrupted and abandoned by default), after asking."""
     from normbench.core.errors import UsageError
     from normbench.report import render
     from normbench.store import manage

@@ -19,6 +19,7 @@ import pandas as pd
 
 from normbench.core.errors import UsageError
 from normbench.core.text import plain
+from normbench.experiment.schema import EXECUTION_KEYS
 from normbench.store.index import (
     COLUMNS,
     PROVENANCE_FIELDS,
@@ -179,6 +180,25 @@ def as_columns(keys: list[str], runs: pd.DataFrame) -> list[str]:
     """Keys as the runs' columns: a group stands for its option's name (``norm`` is
     ``norm.name``), in ``--by`` and ``--best-over`` as in filters."""
     return [f"{key}.name" if f"{key}.name" in runs.columns else key for key in keys]
+
+
+def best_over_column(key: str, runs: pd.DataFrame) -> str:
+    """``--best-over``'s key as a column, refused in one line when the runs hold one value of
+    it (there is nothing to choose the best of) and naming the keys that do vary."""
+    (column,) = as_columns([key], runs)
+    if column not in runs.columns or runs[column].map(str).nunique() > 1:
+        return column  # an unknown key is refused with the other --by/--best-over checks
+    varying = [
+        c.removesuffix(".name")
+        for c in runs.columns
+        if ("." in c or c in ("batch_size", "seed"))
+        and c not in EXECUTION_KEYS
+        and runs[c].map(str).nunique() > 1
+    ]
+    raise UsageError(
+        f"--best-over {key}: every run has {key}={plain(str(runs[column].iloc[0]))}, nothing to "
+        f"choose; valid: a key that varies: {', '.join(varying) or 'none'}"
+    )
 
 
 def _matches_none(line: str, present: pd.Series) -> str:

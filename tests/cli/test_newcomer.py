@@ -126,3 +126,19 @@ def test_a_sweep_names_the_finished_runs_its_board_did_not_get(tmp_path):
         f"logged to {board} for them; to add them: normbench runs export --to tensorboard "
         f"{board} --sweep seed --runs-dir {runs}"
     )
+
+
+def test_best_over_a_key_with_one_value_is_refused_naming_the_keys_that_vary(runs):
+    line = one_line(runner.invoke(app, ["report", str(runs), "--best-over", "train.lr"]))
+    assert "--best-over train.lr: every run has train.lr=" in line and "nothing to choose" in line
+    assert line.endswith(("norm, seed", "seed, norm"))
+    with pytest.raises(UsageError, match="nothing to choose"):
+        api.report(runs, best_over="train.lr")
+
+
+def test_help_texts_say_what_the_command_does():
+    alpha = runner.invoke(app, ["report", "--help"], env={"COLUMNS": "200"}).output
+    assert "strictly between 0 and 0.5" in alpha and "(0, 1)" not in alpha
+    clean = runner.invoke(app, ["runs", "clean", "--help"], env={"COLUMNS": "200"}).output
+    assert "failed, interrupted and abandoned by default" in clean
+    assert "failed,interrupted,abandoned" in clean
