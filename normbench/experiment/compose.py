@@ -192,9 +192,13 @@ def _group_choices(parsed: list) -> dict[str, str]:
         plugin = group in PLUGIN_GROUPS and isinstance(value, str) and is_import_path(value)
         if not isinstance(value, str) or not (value in options(group) or plugin):
             hint = ", or an import path package.module:Object" * (group in PLUGIN_GROUPS)
+            close = _did_you_mean(str(value), options(group))
+            dotted = isinstance(value, str) and "." in value and ":" not in value
+            if group in PLUGIN_GROUPS and dotted and not close:  # mynorms.PowerNorm
+                module, _, name = value.rpartition(".")
+                close = f" (an import path names its object after a colon: {module}:{name})"
             raise UsageError(
-                f"{group}={value}: unknown {group}{_did_you_mean(str(value), options(group))}; "
-                f"valid: {', '.join(options(group))}{hint}"
+                f"{group}={value}: unknown {group}{close}; valid: {', '.join(options(group))}{hint}"
             )
         choices[group] = value
     return choices

@@ -193,7 +193,7 @@ def best_over_column(key: str, runs: pd.DataFrame) -> str:
         for c in runs.columns
         if ("." in c or c in ("batch_size", "seed"))
         and c not in EXECUTION_KEYS
-        and runs[c].map(str).nunique() > 1
+        and runs[c].dropna().map(str).nunique() > 1  # null: a key the run's norm ignores
     ]
     raise UsageError(
         f"--best-over {key}: every run has {key}={plain(str(runs[column].iloc[0]))}, nothing to "

@@ -131,7 +131,7 @@ def test_a_sweep_names_the_finished_runs_its_board_did_not_get(tmp_path):
 def test_best_over_a_key_with_one_value_is_refused_naming_the_keys_that_vary(runs):
     line = one_line(runner.invoke(app, ["report", str(runs), "--best-over", "train.lr"]))
     assert "--best-over train.lr: every run has train.lr=" in line and "nothing to choose" in line
-    assert line.endswith(("norm, seed", "seed, norm"))
+    assert line.endswith(("norm, seed", "seed, norm")), line
     with pytest.raises(UsageError, match="nothing to choose"):
         api.report(runs, best_over="train.lr")
 
@@ -142,3 +142,16 @@ def test_help_texts_say_what_the_command_does():
     clean = runner.invoke(app, ["runs", "clean", "--help"], env={"COLUMNS": "200"}).output
     assert "failed, interrupted and abandoned by default" in clean
     assert "failed,interrupted,abandoned" in clean
+
+
+def test_check_norm_speaks_of_what_it_checks():
+    from normbench.cli.choices import CHECKED_FEATURES
+    from normbench.layers.conformance import FEATURES
+
+    assert CHECKED_FEATURES == FEATURES
+    line = one_line(runner.invoke(app, ["check-norm", "groupnorm", "groups=5"]))
+    assert line.endswith(
+        "norm.groups=5 must divide the 8 features check-norm builds the norm on; valid: 1, 2, 4, 8"
+    )
+    line = one_line(runner.invoke(app, ["check-norm", "mynorms.PowerNorm"]))
+    assert "(an import path names its object after a colon: mynorms:PowerNorm)" in line
