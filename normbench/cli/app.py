@@ -171,8 +171,22 @@ def runs_dir_and_filters(arguments: list[str] | None, runs_dir: Path) -> tuple[P
     replaces ``--runs-dir``); the rest are filters."""
     arguments = list(arguments or [])
     if arguments and "=" not in arguments[0]:
-        return Path(arguments.pop(0)), arguments
+        runs_dir = Path(arguments.pop(0))
+    check_not_a_run(runs_dir)
     return runs_dir, arguments
+
+
+def check_not_a_run(runs_dir: Path) -> None:
+    """A pasted run directory (``runs/<run_id>``) where a runs directory belongs is refused
+    with the command's form for that one run (a run_id filter of its parent)."""
+    from normbench.core.errors import UsageError
+    from normbench.store.rundir import is_run_id
+
+    if is_run_id(runs_dir.name) and (runs_dir / "meta.json").is_file():
+        raise UsageError(
+            f"{runs_dir} is one run's directory, not a runs directory; name the run by a filter "
+            f"of its runs directory instead: {runs_dir.parent} run_id={runs_dir.name}"
+        )
 
 
 StatusOption = Annotated[

@@ -117,8 +117,8 @@ def report(
     from normbench.report import render, tables
     from normbench.store import catalog
 
-    runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir)
     try:
+        runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir)
         method = tables.Method.from_options(
             alpha, margin, reference_batch, diverged, reference or []
         )

@@ -153,7 +153,7 @@ def runs_show(
     from normbench.store.rundir import MAX_BYTES, check_meta
 
     try:
-        run = manage.resolve(runs_dir, run_name)
+        run = manage.resolve(runs_dir, pasted_path(run_name, runs_dir, "runs show"))
         config = read_text(run.config_path, MAX_BYTES["config.yaml"], root=runs_dir)
     except (UsageError, StoreError) as err:
         raise fail(str(err)) from None
@@ -191,6 +191,7 @@ def runs_diff(
     from normbench.store import manage
 
     try:
+        first, second = (pasted_path(name, runs_dir, "runs diff") for name in (first, second))
         a, b = manage.resolve(runs_dir, first), manage.resolve(runs_dir, second)
         rows = manage.diff(a, b)
     except (UsageError, OSError) as err:
@@ -282,8 +283,8 @@ def runs_export(
     from normbench.trackers import mlflow, tensorboard
     from normbench.trackers.runs import tracked_run
 
-    runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir)
     try:
+        runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir)
         if to not in ("tensorboard", "mlflow"):
             raise UsageError(f"--to {to}: valid: tensorboard, mlflow")
         needs = tensorboard.REQUIRES if to == "tensorboard" else mlflow.requires(destination)
@@ -335,3 +336,18 @@ def _quiet_mlflow() -> None:
 
     for name in ("mlflow", "alembic"):
         logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def pasted_path(name: str, runs_dir: Path, command: str) -> str:
+    """``runs show runs/<run_id>``: a run's path pasted where its id belongs; refused with the
+    command that shows it."""
+    from normbench.core.errors import UsageError
+    from normbench.store.rundir import is_run_id
+
+    path = Path(name)
+    if "/" not in name or not is_run_id(path.name):
+        return name
+    where = "" if path.parent == runs_dir else f" --runs-dir {path.parent}"
+    raise UsageError(
+        f"run {name}: a path; {command} takes the run id: normbench {command} {path.name}{where}"
+    )

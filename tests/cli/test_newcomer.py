@@ -155,3 +155,18 @@ def test_check_norm_speaks_of_what_it_checks():
     )
     line = one_line(runner.invoke(app, ["check-norm", "mynorms.PowerNorm"]))
     assert "(an import path names its object after a colon: mynorms:PowerNorm)" in line
+
+
+def test_a_pasted_run_path_is_explained(runs):
+    rid = next(p.name for p in runs.iterdir() if p.name.startswith("cnn-"))
+    path = str(runs / rid)
+    line = one_line(runner.invoke(app, ["runs", "show", path]))
+    assert line.endswith(f"runs show takes the run id: normbench runs show {rid} --runs-dir {runs}")
+    for argv in (["report", path], ["runs", "list", path]):
+        line = one_line(runner.invoke(app, argv))
+        assert line.endswith(
+            f"is one run's directory, not a runs directory; name the run by a filter of its "
+            f"runs directory instead: {runs} run_id={rid}"
+        )
+    shown = runner.invoke(app, ["runs", "show", rid, "--runs-dir", str(runs)])
+    assert shown.exit_code == 0, shown.output
