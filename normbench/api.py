@@ -54,6 +54,7 @@ name that needs it is asked for; the DataFrame functions never do.
 from __future__ import annotations
 
 import importlib
+import numbers
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -194,6 +195,28 @@ class ReportOption:
     parse: Callable[[Any], Any] | None = None  # a value as the command line's parsing makes it
 
 
+def _number(name: str) -> Callable[[Any], float]:
+    """A number keyword (``margin=0.02``), refused in one line as the flag would be."""
+
+    def parse(value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise UsageError(f"report option {name}={value!r}: valid: a number")
+        return value
+
+    return parse
+
+
+def _integer(name: str) -> Callable[[Any], int]:
+    """An integer keyword (``reference_batch=32``)."""
+
+    def parse(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise UsageError(f"report option {name}={value!r}: valid: an integer")
+        return value
+
+    return parse
+
+
 def _comma_list(value: str | list[str]) -> list[str]:
     return value.split(",") if isinstance(value, str) else list(value)
 
@@ -208,10 +231,12 @@ def _space_list(value: str | list[str]) -> list[str]:
 REPORT_OPTIONS = {
     "sweep": ReportOption("--sweep", "select", "sweep"),
     "tag": ReportOption("--tag", "select", "tag"),
-    "alpha": ReportOption("--alpha", "method", "alpha", 0.05),
-    "margin": ReportOption("--margin", "method", "margin", 0.01),
+    "alpha": ReportOption("--alpha", "method", "alpha", 0.05, parse=_number("alpha")),
+    "margin": ReportOption("--margin", "method", "margin", 0.01, parse=_number("margin")),
     "reference": ReportOption("--reference", "method", "reference", (), parse=_space_list),
-    "reference_batch": ReportOption("--reference-batch", "method", "reference_batch"),
+    "reference_batch": ReportOption(
+        "--reference-batch", "method", "reference_batch", parse=_integer("reference_batch")
+    ),
     "diverged": ReportOption("--diverged", "method", "diverged", "chance"),
     "by": ReportOption("--by", "build", "by", parse=_comma_list),
     "best_over": ReportOption("--best-over", "build", "best_over_key"),
@@ -298,7 +323,7 @@ def _report(
     from normbench.report.base import Method
     from normbench.report.diagnostics import attach_diagnostics
     from normbench.report.sections import build
-    from normbench.store.catalog import select_runs
+    from normbench.store.catalog import as_columns, best_over_column, select_runs
 
     unknown = sorted(set(options) - set(REPORT_OPTIONS))
     if unknown:
@@ -322,6 +347,11 @@ def _report(
     method = Method.from_options(**steps["method"])
     selection, design, _ = select_runs(where, filters, **steps["select"])
     _warn(selection.warnings)
+    if steps["build"]["by"]:
+        steps["build"]["by"] = as_columns(steps["build"]["by"], selection.runs)
+    if steps["build"]["best_over_key"] and not selection.runs.empty:
+        key = steps["build"]["best_over_key"]
+        steps["build"]["best_over_key"] = best_over_column(key, selection.runs)
     result = build(selection, method=replace(method, **design), **steps["build"])
     if steps["across"]["keys"]:
         from normbench.report.across import across

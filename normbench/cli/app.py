@@ -39,9 +39,27 @@ def usage_exit(err: TyperException) -> typer.Exit:
     """``normbench: error: No such option: -0 (see normbench run --help)``."""
     context = getattr(err, "ctx", None)
     command = context.command_path if context else "normbench"
-    message = " ".join(err.format_message().split())
+    message = _override_hint(err, " ".join(err.format_message().split()))
     typer.echo(f"normbench: error: {message} (see {command} --help)", err=True)
     return typer.Exit(getattr(err, "exit_code", 2))
+
+
+def _override_hint(err: TyperException, message: str) -> str:
+    """``run --model cnn`` is an override written as an option: name the override instead of
+    click's possible options."""
+    from normbench.experiment.schema import GROUPS, SCHEMA
+
+    name = getattr(err, "option_name", None) if type(err).__name__ == "NoSuchOption" else None
+    key = (name or "").lstrip("-")
+    if not name or key.split(".")[0] not in {k.split(".")[0] for k in SCHEMA} | set(GROUPS):
+        return message
+    given = [a.split("=", 1)[1] for a in sys.argv if a.startswith(f"{name}=")]
+    if not given and name in sys.argv[:-1]:
+        following = sys.argv[sys.argv.index(name) + 1]
+        given = [following] if not following.startswith("-") else []
+    return (
+        f"No such option: {name}; overrides are KEY=VALUE: {key}={given[0] if given else 'VALUE'}"
+    )
 
 
 app = typer.Typer(
@@ -127,6 +145,18 @@ def terminal():
     return Console(width=int(columns) if columns.isdigit() and int(columns) > 20 else 100)
 
 
+def board_note(log_dir: str, count: int, selection: str) -> str:
+    """``log.tensorboard`` given for runs that were already finished: they were not trained
+    again, so nothing reached the board; the export that puts them there."""
+    runs = "the run was" if count == 1 else f"{count} runs were"
+    them = "it" if count == 1 else "them"
+    return (
+        f"log.tensorboard: {runs} already finished, not trained again, so nothing was logged "
+        f"to {log_dir} for {them}; to add {them}: normbench runs export --to tensorboard "
+        f"{log_dir} {selection}"
+    )
+
+
 RunsFilters = Annotated[
     list[str] | None,
     typer.Argument(
@@ -141,8 +171,22 @@ def runs_dir_and_filters(arguments: list[str] | None, runs_dir: Path) -> tuple[P
     replaces ``--runs-dir``); the rest are filters."""
     arguments = list(arguments or [])
     if arguments and "=" not in arguments[0]:
-        return Path(arguments.pop(0)), arguments
+        runs_dir = Path(arguments.pop(0))
+    check_not_a_run(runs_dir)
     return runs_dir, arguments
+
+
+def check_not_a_run(runs_dir: Path) -> None:
+    """A pasted run directory (``runs/<run_id>``) where a runs directory belongs is refused
+    with the command's form for that one run (a run_id filter of its parent)."""
+    from normbench.core.errors import UsageError
+    from normbench.store.rundir import is_run_id
+
+    if is_run_id(runs_dir.name) and (runs_dir / "meta.json").is_file():
+        raise UsageError(
+            f"{runs_dir} is one run's directory, not a runs directory; name the run by a filter "
+            f"of its runs directory instead: {runs_dir.parent} run_id={runs_dir.name}"
+        )
 
 
 StatusOption = Annotated[

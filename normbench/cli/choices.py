@@ -58,6 +58,11 @@ def list_choices(config_dir: ConfigDirs = None) -> None:
     console.print(refused)
 
 
+CHECKED_FEATURES = (
+    8  # normbench.layers.conformance.FEATURES (a test keeps them equal: no torch here)
+)
+
+
 @app.command(
     "check-norm", short_help="Does a norm keep the contract every model relies on? (exit 0: yes)"
 )
@@ -89,9 +94,16 @@ def check_norm(
     ]
     try:
         use_config_dirs(config_dir or [])
-        config = compose(["device=cpu", *overrides])
+        # the model's width as the checks' features, so that the rules about model.width
+        # (norm.groups must divide it) are about what is checked
+        config = compose(["device=cpu", f"model.width={CHECKED_FEATURES}", *overrides])
     except UsageError as err:
-        raise fail(str(err)) from None
+        raise fail(
+            str(err).replace(
+                f"model.width={CHECKED_FEATURES}",
+                f"the {CHECKED_FEATURES} features check-norm builds the norm on",
+            )
+        ) from None
     from rich.table import Table
     from rich.text import Text
 

@@ -37,7 +37,8 @@ def report(
         ),
     ] = None,
     alpha: Annotated[
-        float, typer.Option("--alpha", help="Error rate of every verdict, in (0, 1).")
+        float,
+        typer.Option("--alpha", help="Error rate of every verdict, strictly between 0 and 0.5."),
     ] = 0.05,
     margin: Annotated[
         float,
@@ -122,8 +123,8 @@ def report(
     from normbench.report.tidy import as_text
     from normbench.store import catalog
 
-    runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir)
     try:
+        runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir)
         method = Method.from_options(alpha, margin, reference_batch, diverged, reference or [])
         if fmt not in ("rich", "csv", "markdown", "json"):
             raise UsageError(f"--format {fmt}: valid: rich, csv, markdown, json")
@@ -141,7 +142,10 @@ def report(
         for warning in selection.warnings:
             typer.secho(f"warning: {plain(warning)}", fg="yellow", err=True)
         method = method.with_(**design)
-        result = build(selection, by.split(",") if by else None, best_over, method)
+        keys = catalog.as_columns(by.split(","), selection.runs) if by else None
+        if best_over and not selection.runs.empty:
+            best_over = catalog.best_over_column(best_over, selection.runs)
+        result = build(selection, keys, best_over, method)
         if across:
             from normbench.report.across import across as aggregate
 

@@ -13,7 +13,15 @@ from typing import Annotated
 
 import typer
 
-from normbench.cli.app import ConfigDirs, Overrides, RunsDir, app, fail, interrupt_on_sigterm
+from normbench.cli.app import (
+    ConfigDirs,
+    Overrides,
+    RunsDir,
+    app,
+    board_note,
+    fail,
+    interrupt_on_sigterm,
+)
 
 
 @app.command()
@@ -71,6 +79,10 @@ def run(
         )
         raise typer.Exit(130) from None
     typer.echo(summary_line(outcome, config))
+    if outcome.skipped and config["log"]["tensorboard"]:
+        where = "" if runs_dir == Path("runs") else f"{runs_dir} "
+        note = board_note(config["log"]["tensorboard"], 1, f"{where}run_id={outcome.run_id}")
+        typer.echo(note, err=True)
     if outcome.status == "failed":
         raise typer.Exit(1)
 

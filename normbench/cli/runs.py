@@ -51,27 +51,38 @@ def runs_list(
     for warning in warnings:
         typer.secho(f"warning: {plain(warning)}", fg="yellow", err=True)
     rows, shared = manage.list_rows(runs)
-    lines = columns(
-        list(manage.LISTED),
-        [[plain(str(value)) for value in row] for row in rows],
-        terminal().width,
-        wrap=("choices", "tags"),
-    )
+    headers, cells = list(manage.LISTED), [[plain(str(value)) for value in row] for row in rows]
+    if not any(row[-1] for row in cells):  # no run has a tag: no empty column
+        headers, cells = headers[:-1], [row[:-1] for row in cells]
+    width = terminal().width
+    lines = columns(headers, cells, width, wrap=("choices", "tags"), below="choices")
     shared = f"; all with {plain(shared)}" if shared and len(rows) > 1 else ""
-    lines.append(f"{len(runs)} run(s) in {plain(str(runs_dir))}{shared}")
+    lines.extend(_wrap(f"{len(runs)} run(s) in {plain(str(runs_dir))}{shared}", width))
     typer.echo("\n".join(lines))  # one write: a line at a time costs seconds for 100,000
 
 
-def columns(headers: list[str], rows: list[list[str]], width: int, wrap: tuple[str, ...]):
+def columns(
+    headers: list[str],
+    rows: list[list[str]],
+    width: int,
+    wrap: tuple[str, ...],
+    below: str | None = None,
+) -> list[str]:
     """Lines of a plain table, columns two spaces apart, fitted to ``width`` by wrapping the
-    ``wrap`` columns (in that order) onto more lines at spaces. Plain text rather than a rich
+    ``wrap`` columns (in that order) onto more lines at spaces, never inside a word. When the
+    ``below`` column cannot hold its longest word so, it moves under each row, indented (an
+    80-column terminal lists runs whose ids take half of it). Plain text rather than a rich
     Table: rich lays out a table in a millisecond a row, and a store lists 100,000 runs."""
+    wrap = tuple(name for name in wrap if name in headers)
     widths = [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(headers)]
+    words = {name: _longest_word(rows, headers.index(name)) for name in wrap}
     for name in wrap:
         i = headers.index(name)
         excess = sum(widths) + 2 * (len(widths) - 1) - width
         if excess > 0:
             widths[i] = max(len(headers[i]), 10, widths[i] - excess)
+    if below in words and widths[headers.index(below)] < words[below]:
+        return _stacked(headers, rows, width, wrap, below)
     line = "  ".join(f"{{:<{w}}}" for w in widths).format  # one C call a line
     lines = [line(*headers).rstrip()]
     wrapped = [headers.index(name) for name in wrap]
@@ -92,16 +103,34 @@ def columns(headers: list[str], rows: list[list[str]], width: int, wrap: tuple[s
     return lines
 
 
+def _stacked(
+    headers: list[str], rows: list[list[str]], width: int, wrap: tuple[str, ...], below: str
+) -> list[str]:
+    """The table without the ``below`` column, each row followed by that cell's lines,
+    indented by two spaces (the header names it the same way)."""
+    i = headers.index(below)
+    rest = [h for h in headers if h != below]
+    table = columns(rest, [row[:i] + row[i + 1 :] for row in rows], width, wrap)
+    lines, rows_iter = [table[0], f"  {below}"], iter(rows)
+    for text in table[1:]:
+        if text and not text.startswith(" "):  # a row's first line; wrapped lines follow it
+            row = next(rows_iter)
+            lines.append(text)
+            lines.extend(f"  {piece}" for piece in _wrap(row[i], width - 2) if piece)
+        else:
+            lines.append(text)
+    return lines
+
+
+def _longest_word(rows: list[list[str]], i: int) -> int:
+    return max((len(word) for row in rows for word in row[i].split(" ")), default=0)
+
+
 def _wrap(text: str, width: int) -> list[str]:
-    """``text`` in lines of at most ``width``, broken at spaces (a longer word is cut)."""
+    """``text`` in lines of at most ``width``, broken at spaces; a longer word stays whole on
+    its own line (``norm=groupnorm`` is never cut in two)."""
     lines, line = [], ""
     for word in text.split(" "):
-        while len(word) > width:
-            if line:
-                lines.append(line)
-                line = ""
-            lines.append(word[:width])
-            word = word[width:]
         if line and len(line) + 1 + len(word) > width:
             lines.append(line)
             line = word
@@ -125,7 +154,7 @@ def runs_show(
     from normbench.store.rundir import MAX_BYTES, check_meta
 
     try:
-        run = manage.resolve(runs_dir, run_name)
+        run = manage.resolve(runs_dir, pasted_path(run_name, runs_dir, "runs show"))
         config = read_text(run.config_path, MAX_BYTES["config.yaml"], root=runs_dir)
     except (UsageError, StoreError) as err:
         raise fail(str(err)) from None
@@ -163,6 +192,7 @@ def runs_diff(
     from normbench.store import manage
 
     try:
+        first, second = (pasted_path(name, runs_dir, "runs diff") for name in (first, second))
         a, b = manage.resolve(runs_dir, first), manage.resolve(runs_dir, second)
         rows = manage.diff(a, b)
     except (UsageError, OSError) as err:
@@ -191,7 +221,7 @@ def runs_clean(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before deleting.")] = False,
     runs_dir: RunsDir = Path("runs"),
 ) -> None:
-    """Delete runs by status (failed and interrupted by default), after asking."""
+    """Delete runs by status (failed, interrupted and abandoned by default), after asking."""
     from normbench.core.errors import UsageError
     from normbench.core.text import plain
     from normbench.store import manage
@@ -261,8 +291,8 @@ def runs_export(
     from normbench.trackers import mlflow, tensorboard
     from normbench.trackers.runs import tracked_run
 
-    runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir)
     try:
+        runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir)
         if to not in ("tensorboard", "mlflow"):
             raise UsageError(f"--to {to}: valid: tensorboard, mlflow")
         needs = tensorboard.REQUIRES if to == "tensorboard" else mlflow.requires(destination)
@@ -277,6 +307,8 @@ def runs_export(
         log_dir = Path(destination)
         if to == "tensorboard" and log_dir.exists() and not log_dir.is_dir():
             raise UsageError(f"--to tensorboard {destination}: not a directory")
+        if to == "mlflow":
+            _quiet_mlflow()
         store = mlflow.MlflowExport(destination, experiment) if to == "mlflow" else None
     except UsageError as err:
         raise fail(str(err)) from None
@@ -298,3 +330,32 @@ def runs_export(
             typer.secho(f"warning: skipped {plain(row['run_id'])}: {reason}", fg="yellow", err=True)
     where = destination if store is None else f"{destination}, experiment {experiment}"
     typer.echo(f"exported {exported} run(s) to {to} {plain(where)}")
+
+
+def _quiet_mlflow() -> None:
+    """MLflow's INFO lines (``Creating initial MLflow database tables...``) are not the
+    export's: warnings only, unless MLFLOW_LOGGING_LEVEL asks for its own level."""
+    import logging
+    import os
+
+    if "MLFLOW_LOGGING_LEVEL" in os.environ:
+        return
+    import mlflow  # noqa: F401  (importing it sets its loggers' level: INFO)
+
+    for name in ("mlflow", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def pasted_path(name: str, runs_dir: Path, command: str) -> str:
+    """``runs show runs/<run_id>``: a run's path pasted where its id belongs; refused with the
+    command that shows it."""
+    from normbench.core.errors import UsageError
+    from normbench.store.rundir import is_run_id
+
+    path = Path(name)
+    if "/" not in name or not is_run_id(path.name):
+        return name
+    where = "" if path.parent == runs_dir else f" --runs-dir {path.parent}"
+    raise UsageError(
+        f"run {name}: a path; {command} takes the run id: normbench {command} {path.name}{where}"
+    )

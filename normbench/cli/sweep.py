@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from normbench.cli.app import ConfigDirs, RunsDir, app, fail, interrupt_on_sigterm
+from normbench.cli.app import ConfigDirs, RunsDir, app, board_note, fail, interrupt_on_sigterm
 
 
 @app.command()
@@ -69,6 +69,9 @@ def sweep(
     max_runs: Annotated[
         int, typer.Option("--max-runs", help="Refuse grids with more combinations than this.")
     ] = 10_000,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Bare `normbench sweep`: start without asking.")
+    ] = False,
     config_dir: ConfigDirs = None,
 ) -> None:
     """Run a grid of runs: resumable, in parallel, locally or on SLURM."""
@@ -88,8 +91,10 @@ def sweep(
 
     arguments = list(arguments or [])
     preset = arguments.pop(0) if arguments and "=" not in arguments[0] else None
-    if preset is None and not arguments:
+    bare = preset is None and not arguments  # the default preset: shown and asked first
+    if bare:
         preset = DEFAULT_PRESET
+    console = Console()
     settings_overrides = [a for a in arguments if a.startswith("launcher.")]
     overrides = [a for a in arguments if not a.startswith("launcher.")]
     try:
@@ -112,8 +117,10 @@ def sweep(
             precheck.until_decided(grid, plan)
         if dry_run:
             planning.print_plan(
-                Console(), preset, overrides, runs_dir, Rerun(force, rerun_stale), max_runs
+                console, preset, overrides, runs_dir, Rerun(force, rerun_stale), max_runs
             )
+            if preset is None:
+                console.print(live.no_preset_note(arguments), soft_wrap=True, highlight=False)
             return
     except UsageError as err:
         raise fail(str(err)) from None
@@ -121,6 +128,8 @@ def sweep(
     rerun = Rerun(force, rerun_stale)
     try:
         planned = planning.plan(grid, runs_dir, rerun)
+        if bare and not yes and not live.confirm_start(console, preset, grid, planned.todo):
+            raise typer.Exit(0)
         if launcher != "local":
             check_private(runs_dir)
         record = planning.write_record(grid, runs_dir, launcher, datetime.now(), plan)
@@ -128,12 +137,13 @@ def sweep(
         raise fail(str(err)) from None
     except OSError as err:  # a read-only or full runs directory: before any run trains
         raise fail(f"cannot write the sweep record in {runs_dir}: {err.strerror}") from None
-    console = Console()
     report = f"normbench report --sweep {grid.name}" + (
         f" --runs-dir {runs_dir}" if runs_dir != Path("runs") else ""
     )
     folder = runs_dir / "sweeps" / f"{record.stem}.submitit"
     runner = make_launcher(launcher, settings, jobs, runs_dir, rerun, folder)
+    if preset is None:
+        console.print(live.no_preset_note(arguments), soft_wrap=True, highlight=False)
     console.print(planning.plan_summary(grid, planned), soft_wrap=True)
     interrupt_on_sigterm()
     with contextlib.closing(runner):  # the local pool serves every round
@@ -211,6 +221,12 @@ def sweep(
             soft_wrap=True,
         )
     console.print(f"results: {report}", soft_wrap=True)
+    boards = {job.cfg["log"]["tensorboard"] for job in grid.jobs} - {None}
+    finished = len(grid.jobs) - len(planned.todo)
+    if boards and finished:
+        where = f" --runs-dir {runs_dir}" if runs_dir != Path("runs") else ""
+        board = ",".join(sorted(boards))
+        console.print(board_note(board, finished, f"--sweep {grid.name}{where}"), soft_wrap=True)
     if summary.get("failed"):
         raise typer.Exit(1)
 

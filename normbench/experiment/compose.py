@@ -209,23 +209,37 @@ def _group_choices(parsed: list) -> dict[str, str]:
         plugin = group in PLUGIN_GROUPS and isinstance(value, str) and is_import_path(value)
         if not isinstance(value, str) or not (value in options(group) or plugin):
             hint = ", or an import path package.module:Object" * (group in PLUGIN_GROUPS)
+            close = _did_you_mean(str(value), options(group))
+            dotted = isinstance(value, str) and "." in value and ":" not in value
+            if group in PLUGIN_GROUPS and dotted and not close:  # mynorms.PowerNorm
+                module, _, name = value.rpartition(".")
+                close = f" (an import path names its object after a colon: {module}:{name})"
             raise UsageError(
-                f"{group}={value}: unknown {group}; valid: {', '.join(options(group))}{hint}"
+                f"{group}={value}: unknown {group}{close}; valid: {', '.join(options(group))}{hint}"
             )
         choices[group] = value
     return choices
 
 
+def _did_you_mean(word: str, candidates) -> str:
+    """`` (did you mean norm?)`` when one candidate is close to a mistyped word, else ''."""
+    close = difflib.get_close_matches(word, list(candidates), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
 def _unknown_key(key: str, keys: dict[str, Key]) -> str:
+    """The unknown key, the closest valid one, and the keys valid beside it. At the top level
+    the sections and groups are valid too (``nrom=batchnorm`` means ``norm``)."""
     section = key.rsplit(".", 1)[0] if "." in key else ""
     siblings = sorted(k for k in keys if (k.rsplit(".", 1)[0] if "." in k else "") == section)
-    close = difflib.get_close_matches(key, keys, n=1)
-    hint = f" (did you mean {close[0]}?)" if close else ""
     where = f"under {section}" if siblings and section else "at the top level"
-    if not siblings:
-        siblings = sorted({k.split(".")[0] for k in keys})
-        where = "sections and top-level keys"
-    return f"unknown key '{key}'{hint}; valid {where}: {', '.join(siblings)}"
+    if not section or not siblings:
+        siblings = sorted({k.split(".")[0] for k in keys} | set(GROUPS))
+        where = "at the top level" if not section else "sections and top-level keys"
+    candidates = siblings if not section else [*keys, *siblings]
+    return (
+        f"unknown key '{key}'{_did_you_mean(key, candidates)}; valid {where}: {', '.join(siblings)}"
+    )
 
 
 @functools.cache

@@ -20,6 +20,7 @@ import pandas as pd
 
 from normbench.core.errors import UsageError
 from normbench.core.text import plain
+from normbench.experiment.schema import EXECUTION_KEYS
 from normbench.store.index import (
     COLUMNS,
     PROVENANCE_FIELDS,
@@ -163,7 +164,7 @@ def select(
         from normbench.experiment.compose import parse_overrides
     for override in parse_overrides(filters) if filters else ():
         key = override.key_or_group
-        column = f"{key}.name" if f"{key}.name" in runs.columns else key
+        (column,) = as_columns([key], runs)
         if column not in runs.columns:
             valid = ", ".join(sorted(c for c in runs.columns if "." in c or c in ("seed",)))
             raise UsageError(
@@ -176,7 +177,9 @@ def select(
         wanted = (
             list(override.sweep_iterator()) if override.is_discrete_sweep() else [override.value()]
         )
-        runs = runs[runs[column].map(lambda v, w=wanted: any(_same(v, x) for x in w))]
+        before, runs = runs, runs[runs[column].map(lambda v, w=wanted: any(_same(v, x) for x in w))]
+        if runs.empty and not before.empty:
+            raise UsageError(_matches_none(override.input_line, before[column]))
     return Selection(runs, selection.warnings)
 
 
@@ -192,6 +195,44 @@ def _in_range(value, sweep) -> bool:
         sweep.start <= point < sweep.stop if sweep.step > 0 else sweep.stop < point <= sweep.start
     )
     return k >= 0 and ahead and math.isclose(value, point, abs_tol=1e-12)
+
+
+def as_columns(keys: list[str], runs: pd.DataFrame) -> list[str]:
+    """Keys as the runs' columns: a group stands for its option's name (``norm`` is
+    ``norm.name``), in ``--by`` and ``--best-over`` as in filters."""
+    return [f"{key}.name" if f"{key}.name" in runs.columns else key for key in keys]
+
+
+def best_over_column(key: str, runs: pd.DataFrame) -> str:
+    """``--best-over``'s key as a column, refused in one line when the runs hold one value of
+    it (there is nothing to choose the best of) and naming the keys that do vary."""
+    (column,) = as_columns([key], runs)
+    if column not in runs.columns or runs[column].map(str).nunique() > 1:
+        return column  # an unknown key is refused with the other --by/--best-over checks
+    varying = [
+        c.removesuffix(".name")
+        for c in runs.columns
+        if ("." in c or c in ("batch_size", "seed"))
+        and c not in EXECUTION_KEYS
+        and runs[c].dropna().map(str).nunique() > 1  # null: a key the run's norm ignores
+    ]
+    raise UsageError(
+        f"--best-over {key}: every run has {key}={plain(str(runs[column].iloc[0]))}, nothing to "
+        f"choose; valid: a key that varies: {', '.join(varying) or 'none'}"
+    )
+
+
+def _matches_none(line: str, present: pd.Series) -> str:
+    """``no runs match norm=batchnrom (did you mean batchnorm?); norm in these runs: ...``:
+    a filter that empties the selection names the values there are."""
+    import difflib
+
+    key, _, value = line.partition("=")
+    values = sorted({plain(str(v)) for v in present}, key=str)
+    close = difflib.get_close_matches(value, values, n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    shown = ", ".join(values[:20]) + (f", ... ({len(values)} values)" if len(values) > 20 else "")
+    return f"no runs match {plain(line)}{hint}; {key} in these runs: {shown}"
 
 
 def _same(value, wanted) -> bool:

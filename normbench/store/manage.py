@@ -23,7 +23,8 @@ import pandas as pd
 from normbench.core.errors import StoreError, UsageError
 from normbench.core.keys import shown
 from normbench.core.text import plain
-from normbench.store.catalog import Selection
+from normbench.experiment.schema import EXECUTION_KEYS, OBSERVATION_KEYS
+from normbench.store.catalog import NOT_CONFIG, Selection
 from normbench.store.rundir import STATUSES, RunDir, is_run_id
 
 # The choices that say what a run is, in the order `runs list` shows them.
@@ -87,10 +88,16 @@ def list_rows(runs: pd.DataFrame) -> tuple[list[tuple[str, ...]], str]:
     now, ages = datetime.now(timezone.utc), {}
     for when in set(newest["finished"].fillna(newest["started"])):
         ages[when] = age(when, now)
+    choices = _choices([shown_values[key][ordered] for key in varying], varying, len(runs))
+    telling = _telling_apart(newest, choices)
+    if telling:  # the keys that tell apart runs of the same headline choices, after them
+        more = [_shown(newest[key]) for key in telling]
+        extra = _choices(more, telling, len(runs))
+        choices = [f"{a} {b}".strip() for a, b in zip(choices, extra, strict=True)]
     columns = (
         newest["run_id"].tolist(),
         newest["status"].tolist(),
-        _choices([shown_values[key][ordered] for key in varying], varying, len(runs)),
+        choices,
         [
             _result(bpb, acc)
             for bpb, acc in zip(newest["final_val_bpb"], newest["final_val_acc"], strict=True)
@@ -101,6 +108,24 @@ def list_rows(runs: pd.DataFrame) -> tuple[list[tuple[str, ...]], str]:
     rows = list(zip(*columns, strict=True))
     first = [[shown_values[key].iloc[0]] for key in shared]
     return rows, (_choices(first, shared, 1)[0] if len(runs) else "")
+
+
+def _telling_apart(runs: pd.DataFrame, choices: list[str]) -> list[str]:
+    """The other config keys that differ between runs listed with the same headline choices
+    (``model.width``, ``train.max_steps``): without them two different runs read the same.
+    Only the runs that share their choices are looked at (usually none of 100,000)."""
+    same = pd.Series(choices, index=runs.index)
+    twins = same.duplicated(keep=False)
+    if not twins.any():
+        return []
+    subset = runs[twins.to_numpy()]
+    skip = {*HEADLINE, *NOT_CONFIG, *EXECUTION_KEYS, *OBSERVATION_KEYS}
+    keys = [key for key in subset.columns if "." in key and key not in skip]  # config sections
+    if not keys:
+        return []
+    table = subset[keys].astype(str)
+    differing = table.groupby(same[twins].to_numpy()).nunique(dropna=False).max() > 1
+    return [key for key in keys if differing[key]]
 
 
 def _shown(values: pd.Series) -> pd.Series:

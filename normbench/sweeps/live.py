@@ -1,11 +1,14 @@
-"""A sweep on screen: one live view of counts, ETA and each failure as it happens, and the
-summary table at its end.
+"""A sweep on screen: what it will do before it starts (a bare ``normbench sweep`` asks
+first), one live view of counts, ETA and each failure as it happens, and the summary table at
+its end.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
+from pathlib import Path
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -14,6 +17,71 @@ from rich.table import Table
 from rich.text import Text
 
 from normbench.sweeps.grid import Job, Sweep
+from normbench.sweeps.presets import preset_path
+
+# A preset's header states its measured time so: "5 minutes on 2 cores", "about 21 minutes of
+# training on 2 cores".
+MEASURED = re.compile(r"(?:about |~)?\d+(?:\.\d+)? (?:seconds|minutes|hours)[^.;]*? on \d+ cores?")
+
+
+# ---------------------------------------------------------------------------- before it starts
+def no_preset_note(overrides: list[str]) -> str:
+    """Overrides without a preset are a grid of their own: say so, and how to add them to the
+    default preset instead (``normbench sweep threads=1`` is one default run, not 42)."""
+    from normbench.sweeps.presets import DEFAULT_PRESET
+
+    return (
+        "no preset named: the grid is these overrides alone, over config.yaml's defaults; to "
+        f"add them to the default preset: normbench sweep {DEFAULT_PRESET} {' '.join(overrides)}"
+    )
+
+
+def preset_question(preset: str) -> str:
+    """The comment a preset file opens with (its question, what it decides, what it took), as
+    one paragraph."""
+    lines = []
+    for line in preset_path(preset).read_text(errors="replace").splitlines():
+        if not line.startswith("#"):
+            break
+        lines.append(line.lstrip("#").strip())
+    return " ".join(lines)
+
+
+def estimate(preset: str, sweep: Sweep, todo: list[Job]) -> str:
+    """How long the runs to train take: the preset's own measurement scaled to the runs left,
+    and the steps they train (a grid has no other estimate before its first run ends)."""
+    steps = sum(job.cfg["train"]["max_steps"] or 0 for job in todo)
+    work = f"{len(todo)} runs to train, {steps:,} steps"
+    measured = MEASURED.search(preset_question(preset))
+    if not measured:
+        return f"{work}; no measured time in the preset's header"
+    share = "" if len(todo) == len(sweep.jobs) else f" for all {len(sweep.jobs)} runs"
+    return f"{work}; the preset measured {measured.group(0)}{share}"
+
+
+def confirm_start(console: Console, preset: str, sweep: Sweep, todo: list[Job]) -> bool:
+    """A bare ``normbench sweep``: the preset's question and the estimate, then, on a terminal,
+    a question (a newcomer trying the command should not start minutes of training unasked).
+    Piped, it only says what it starts."""
+    import typer
+
+    console.print(
+        f"{Path(preset).stem}: {preset_question(preset)}", soft_wrap=True, highlight=False
+    )
+    console.print(estimate(preset, sweep, todo), soft_wrap=True, highlight=False)
+    if not todo or not interactive():
+        return True
+    if typer.confirm("start it? (--yes skips this question)", default=True):
+        return True
+    console.print("not started; nothing written")
+    return False
+
+
+def interactive() -> bool:
+    """Someone at a terminal, who can answer a question (not a pipe, a script or a job)."""
+    import sys
+
+    return sys.stdin.isatty() and sys.stdout.isatty()
 
 
 # ---------------------------------------------------------------------------- live view
@@ -34,6 +102,7 @@ class LiveView:
         self.counts: Counter[str] = Counter()
         self.results: dict[str, dict] = {}
         self.start = time.perf_counter()
+        self.first_start: float | None = None  # the first run's start: the ETA's clock
         self.live = Live(
             console=console, get_renderable=self.render, refresh_per_second=4, transient=False
         )
@@ -59,6 +128,7 @@ class LiveView:
         self.live.refresh()
 
     def started(self, rid: str) -> None:
+        self.first_start = self.first_start or time.perf_counter()
         self.pending.discard(rid)
         self.running.add(rid)
         self.live.refresh()
@@ -78,35 +148,57 @@ class LiveView:
         self.live.refresh()
 
     def render(self) -> Group:
-        elapsed = time.perf_counter() - self.start
-        remaining = self.total - self.finished
-        eta = f"{elapsed / self.finished * remaining:.0f} s" if self.finished and remaining else "-"
-        counts = Text.assemble(
-            ("done ", "bold"),
-            f"{self.counts['complete']}  ",
-            *((("pending ", "bold"), f"{len(self.pending)}  ") if self.pending else ()),
-            ("running ", "bold"),
-            f"{len(self.running)}  ",
-            ("failed ", "bold red"),
-            f"{self.counts['failed']}  ",
-            ("diverged ", "bold yellow"),
-            f"{self.counts['diverged']}  ",
-            ("remaining ", "bold"),
-            f"{remaining}  ",
-            ("ETA ", "bold"),
-            f"{eta}  ",
-            ("elapsed ", "bold"),
-            f"{elapsed:.0f} s",
+        """The bar and one line of counts that add up to the runs to train: done, failed,
+        pending, running, failed, diverged, any other end, and ``remaining`` (not started);
+        the ETA from the rate runs finished since the first one started (worker start-up and
+        runs another process had finished are not part of it). Fits the console's width."""
+        now = time.perf_counter()
+        elapsed = now - self.start
+        started = self.first_start or self.start
+        trained = self.finished - self.counts["skipped"]
+        left = self.total - self.finished
+        eta = f"{(now - started) / trained * left:.0f} s" if trained and left else "-"
+        other = self.finished - sum(self.counts[s] for s in ("complete", "failed", "diverged"))
+        remaining = left - len(self.running) - len(self.pending)
+        cells = [
+            ("done", self.counts["complete"], "bold"),
+            *((("pending", len(self.pending), "bold"),) if self.pending else ()),
+            ("running", len(self.running), "bold"),
+            ("failed", self.counts["failed"], "bold red"),
+            ("diverged", self.counts["diverged"], "bold yellow"),
+            *((("other", other, "bold"),) if other else ()),
+            ("remaining", remaining, "bold"),
+            ("ETA", eta, "bold"),
+            ("elapsed", f"{elapsed:.0f} s", "bold"),
+        ]
+        counts = counts_line(cells, self.console.width)
+        runs = f"{self.finished}/{self.total} runs" + (
+            f" ({self.skipped} already complete)" if self.skipped else ""
         )
         progress = Table.grid(padding=(0, 1))
+        bar = max(10, min(40, self.console.width - len(runs) - 1))
         progress.add_row(
-            ProgressBar(total=max(1, self.total), completed=self.finished, width=40),
-            f"{self.finished}/{self.total} runs"
-            + (f" ({self.skipped} already complete)" if self.skipped else ""),
+            ProgressBar(total=max(1, self.total), completed=self.finished, width=bar), runs
         )
         if self.title:
             return Group(Text(self.title, style="bold"), progress, counts)
         return Group(progress, counts)
+
+
+def counts_line(cells: list[tuple[str, object, str]], width: int) -> Text:
+    """``done 4  failed 0  ...`` in ``width`` columns: two spaces between cells, one when that
+    is too wide, then the labels' short forms (an 80-column terminal keeps every number)."""
+    short = {"diverged": "div", "running": "run", "remaining": "left", "elapsed": "time"}
+    for gap, labels in (("  ", {}), (" ", {}), (" ", short)):
+        text = Text(gap.join(f"{labels.get(k, k)} {v}" for k, v, _ in cells))
+        if len(text) <= width:
+            break
+    line = Text()
+    for index, (label, value, style) in enumerate(cells):
+        line.append(gap * (index > 0))
+        line.append(f"{labels.get(label, label)} ", style)
+        line.append(str(value))
+    return line
 
 
 def summary_table(sweep: Sweep, views: list[LiveView]) -> Table:

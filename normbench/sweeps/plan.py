@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import sys
 from collections import Counter
@@ -90,32 +91,62 @@ def print_plan(
     max_runs: int = MAX_RUNS,
 ) -> None:
     """``--dry-run``: every run, its status now and what will happen, one line each as it is
-    composed (a large grid shows its first lines at once), then the summary line. The lines
-    are plain text written straight to the console's file (rich lays out a line in about a
-    millisecond: 10 s for a 10,000-run grid), control codes stripped as rich would."""
+    composed (a large grid shows its first lines at once), then the summary line. The columns
+    line up: each axis as wide as its widest value (known before composing), the run id last.
+    The lines are plain text written straight to the console's file (rich lays out a line in
+    about a millisecond: 10 s for a 10,000-run grid), control codes stripped as rich would."""
     spec, job_overrides = grid_overrides(preset, overrides, max_runs)
     axes = varying_keys(job_overrides)
     name = Path(preset).stem if preset else "-".join(a.split(".")[-1] for a in axes) or "grid"
+    settings = [
+        {k: shown_value(v) for k, v in (o.split("=", 1) for o in job)} for job in job_overrides
+    ]
+    widths = [max(len(k), *(len(s.get(k, "-")) for s in settings)) for k in axes]
+    number = len(str(len(job_overrides)))
     console.print(
-        Text(
-            f"sweep {name}: {len(job_overrides)} combinations; # {' '.join(axes)} run-id now "
-            "action",
-            style="bold",
-        ),
-        soft_wrap=True,
+        Text(f"sweep {name}: {plural(len(job_overrides), 'combination')}"), soft_wrap=True
     )
+    columns = [
+        "#".rjust(number),
+        *(k.ljust(w) for k, w in zip(axes, widths, strict=True)),
+        "now".ljust(STATUS_WIDTH),
+        "action".ljust(ACTION_WIDTH),
+        "run id",
+    ]
+    console.print(Text(_row(columns), style="bold"), soft_wrap=True)
     jobs, planned, present = [], Plan([], {}, set()), run_names(runs_dir)
     for index, job in enumerate(compose_jobs(job_overrides), start=1):
         jobs.append(job)
         action = add_job(planned, job, runs_dir, rerun, present)
         status = planned.statuses[job.run_id]
         stale = " (stale)" if job.run_id in planned.stale else ""
-        settings = dict(o.split("=", 1) for o in job.overrides)
-        values = " ".join(settings.get(k, "-") for k in axes)
-        line = f"{index:>4} {values} {job.run_id} {status or '-'}{stale} {action}"
-        console.file.write(strip_control_codes(line) + "\n")
+        given = {k: shown_value(v) for k, v in (o.split("=", 1) for o in job.overrides)}
+        values = [given.get(k, "-").ljust(w) for k, w in zip(axes, widths, strict=True)]
+        now, action = (status or "-").ljust(STATUS_WIDTH), f"{action}{stale}".ljust(ACTION_WIDTH)
+        row = [str(index).rjust(number), *values, now, action, job.run_id]
+        console.file.write(strip_control_codes(_row(row)) + "\n")
     sweep = Sweep(name, spec["version"], jobs, axes, len(job_overrides))
+    console.line()
     console.print(plan_summary(sweep, planned), soft_wrap=True)
+
+
+STATUS_WIDTH = len("interrupted")  # the longest status
+ACTION_WIDTH = len("skip (stale)")
+
+
+def _row(cells: list[str]) -> str:
+    return "  ".join(cells)
+
+
+def shown_value(value: str) -> str:
+    """An override's value as the user wrote it: Hydra's escapes dropped
+    (``mynorms\\:PowerNorm`` is ``mynorms:PowerNorm``)."""
+    return re.sub(r"\\(.)", r"\1", value)
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 combination``, ``2 combinations``."""
+    return f"{count} {noun}{'s' * (count != 1)}"
 
 
 def plan_summary(sweep: Sweep, planned: Plan) -> str:
@@ -134,7 +165,7 @@ def plan_summary(sweep: Sweep, planned: Plan) -> str:
         stale = f" ({len(planned.stale)} stale: made by other code; " + (
             f"{kept} kept, --rerun-stale trains them again)" if kept else "trained again)"
         )
-    return f"{len(sweep.jobs)} runs{merged}: {parts}{stale}; {len(todo)} to run"
+    return f"{plural(len(sweep.jobs), 'run')}{merged}: {parts}{stale}; {len(todo)} to run"
 
 
 # ---------------------------------------------------------------------------- the record

@@ -18,7 +18,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.text import Text
 
 from normbench.core.text import plain
 from normbench.data.base import Split, Stream, cache_dir
@@ -500,15 +509,18 @@ class Trainer:
         return Console(stderr=True).status(message)
 
     def progress_bar(self) -> Progress:
+        """One live line: run id, bar, steps, loss, validation accuracy, speed, elapsed. At 80
+        columns the steps and speed stay whole; the run id is shortened first (RunIdColumn)."""
+        console = Console(stderr=True)
         return Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(bar_width=12),  # the whole line fits 100 columns
+            RunIdColumn(console),
+            BarColumn(bar_width=BAR_WIDTH),
             MofNCompleteColumn(),
             TextColumn("loss {task.fields[loss]}"),
             TextColumn("val acc {task.fields[val]}"),
             TextColumn("{task.fields[speed]} steps/s"),
             TimeElapsedColumn(),
-            console=Console(stderr=True),
+            console=console,
             disable=not self.show_progress,
         )
 
@@ -560,6 +572,46 @@ def build_optimizers(
     if train["optimizer"] == "sgd":
         return torch.optim.SGD(groups, lr=lr, momentum=train["momentum"], fused=fused), None
     return torch.optim.AdamW(groups, lr=lr, fused=fused), muon
+
+
+BAR_WIDTH = 12
+
+
+class RunIdColumn(ProgressColumn):
+    """The run id in what the line leaves of the terminal's width, shortened from the left
+    (``…-s0-35545803``: the seed and hash that tell runs apart), dropped when not even the hash
+    fits: the steps and speed come first."""
+
+    def __init__(self, console: Console):
+        super().__init__()
+        self.console = console
+
+    def render(self, task: Task) -> Text:
+        return Text(fitted_id(task.description, self.console.width - line_width(task)), "bold")
+
+
+def line_width(task: Task) -> int:
+    """The width of everything on the live line but the run id (one space between columns)."""
+    total = len(str(int(task.total or 0)))
+    cells = [
+        BAR_WIDTH,
+        2 * total + 1,  # 3000/3000
+        len(f"loss {task.fields['loss']}"),
+        len(f"val acc {task.fields['val']}"),
+        len(f"{task.fields['speed']} steps/s"),
+        len("0:00:00"),
+    ]
+    return sum(cells) + len(cells)  # the run id's separator included
+
+
+def fitted_id(run_id: str, room: int) -> str:
+    """``run_id`` in ``room`` characters: whole, or its end after an ellipsis (at least the
+    hash), or nothing."""
+    if len(run_id) <= room:
+        return run_id
+    if room < 1 + len(run_id.rsplit("-", 1)[-1]):
+        return ""
+    return "…" + run_id[len(run_id) - room + 1 :]
 
 
 def z_loss(logits: torch.Tensor) -> torch.Tensor:

@@ -18,6 +18,8 @@ BAD_INPUTS = [
     (["placement=middle"], "placement=middle", "sandwich"),
     (["train.lrr=1"], "train.lrr", "train.lr"),
     (["foo=1"], "foo", "batch_size"),
+    (["nrom=batchnorm"], "'nrom' (did you mean norm?)", "model, norm, placement"),
+    (["norm=batchnrom"], "(did you mean batchnorm?)", "groupnorm"),
     (["batch_size=abc"], "batch_size='abc'", "integer"),
     (["batch_size=0"], "batch_size=0", ">= 1"),
     (["batch_size=99999"], "batch_size=99999", "1..14400"),

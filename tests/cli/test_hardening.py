@@ -109,7 +109,7 @@ def test_a_large_dry_run_streams_its_first_lines(tmp_path, monkeypatch):
         )
     lines = out.getvalue().splitlines()
     assert "5000 combinations" in lines[0]
-    assert [line.split()[0] for line in lines[1:]] == ["1", "2", "3"]
+    assert [line.split()[0] for line in lines[1:]] == ["#", "1", "2", "3"]
 
 
 # ------------------------------------------------------------ writes outside the runs directory

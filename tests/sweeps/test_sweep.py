@@ -416,7 +416,7 @@ def test_stale_runs_are_counted_kept_and_rerun_on_request(tmp_path):
     RunDir(runs, stale).write_meta({**meta, "code": {**meta["code"], "source_hash": "0" * 16}})
     dry = sweep_cli(runs, *args, "--dry-run")
     assert "2 runs: 2 complete (1 stale: made by other code; 1 kept, --rerun-stale" in dry.stdout
-    assert "complete (stale)" in dry.stdout
+    assert "skip (stale)" in dry.stdout
     kept = sweep_cli(runs, *args, "--jobs", "1")
     assert "0 to run" in kept.stdout
     assert RunDir(runs, stale).read_meta()["code"]["source_hash"] == "0" * 16
