@@ -65,6 +65,7 @@ def run(
     kept = kept_run(config, runs_dir, rerun, labels)
     if kept is not None:
         typer.echo(summary_line(kept, config))
+        board_unused(config, runs_dir, run_id(config))
         return
     from normbench.training.run import run_experiment
 
@@ -79,12 +80,20 @@ def run(
         )
         raise typer.Exit(130) from None
     typer.echo(summary_line(outcome, config))
-    if outcome.skipped and config["log"]["tensorboard"]:
-        where = "" if runs_dir == Path("runs") else f"{runs_dir} "
-        note = board_note(config["log"]["tensorboard"], 1, f"{where}run_id={outcome.run_id}")
-        typer.echo(note, err=True)
+    if outcome.skipped:
+        board_unused(config, runs_dir, outcome.run_id)
     if outcome.status == "failed":
         raise typer.Exit(1)
+
+
+def board_unused(config: dict, runs_dir: Path, skipped_id: str) -> None:
+    """``log.tensorboard=DIR`` on a run that was not trained again logged nothing: say so on
+    stderr, with the export that adds the finished run to the board."""
+    if not config["log"]["tensorboard"]:
+        return
+    where = "" if runs_dir == Path("runs") else f"{runs_dir} "
+    note = board_note(config["log"]["tensorboard"], 1, f"{where}run_id={skipped_id}")
+    typer.echo(note, err=True)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ from collections import defaultdict
 
 from normbench.core.errors import UsageError
 from normbench.experiment.schema import SCHEMA, experiment, flatten
-from normbench.report import tables
+from normbench.report.base import label
+from normbench.report.convergence import reference_indices
 from normbench.sweeps.adaptive import Design, group_key
 from normbench.sweeps.grid import Sweep
 
@@ -28,9 +29,9 @@ def check_reference(sweep: Sweep, reference: tuple[str, ...]) -> None:
     if not reference:
         return
     rows = list({group_key(job.cfg): flatten(experiment(job.cfg)) for job in sweep.jobs}.values())
-    differ = [k for k in rows[0] if len({tables.label(row.get(k)) for row in rows}) > 1]
+    differ = [k for k in rows[0] if len({label(row.get(k)) for row in rows}) > 1]
     keys = sorted(k for k in differ if k != "seed")
-    tables.reference_indices(rows, keys, reference)
+    reference_indices(rows, keys, reference)
 
 
 def check_seed_cap(sweep: Sweep, max_seeds: int) -> None:

@@ -51,7 +51,7 @@ def test_a_bare_sweep_shows_the_question_and_estimate_and_asks(tmp_path, monkeyp
     result = runner.invoke(app, ["sweep"], input="n\n")
     assert result.exit_code == 0, result.output
     assert result.output.startswith("batch_sensitivity: Does BatchNorm fall apart")
-    assert "42 runs to train, 25,200 steps; the preset measured 5 minutes on 2 cores" in (
+    assert "39 runs to train, 23,400 steps; the preset measured 5 minutes on 2 cores" in (
         result.output
     )
     assert result.output.rstrip().endswith("not started; nothing written")
