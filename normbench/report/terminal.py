@@ -1,6 +1,8 @@
 """The report for the terminal: rich tables, each with its caption below, section by
-section (html.py turns the same tables into HTML). Formatting only: the numbers come from the
-question modules, the captions from normbench.report.text.
+section (html.py turns the same tables into HTML). Each table is laid out for the width it is
+printed at (``fit``): every row one line, the columns that do not fit left out in a stated
+order and named in the caption. Formatting only: the numbers come from the question modules,
+the captions from normbench.report.text.
 """
 
 from __future__ import annotations
