@@ -187,7 +187,9 @@ def report(
             for section in result.sections:
                 for name, when in DIAGNOSTICS_WHEN.items():
                     if section.tables[name] is not None:
-                        table = diagnostics_rich(section.tables[name], section.keys, when)
+                        table = diagnostics_rich(
+                            section.tables[name], section.keys, when, console.width
+                        )
                         for renderable in caption_below(table):
                             console.print(renderable)
     if plots is not None or html is not None:

@@ -28,7 +28,7 @@ from normbench.core.errors import StoreError, UsageError
 from normbench.core.files import read_parquet
 from normbench.core.text import plain
 from normbench.report.base import Method, Report, Section, groups, label
-from normbench.report.text import batch_sizes, settings_text, short
+from normbench.report.text import batch_sizes, bounded_interval, settings_text, short
 from normbench.store.rundir import MAX_BYTES
 
 if TYPE_CHECKING:
@@ -389,6 +389,7 @@ def seed_results(section: Section, method: Method) -> Figure | None:
     split = "test" if method.test else "validation"
     measure = f"final {split} {metric_word(section)}"
     about = f"{measure.capitalize()} of each seed (dots) and the group's mean with its 95% CI"
+    about += " (clipped to [0, 1])" * section.metric.higher_is_better
     fig = new_figure(10, 1.6 + 0.45 * len(table), about)
     ax = fig.subplots()
     positions = np.arange(len(table))[::-1]
@@ -404,8 +405,9 @@ def seed_results(section: Section, method: Method) -> Figure | None:
             mean = row[f"{section.metric.test_column}_mean"]
             ci = row[f"{section.metric.test_column}_ci95"]
         if np.isfinite(mean):
-            half = ci if np.isfinite(ci) else 0.0
-            ax.errorbar(mean, y, xerr=half, fmt="D", color="black", capsize=4, zorder=4)
+            low, high = bounded_interval(mean, ci if np.isfinite(ci) else 0.0, section.metric)
+            bar = [[mean - low], [high - mean]]
+            ax.errorbar(mean, y, xerr=bar, fmt="D", color="black", capsize=4, zorder=4)
     names = [
         group_name(section.keys, {k: row[k] for k in section.keys}) for _, row in table.iterrows()
     ]
@@ -430,19 +432,24 @@ def batch_curve(section: Section) -> Figure:
     table = section.tables["batch_sensitivity"]
     sizes = batch_sizes(table)
     row_keys = [k for k in table.columns if k in section.keys]
+    clipped = " (clipped to [0, 1])" * section.metric.higher_is_better
     about = (
         f"Final validation {metric_word(section)} at each per-device batch size: mean over "
-        "seeds, bars "
-        "95% CI, one line per group (its batch-sensitivity verdict in the legend)"
+        f"seeds, bars 95% CI{clipped}, one line per group (its batch-sensitivity verdict in "
+        "the legend)"
     )
     fig = new_figure(10, 5.2, about)
     ax = fig.subplots()
     for number, (_, row) in enumerate(table.iterrows()):
         mean = np.array([row[f"b{s}_mean"] for s in sizes], dtype=float)
         ci = np.nan_to_num(np.array([row[f"b{s}_ci95"] for s in sizes], dtype=float))
+        bounds = np.array(
+            [bounded_interval(m, c, section.metric) for m, c in zip(mean, ci, strict=True)]
+        ).reshape(-1, 2)
+        bar = np.array([mean - bounds[:, 0], bounds[:, 1] - mean])
         name = group_name(row_keys, {k: row[k] for k in row_keys}) + f" ({row['verdict']})"
         dodge = 2 ** (0.03 * (number - (len(table) - 1) / 2))  # overlapping bars side by side
-        ax.errorbar(np.array(sizes) * dodge, mean, yerr=ci, marker="o", capsize=3, label=name)
+        ax.errorbar(np.array(sizes) * dodge, mean, yerr=bar, marker="o", capsize=3, label=name)
     ax.set_xscale("log", base=2)
     ax.set_xticks(sizes, [str(s) for s in sizes])
     ax.xaxis.set_minor_locator(NullLocator())

@@ -50,16 +50,18 @@ def stability_table(
         at = labels(part[axis])
         for value in axis_values:
             cell = part[at == label(value)]
-            seeds_trained = [
-                trained(status, final, classes, unigram, metric)
-                for status, final, classes, unigram in zip(
-                    cell["status"],
-                    cell[metric.column],
-                    cell["num_classes"],
-                    cell["unigram_bpb"],
-                    strict=True,
-                )
-            ]
+            by_seed: dict[int, bool] = {}  # a seed trained when each of its runs did
+            for seed, status, final, classes, unigram in zip(
+                cell["seed"],
+                cell["status"],
+                cell[metric.column],
+                cell["num_classes"],
+                cell["unigram_bpb"],
+                strict=True,
+            ):
+                ran = trained(status, final, classes, unigram, metric)
+                by_seed[int(seed)] = by_seed.get(int(seed), True) and ran
+            seeds_trained = list(by_seed.values())
             finished = results(cell, metric.column, metric, Method(diverged="exclude"))
             row[f"{label(value)}_mean"] = float(finished.mean()) if len(finished) else math.nan
             row[f"{label(value)}_trained"] = f"{sum(seeds_trained)}/{len(seeds_trained)}"

@@ -1,6 +1,8 @@
 """The report for the terminal: rich tables, each with its caption below, section by
-section (html.py turns the same tables into HTML). Formatting only: the numbers come from the
-question modules, the captions from normbench.report.text.
+section (html.py turns the same tables into HTML). Each table is laid out for the width it is
+printed at (``fit``): every row one line, the columns that do not fit left out in a stated
+order and named in the caption. Formatting only: the numbers come from the question modules,
+the captions from normbench.report.text.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from normbench.report.text import (
     count,
     diagnostics_caption,
     fmt,
+    narrow,
     precision_caption,
     settings_text,
     short,
@@ -384,41 +387,46 @@ RICH_TABLES = {  # the report's tables in the order they are shown, and their re
 }
 
 
-def diagnostics_rich(table: pd.DataFrame, keys: list[str], when: str):
+def diagnostics_rich(table: pd.DataFrame, keys: list[str], when: str, width: int | None = None):
     """Per unit: its sublayer type and place among units of that type, gradient norm,
     activation std into and out of its norm, residual-stream RMS, largest attention logit, log
-    Z, BN train-eval gap, SwitchNorm weights."""
-    out = _table(diagnostics_caption(when))
-    key_columns(out, keys, table)
-    names = ("unit", "sublayer", "layer", "grad norm", "std in", "std out", "rms out")
-    for name in (*names, "max logit", "log Z", "BN gap"):
-        out.add_column(name, justify="right" if name != "sublayer" else "left", no_wrap=True)
-    switch = table["sn_mean_in"].notna().any()
-    if switch:
-        out.add_column("SN mean w", no_wrap=True)
-        out.add_column("SN var w", no_wrap=True)
-    for _, row in table.iterrows():
-        sn = [
-            f"{row[f'sn_{kind}_in']:.2f}/{row[f'sn_{kind}_ln']:.2f}/{row[f'sn_{kind}_bn']:.2f}"
-            if not math.isnan(row[f"sn_{kind}_in"])
+    Z, BN train-eval gap, SwitchNorm weights. At a narrow ``width`` the columns no unit has a
+    value in give way first, then the BN gap, log Z, largest logit and the stds."""
+    rows = [row for _, row in table.iterrows()]
+
+    def sn(kind: str) -> list[str]:
+        return [
+            f"{r[f'sn_{kind}_in']:.2f}/{r[f'sn_{kind}_ln']:.2f}/{r[f'sn_{kind}_bn']:.2f}"
+            if not math.isnan(r[f"sn_{kind}_in"])
             else "-"
-            for kind in ("mean", "var")
+            for r in rows
         ]
-        out.add_row(
-            *(cell(row[k]) for k in keys),
-            str(row["unit"]),
-            row["sublayer"],
-            str(row["layer"]),
-            fmt(row["grad_norm"], 4),
-            fmt(row["in_std"]),
-            fmt(row["out_std"]),
-            fmt(row["resid_rms"]),
-            fmt(row["max_logit"], 2),
-            fmt(row["log_z"], 2),
-            fmt(row["gap"], 4),
-            *(sn if switch else []),
-        )
-    return out
+
+    columns = [
+        *key_cells(keys, table),
+        Column("unit", [str(r["unit"]) for r in rows]),
+        Column("sublayer", [r["sublayer"] for r in rows], justify="left"),
+        Column("layer", [str(r["layer"]) for r in rows]),
+        Column("grad norm", [fmt(r["grad_norm"], 4) for r in rows]),
+        Column("std in", [fmt(r["in_std"]) for r in rows]),
+        Column("std out", [fmt(r["out_std"]) for r in rows]),
+        Column("rms out", [fmt(r["resid_rms"]) for r in rows]),
+        Column("max logit", [fmt(r["max_logit"], 2) for r in rows]),
+        Column("log Z", [fmt(r["log_z"], 2) for r in rows]),
+        Column("BN gap", [fmt(r["gap"], 4) for r in rows]),
+    ]
+    if table["sn_mean_in"].notna().any():
+        columns += [Column("SN mean w", sn("mean"), justify="left")]
+        columns += [Column("SN var w", sn("var"), justify="left")]
+    given = ("rms out", "max logit", "log Z", "BN gap")
+    empty = [c.header for c in columns if c.header in given and set(c.cells) == {"-"}]
+    optional = [*empty, "BN gap", "log Z", "max logit", "std out", "std in", "rms out"]
+    return fit(
+        columns,
+        list(dict.fromkeys(optional)),
+        width,
+        lambda left_out: diagnostics_caption(when) + narrow(left_out),
+    )
 
 
 def across_rich(result, method: Method):

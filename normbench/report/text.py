@@ -120,13 +120,22 @@ UNADJUSTED = (
 CLIPPED = " An accuracy's interval that would pass 0 or 1 is shown clipped, as [low, high]."
 
 
+def bounded_interval(mean: float, half: float, metric: Metric) -> tuple[float, float]:
+    """The interval mean ± half, clipped to [0, 1] for an accuracy (no accuracy lies outside;
+    a t interval of a few noisy seeds can pass either end). Bits per byte are not clipped."""
+    if not metric.higher_is_better:
+        return mean - half, mean + half
+    return max(0.0, mean - half), min(1.0, mean + half)
+
+
 def bounded_ci(mean: float, half: float, metric: Metric) -> tuple[str, bool]:
     """``0.910 ±0.025``, or for an accuracy whose interval would pass 0 or 1 the interval
     clipped to [0, 1] (``0.627 [0.068, 1.000]``: no accuracy lies outside); whether it was
     clipped. Bits per byte are unbounded above and keep ``±``."""
     if not metric.higher_is_better or math.isnan(half) or 0 <= mean - half <= mean + half <= 1:
         return with_ci(mean, half), False
-    return f"{fmt(mean)} [{max(0.0, mean - half):.3f}, {min(1.0, mean + half):.3f}]", True
+    low, high = bounded_interval(mean, half, metric)
+    return f"{fmt(mean)} [{low:.3f}, {high:.3f}]", True
 
 
 def convergence_method(section: Section, method: Method) -> str:
@@ -257,15 +266,45 @@ def caption_of(name: str, table: pd.DataFrame, section: Section, method: Method)
             margin=method.margin
         )
     if name == "batch_sensitivity":
-        return batch_caption(table, section, method)
+        return batch_caption(table, section, method) + (
+            " bB_mean, bB_ci95, bB_n: mean, 95% CI half-width and results at batch B; "
+            "drop_ci_low, drop_ci_high: the drop's CI; p_sensitive_adj, p_insensitive_adj: "
+            "Holm-adjusted p values; same_runs: a norm that ignores the batch (its runs at "
+            "every batch)."
+        )
     if name in ("lr_stability", "depth_stability"):
-        return stability_caption(section, table["axis"].iloc[0], table_loss(table))
+        return stability_caption(section, table["axis"].iloc[0], table_loss(table), True)
     if name in DIAGNOSTICS_WHEN:
         return diagnostics_caption(DIAGNOSTICS_WHEN[name])
-    return precision_caption(section, method)
+    return precision_caption(section, method) + (
+        " P_mean, P_ci95, P_diverged, P_n: mean, 95% CI half-width, diverged and all runs at "
+        "precision P; P_delta, P_delta_ci_low, P_delta_ci_high, P_verdict: its change against "
+        "fp32, the change's CI and the verdict."
+    )
 
 
-def stability_caption(section: Section, axis: str, loss: str | None = None) -> str:
+STABILITY_MARKDOWN = {  # the terminal's headers, as the markdown table names them
+    "largest = ": "largest_stable = ",
+    "with the metric there.": "metric_there: the metric there; VALUE_mean and VALUE_trained: "
+    "the mean and the seeds that trained at each value.",
+    " LR sens. = ": " lr_sensitivity (lr_sensitivity_ci95) = ",
+    "at every rate (n).": "at every rate (lr_sensitivity_seeds).",
+    " verdict: ": " lr_sensitivity_verdict: ",
+}
+
+
+def stability_caption(
+    section: Section, axis: str, loss: str | None = None, markdown: bool = False
+) -> str:
+    """A stability table's caption; ``markdown``: its columns named as the markdown table's
+    headers (``largest_stable``), not the terminal's (``largest``)."""
+    text = _stability_caption(section, axis, loss)
+    for terminal, frame in STABILITY_MARKDOWN.items() if markdown else ():
+        text = text.replace(terminal, frame)
+    return text
+
+
+def _stability_caption(section: Section, axis: str, loss: str | None) -> str:
     what = "learning rate" if axis == "train.lr" else "depth"
     sensitivity = (
         f" LR sens. = Wortsman et al.'s LR sensitivity in final {loss.replace('_', ' ')}: per "

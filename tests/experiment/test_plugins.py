@@ -626,6 +626,6 @@ def test_a_user_package_runs_through_run_sweep_and_report(user):
     report = cli("report", "--sweep", "submitit_local", "--format", "csv", "--table", "convergence")
     assert report.returncode == 0, report.stderr
     names = {line.split(",")[0] for line in report.stdout.splitlines()[1:]}
-    assert names == {"groupnorm", "powernorm", "mypkg.norms:PowerNorm"}
+    assert names == {"groupnorm", "powernorm(p=2)", "mypkg.norms:PowerNorm(p=2)"}  # p folded in
     preset = cli("sweep", "--config-dir", "myconf", "mine", "--dry-run", *tiny)
     assert preset.returncode == 0 and "2 runs" in preset.stdout, preset.stdout + preset.stderr

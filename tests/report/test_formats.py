@@ -13,8 +13,10 @@ from helpers import make_run, user_norm_run
 from typer.testing import CliRunner
 
 from normbench.cli import app
+from normbench.report.base import ACCURACY, BITS_PER_BYTE
 from normbench.report.markdown import markdown
 from normbench.report.sections import build
+from normbench.report.text import bounded_ci
 from normbench.report.tidy import to_csv, to_json
 from normbench.store.catalog import load_runs
 
@@ -162,3 +164,19 @@ def test_the_tutorials_report_reads_at_80_and_100_columns(tmp_path, columns):
         re.search(r"\b(reference|inconclusive|worse|sensitive|insensitive)\b", r) for r in rows
     )
     assert "mynorms:PowerNorm(p=2)" in result.output and "_target_" not in result.output
+
+
+def test_markdown_captions_name_the_markdown_columns(study):
+    text = markdown(build(load_runs(study)), None)
+    captions = [b for b in text.split("\n\n") if b.startswith(("Verdicts on", "Batch sens"))]
+    assert len(captions) == 2
+    assert "diff\\_vs\\_best" in captions[0] and "diverged, failed, unfinished" in captions[0]
+    assert "Δ best" not in text and "d/f" not in text and "params:" not in text
+    assert "drop\\_ci\\_low" in captions[1]
+
+
+def test_an_accuracy_interval_is_shown_inside_0_and_1():
+    assert bounded_ci(0.627, 0.559, ACCURACY) == ("0.627 [0.068, 1.000]", True)
+    assert bounded_ci(0.05, 0.1, ACCURACY) == ("0.050 [0.000, 0.150]", True)
+    assert bounded_ci(0.5, 0.1, ACCURACY) == ("0.500 ±0.100", False)
+    assert bounded_ci(0.5, 0.9, BITS_PER_BYTE) == ("0.500 ±0.900", False)  # no upper bound

@@ -1,7 +1,8 @@
 """The report's output on one designed store, kept byte for byte: every table (convergence
 against a named reference, batch sensitivity, precision, learning-rate and depth stability,
-diagnostics), the notes and the captions, in every format. A change to a number, a word or a
-layout fails here; a change made on purpose regenerates the files:
+diagnostics), the notes and the captions, in every format (the terminal at 80 and 100
+columns). A change to a number, a word or a layout fails here; a change made on purpose
+regenerates the files:
 ``PYTHONPATH=. python tests/report/test_golden.py`` (then read the diff before committing)."""
 
 from __future__ import annotations
@@ -146,7 +147,7 @@ def outputs(runs: Path, out: Path) -> dict[str, str]:
     texts["report.csv"] = "".join(
         f"# {path.name}\n{path.read_text()}" for path in sorted(out.glob("r-*.csv"))
     )
-    for columns in (100,):
+    for columns in (80, 100):
         result = runner.invoke(app, ["report", str(runs), *OPTIONS], env={"COLUMNS": str(columns)})
         assert result.exit_code == 0, result.output
         texts[f"report-{columns}.txt"] = result.stdout
@@ -159,7 +160,9 @@ def produced(tmp_path_factory) -> dict[str, str]:
     return outputs(designed_store(where / "runs"), where)
 
 
-@pytest.mark.parametrize("name", ["report.json", "report.md", "report.csv", "report-100.txt"])
+@pytest.mark.parametrize(
+    "name", ["report.json", "report.md", "report.csv", "report-80.txt", "report-100.txt"]
+)
 def test_the_report_of_the_designed_store_is_unchanged(produced, name):
     kept = (GOLDEN / name).read_text()
     assert produced[name] == kept, (

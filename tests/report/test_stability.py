@@ -39,3 +39,22 @@ def test_stability_table_gives_the_largest_learning_rate_that_trains(tmp_path):
     assert section.tables["depth_stability"] is None
     result = runner.invoke(app, ["report", str(runs)], env={"COLUMNS": "120"})
     assert "Stability" in result.output and "largest" in result.output
+
+
+def test_with_a_key_left_out_a_seed_trains_when_each_of_its_runs_does(tmp_path):
+    runs = tmp_path / "runs"
+    for batch in (8, 16):
+        for seed in range(2):
+            make_run(runs, [f"batch_size={batch}", "train.lr=0.01", f"seed={seed}"], acc=0.9)
+            broken = batch == 8 and seed == 0
+            make_run(
+                runs,
+                [f"batch_size={batch}", "train.lr=1.0", f"seed={seed}"],
+                status="diverged" if broken else "complete",
+                acc=0.8,
+            )
+    (section,) = build(load_runs(runs), by=["norm.name", "train.lr"]).sections
+    row = section.tables["lr_stability"].iloc[0]
+    assert row["0.01_trained"] == "2/2" and row["1_trained"] == "1/2"  # seeds, not runs
+    assert row["largest_stable"] == pytest.approx(0.01)
+    assert any("mean of its runs over batch_size (8, 16)" in note for note in section.notes)
