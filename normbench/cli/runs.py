@@ -31,11 +31,16 @@ def _runs_selection(arguments: list[str] | None, runs_dir: Path, status: str | N
     return runs_dir, manage.narrow(selection, statuses), selection.warnings
 
 
+NEWEST = 50  # runs `runs list` shows unless told otherwise: 100,000 lines help nobody
+
+
 @runs_app.command("list")
 def runs_list(
     arguments: RunsFilters = None,
     status: StatusOption = None,
     tag: Annotated[str | None, typer.Option("--tag", help="Only runs with this tag.")] = None,
+    last: Annotated[int, typer.Option("--last", help="Show the newest N runs.")] = NEWEST,
+    every: Annotated[bool, typer.Option("--all", help="Show every run.")] = False,
     runs_dir: RunsDir = Path("runs"),
 ) -> None:
     """One line per run: id, status, key choices, result, age, tags (newest first)."""
@@ -44,12 +49,14 @@ def runs_list(
     from normbench.store import manage
 
     try:
+        if last < 1:
+            raise UsageError(f"--last {last}: valid: an integer >= 1 (or --all)")
         runs_dir, runs, warnings = _runs_selection(arguments, runs_dir, status, tag)
     except UsageError as err:
         raise fail(str(err)) from None
     for warning in warnings:
         typer.secho(f"warning: {plain(warning)}", fg="yellow", err=True)
-    rows, shared = manage.list_rows(runs)
+    rows, shared = manage.list_rows(runs, None if every else last)
     lines = columns(
         list(manage.LISTED),
         [[plain(str(value)) for value in row] for row in rows],
@@ -58,6 +65,11 @@ def runs_list(
     )
     shared = f"; all with {plain(shared)}" if shared and len(rows) > 1 else ""
     lines.append(f"{len(runs)} run(s) in {plain(str(runs_dir))}{shared}")
+    if len(rows) < len(runs):
+        lines.append(
+            f"showing the newest {len(rows)}, {len(runs) - len(rows)} left out: --all lists "
+            "every run, --last N the newest N"
+        )
     typer.echo("\n".join(lines))  # one write: a line at a time costs seconds for 100,000
 
 
