@@ -32,11 +32,16 @@ def _runs_selection(arguments: list[str] | None, runs_dir: Path, status: str | N
     return runs_dir, manage.narrow(selection, statuses), selection.warnings
 
 
+NEWEST = 50  # runs `runs list` shows unless told otherwise: 100,000 lines help nobody
+
+
 @runs_app.command("list")
 def runs_list(
     arguments: RunsFilters = None,
     status: StatusOption = None,
     tag: Annotated[str | None, typer.Option("--tag", help="Only runs with this tag.")] = None,
+    last: Annotated[int, typer.Option("--last", help="Show the newest N runs.")] = NEWEST,
+    every: Annotated[bool, typer.Option("--all", help="Show every run.")] = False,
     runs_dir: RunsDir = Path("runs"),
 ) -> None:
     """One line per run: id, status, key choices, result, age, tags (newest first)."""
@@ -45,12 +50,14 @@ def runs_list(
     from normbench.store import manage
 
     try:
+        if last < 1:
+            raise UsageError(f"--last {last}: valid: an integer >= 1 (or --all)")
         runs_dir, runs, warnings = _runs_selection(arguments, runs_dir, status, tag)
     except UsageError as err:
         raise fail(str(err)) from None
     for warning in warnings:
         typer.secho(f"warning: {plain(warning)}", fg="yellow", err=True)
-    rows, shared = manage.list_rows(runs)
+    rows, shared = manage.list_rows(runs, None if every else last)
     headers, cells = list(manage.LISTED), [[plain(str(value)) for value in row] for row in rows]
     if not any(row[-1] for row in cells):  # no run has a tag: no empty column
         headers, cells = headers[:-1], [row[:-1] for row in cells]
@@ -58,6 +65,14 @@ def runs_list(
     lines = columns(headers, cells, width, wrap=("choices", "tags"), below="choices")
     shared = f"; all with {plain(shared)}" if shared and len(rows) > 1 else ""
     lines.extend(_wrap(f"{len(runs)} run(s) in {plain(str(runs_dir))}{shared}", width))
+    if len(rows) < len(runs):
+        lines.extend(
+            _wrap(
+                f"showing the newest {len(rows)}, {len(runs) - len(rows)} left out: --all lists "
+                "every run, --last N the newest N",
+                width,
+            )
+        )
     typer.echo("\n".join(lines))  # one write: a line at a time costs seconds for 100,000
 
 

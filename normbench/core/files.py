@@ -9,8 +9,8 @@ unpacked from a colleague's tarball, a preset is downloaded. So a file is read o
 - it is a regular file: never a FIFO or a device, which could block forever or never end;
 - its size is bounded, and so is what it expands to: the decompressed bytes and row count of
   a parquet file, the members of an npz archive;
-- YAML has no aliases or anchors (a few hundred bytes of nested aliases expand to
-  gigabytes), no merge keys and no explicit tags;
+- YAML has no aliases (a few hundred bytes of nested aliases expand to gigabytes; an anchor
+  that no alias uses is read), no merge keys and no explicit tags;
 - JSON and YAML nest at most MAX_DEPTH levels.
 
 Whatever fails is a ``StoreError``: one line naming the path and what is wrong. Checking the
@@ -191,10 +191,11 @@ def read_json(path: Path, limit: int, root: Path | None = None) -> Any:
 
 
 def parse_yaml(text: bytes | str, where: object) -> Any:
-    """Safe YAML without anchors, aliases, merge keys or explicit tags, MAX_DEPTH levels deep,
-    as PyYAML's safe loader reads it otherwise. The value is built from the parser's events,
-    each checked as it comes, so an alias bomb costs its own few hundred bytes and a deeply
-    nested document stops at MAX_DEPTH.
+    """Safe YAML without aliases, merge keys or explicit tags, MAX_DEPTH levels deep, as
+    PyYAML's safe loader reads it otherwise: PyYAML's C loader composes the document (libyaml
+    caps nesting at 1,000 levels, and an alias is the same node met again, never a copy), and
+    the nodes are checked before any value is built (``_check``), so an alias bomb costs its
+    own few hundred bytes. (An anchor that no alias uses expands to nothing; it is read.)
 
     Reading the configs of 100,000 runs is the first report's main cost, and they differ in a
     few lines: a document that is a plain top-level mapping (every line at column 0 a
@@ -243,8 +244,10 @@ _KEY_LINE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*:(?: |\r?\n|\r?$)")
 def _top_level_entries(text: str) -> list[str] | None:
     """A top-level block mapping's entries, each as a document of its own (``seed: 0\n``,
     ``train:`` with its indented lines); None unless every line at column 0 is a plain
-    ``key:`` (a comment, a directive, a flow collection or a scalar continued at column 0
-    makes the document be read whole)."""
+    ``key:`` (a comment, a directive, a flow collection, a scalar continued at column 0 or
+    an anchor makes the document be read whole)."""
+    if "&" in text:  # an anchor is the whole document's (PyYAML refuses one given twice)
+        return None
     starts = [match.start() for match in _COLUMN_0.finditer(text)]
     if not starts or text[: starts[0]].strip():
         return None
@@ -273,92 +276,52 @@ def _copied(value: dict | list) -> dict | list:
     return copy
 
 
-_NO_KEY = object()  # a mapping waiting for its next key
-
-
 def _yaml_value(text: str) -> Any:
     """The one document of ``text`` (None for an empty stream); _Refused for what the reader
     does not accept."""
     import yaml
 
-    building: list[list] = []  # the open containers: [dict or list, the pending key]
-    root, documents = None, 0
-    for event in yaml.parse(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
-        kind = type(event)
-        if kind is yaml.ScalarEvent:
-            _check_tag(event)
-            plain = event.implicit[0]
-            if plain and event.value == "<<" and building and building[-1][1] is _NO_KEY:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    try:
+        try:
+            node = loader.get_single_node()
+        except yaml.composer.ComposerError as err:
+            if "single document" in str(err.context):
+                raise _Refused("more than one YAML document") from None
+            raise
+        if node is None:
+            return None
+        _check(loader, node, 0, set())
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _check(loader: Any, node: Any, level: int, seen: set[int]) -> None:
+    """Refuse an alias (a node met twice), a merge key, an explicit tag (one that is not the
+    tag the value resolves to by itself: ``!!python/object``, ``!!binary``, ``!custom``) and
+    nesting past MAX_DEPTH."""
+    import yaml
+
+    if id(node) in seen:
+        raise _Refused("YAML aliases are not allowed here")
+    seen.add(id(node))
+    if isinstance(node, yaml.ScalarNode):
+        plain = node.style in (None, "")
+        if node.tag != loader.resolve(yaml.ScalarNode, node.value, (plain, not plain)):
+            raise _Refused(f"YAML tags ({str(node.tag)[:40]}) are not allowed here")
+        return
+    if level >= MAX_DEPTH:
+        raise _Refused(f"nested deeper than {MAX_DEPTH} levels")
+    if node.tag != loader.resolve(type(node), None, (True, False)):
+        raise _Refused(f"YAML tags ({str(node.tag)[:40]}) are not allowed here")
+    pairs = node.value if isinstance(node, yaml.MappingNode) else ((None, v) for v in node.value)
+    for key, value in pairs:
+        if key is not None:
+            if key.tag == "tag:yaml.org,2002:merge":
                 raise _Refused("YAML merge keys (<<) are not allowed here")
-            value = _plain_scalar(event.value) if plain else event.value
-        elif kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
-            _check_tag(event)
-            if len(building) >= MAX_DEPTH:
-                raise _Refused(f"nested deeper than {MAX_DEPTH} levels")
-            building.append([{} if kind is yaml.MappingStartEvent else [], _NO_KEY])
-            continue
-        elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
-            value = building.pop()[0]
-        elif kind is yaml.AliasEvent:
-            raise _Refused("YAML aliases are not allowed here (nor anchors)")
-        elif kind is yaml.DocumentStartEvent:
-            documents += 1
-            if documents > 1:
-                raise _Refused("more than one YAML document")
-            continue
-        else:  # the stream's and the document's start and end
-            continue
-        if not building:
-            root = value
-        elif isinstance(building[-1][0], list):
-            building[-1][0].append(value)
-        elif building[-1][1] is _NO_KEY:
-            if isinstance(value, (dict, list)):
-                raise _Refused("a mapping key that is not a scalar")
-            building[-1][1] = value
-        else:
-            building[-1][0][building[-1][1]] = value
-            building[-1][1] = _NO_KEY
-    return root
-
-
-def _check_tag(event: Any) -> None:
-    """Refuse an anchor (only an alias would use it) and an explicit tag
-    (``!!python/object``, ``!!binary``, ``!custom``); ``!`` alone only marks a value as not to
-    be resolved further."""
-    if event.anchor is not None:
-        raise _Refused("YAML aliases are not allowed here (nor anchors)")
-    if event.tag is not None and event.tag != "!":
-        raise _Refused(f"YAML tags ({str(event.tag)[:40]}) are not allowed here")
-
-
-def _plain_scalar(text: str) -> Any:
-    """A plain (unquoted) scalar as YAML 1.1 reads it: ``3`` an int, ``1.0e-05`` a float,
-    ``null`` None, ``true`` a bool, anything else a string. Short texts are cached: configs
-    repeat the same few hundred values."""
-    return _resolve_short(text) if len(text) <= 64 else _resolve(text)
-
-
-def _resolve(text: str) -> Any:
-    import yaml
-
-    loader = _scalar_loader()
-    tag = loader.resolve(yaml.ScalarNode, text, (True, False))
-    construct = loader.yaml_constructors.get(tag)
-    if construct is None:  # `=` or `<<` as a value: PyYAML has no reading for them either
-        raise ValueError(f"no value for {text!r}")
-    return construct(loader, yaml.ScalarNode(tag, text))
-
-
-_resolve_short = functools.lru_cache(maxsize=4096)(_resolve)
-
-
-@functools.cache
-def _scalar_loader():
-    """PyYAML's safe loader, used only to resolve and construct single scalars."""
-    import yaml
-
-    return yaml.SafeLoader("")
+            _check(loader, key, level + 1, seen)
+        _check(loader, value, level + 1, seen)
 
 
 def read_yaml(path: Path, limit: int = YAML_LIMIT, root: Path | None = None) -> Any:

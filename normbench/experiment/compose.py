@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from normbench.core.errors import UsageError
+from normbench.core.files import YAML_LIMIT, read_text
 from normbench.core.keys import REQUIRED, Key, shown
 from normbench.core.registry import is_import_path, lookup
 from normbench.data.datasets import describe
@@ -322,9 +323,9 @@ def _self_is_plain() -> bool:
     interpolation: then a group's section is config.yaml's merged with its option's file."""
     from omegaconf import OmegaConf
 
-    path = conf_dir() / "config.yaml"
-    defaults = OmegaConf.to_container(OmegaConf.load(path).defaults)
-    return defaults[:1] == ["_self_"] and "${" not in path.read_text(encoding="utf-8")
+    text = read_text(conf_dir() / "config.yaml", YAML_LIMIT)
+    defaults = OmegaConf.to_container(OmegaConf.create(text).defaults)
+    return defaults[:1] == ["_self_"] and "${" not in text
 
 
 @functools.cache
@@ -335,12 +336,12 @@ def _writes(group: str, path: Path) -> frozenset[str] | None:
     from hydra.plugins.config_source import ConfigSource
     from omegaconf import DictConfig, OmegaConf
 
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path, YAML_LIMIT)  # a config directory's file: the trusted reader
     try:
         package = ConfigSource._get_header_dict(text[:512])["package"]
     except ValueError:
         return None
-    loaded = OmegaConf.load(path)
+    loaded = OmegaConf.create(text)
     if "${" in text or not isinstance(loaded, DictConfig) or "defaults" in loaded:
         return None
     if package in (None, "_group_", group):
@@ -358,7 +359,7 @@ def _own_section(group: str, path: Path) -> str:
 
     own = OmegaConf.load(conf_dir() / "config.yaml")
     merged = OmegaConf.create({group: own[group]} if group in own else {})
-    merged.merge_with({group: OmegaConf.load(path)})
+    merged.merge_with({group: OmegaConf.create(read_text(path, YAML_LIMIT))})
     return json.dumps(OmegaConf.to_container(merged, resolve=True)[group])
 
 

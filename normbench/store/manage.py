@@ -75,24 +75,27 @@ def age(timestamp: str | None, now: datetime | None = None) -> str:
 LISTED = ("run id", "status", "choices", "result", "age", "tags")  # `runs list`'s columns
 
 
-def list_rows(runs: pd.DataFrame) -> tuple[list[tuple[str, ...]], str]:
-    """One row a run (LISTED), newest first: id, status, the headline choices that differ
-    between the listed runs, result, age, tags; and the choices they all share, as one line.
-    Column by column (a store lists 100,000 runs)."""
+def list_rows(runs: pd.DataFrame, last: int | None = None) -> tuple[list[tuple[str, ...]], str]:
+    """One row for each of the ``last`` newest runs (None: every run), newest first (LISTED):
+    id, status, the headline choices that differ between the runs, result, age, tags; and the
+    choices they all share, as one line. Which choices differ is decided over every run, not
+    only those shown; rows are laid out for the shown ones alone (a store lists 100,000)."""
     present = [key for key in HEADLINE if key in runs]
+    ordered = runs.sort_values("started", ascending=False, na_position="last").index
+    if last is not None:
+        ordered = ordered[:last]
     shown_values = {key: _shown(runs[key]) for key in present}
     shared = [key for key in present if shown_values[key].nunique() == 1]
     varying = [key for key in present if key not in shared]
-    ordered = runs.sort_values("started", ascending=False, na_position="last").index
     newest = runs.loc[ordered]
     now, ages = datetime.now(timezone.utc), {}
     for when in set(newest["finished"].fillna(newest["started"])):
         ages[when] = age(when, now)
-    choices = _choices([shown_values[key][ordered] for key in varying], varying, len(runs))
+    choices = _choices([shown_values[key][ordered] for key in varying], varying, len(newest))
     telling = _telling_apart(newest, choices)
     if telling:  # the keys that tell apart runs of the same headline choices, after them
         more = [_shown(newest[key]) for key in telling]
-        extra = _choices(more, telling, len(runs))
+        extra = _choices(more, telling, len(newest))
         choices = [f"{a} {b}".strip() for a, b in zip(choices, extra, strict=True)]
     columns = (
         newest["run_id"].tolist(),

@@ -41,6 +41,28 @@ def test_runs_list_filters_by_status_and_override(store):
     assert bad.exit_code == 2 and "--status done: valid: running, complete" in bad.output
 
 
+def test_runs_list_shows_the_newest_runs_and_says_how_many_it_left_out(store):
+    runs, ids = store
+    for hour, name in enumerate(("bn0", "bn1", "ln0", "ln1")):  # ln1 the newest
+        run = RunDir(runs, ids[name])
+        run.write_meta({**run.read_meta(), "started": f"2026-11-30T1{hour}:00:00+00:00"})
+    two = runner.invoke(app, ["runs", "list", str(runs), "--last", "2"], env={"COLUMNS": "120"})
+    assert two.exit_code == 0, two.output
+    lines = two.output.splitlines()
+    assert ids["ln1"] in lines[1] and ids["ln0"] in lines[2]
+    assert ids["bn0"] not in two.output and ids["bn1"] not in two.output
+    assert "norm=layernorm" in lines[1]  # the choices that differ are those of every run
+    assert "4 run(s)" in two.output and "all with model=cnn" in two.output
+    assert "all with model=cnn norm" not in two.output
+    assert "showing the newest 2, 2 left out: --all lists every run" in two.output
+    every = runner.invoke(app, ["runs", "list", str(runs), "--all", "--last", "1"])
+    assert all(rid in every.output for rid in ids.values()) and "left out" not in every.output
+    default = runner.invoke(app, ["runs", "list", str(runs)])
+    assert all(rid in default.output for rid in ids.values()) and "left out" not in default.output
+    bad = runner.invoke(app, ["runs", "list", str(runs), "--last", "0"])
+    assert bad.exit_code == 2 and "--last 0: valid: an integer >= 1" in bad.output
+
+
 def test_runs_show_and_prefixes(store):
     runs, ids = store
     result = runner.invoke(app, ["runs", "show", ids["bn1"][:-3], "--runs-dir", str(runs)])
