@@ -109,6 +109,7 @@ def sweep(
         plan = adaptive.design(grid, max_seeds, method) if until_decided else None
         if plan is not None:  # what later rounds need, before the first trains
             precheck.until_decided(grid, plan)
+        precheck.destinations(grid)
         if dry_run:
             planning.print_plan(
                 Console(), preset, overrides, runs_dir, Rerun(force, rerun_stale), max_runs
