@@ -62,11 +62,12 @@ def report(
         ),
     ] = None,
     profile: Annotated[
-        str,
+        str | None,
         typer.Option(
-            "--profile", help="With --across: the performance profile's cost: steps | time"
+            "--profile",
+            help="With --across: the performance profile's cost: steps | time \\[default: steps]",
         ),
-    ] = "steps",
+    ] = None,
     reference_batch: Annotated[
         int | None,
         typer.Option(
@@ -125,6 +126,9 @@ def report(
             raise UsageError(f"--format {fmt}: valid: rich, csv, markdown, json")
         if out is not None:
             check_out(out, fmt)
+        if profile is not None and across is None:
+            raise UsageError(f"--profile {profile}: for the table across workloads; add --across")
+        check_grouping(by, best_over)
         if x is not None:
             from normbench.report.plots import check_x
 
@@ -138,11 +142,11 @@ def report(
             typer.secho(f"warning: {render.plain(warning)}", fg="yellow", err=True)
         method = method.with_(**design)
         result = tables.build(selection, by.split(",") if by else None, best_over, method)
-        if across:
+        if across is not None:
             from normbench.report.across import across as aggregate
 
             before = len(result.warnings)
-            result.across = aggregate(result, across.split(","), profile)
+            result.across = aggregate(result, across.split(","), profile or "steps")
             for warning in result.warnings[before:]:  # the workloads left out, named
                 typer.secho(f"warning: {render.plain(warning)}", fg="yellow", err=True)
         if diagnostics:
@@ -152,6 +156,8 @@ def report(
             finally:  # the runs whose diagnostics were skipped, named even when none remain
                 for warning in result.warnings[before:]:
                     typer.secho(f"warning: {render.plain(warning)}", fg="yellow", err=True)
+        if fmt == "rich" and table is not None:
+            render.chosen_tables(result, table)  # refused as in every other format
         text = None if fmt == "rich" else render.as_text(result, fmt, table, out)
     except UsageError as err:
         raise fail(str(err)) from None
@@ -212,3 +218,19 @@ def check_out(out: Path, fmt: str) -> None:
     parent = next(p for p in (out.parent, *out.parent.parents) if p.exists() or p == Path("/"))
     if not os.access(parent, os.W_OK):
         raise UsageError(f"--out {out}: cannot write in {parent} (not writable)")
+
+
+def check_grouping(by: str | None, best_over: str | None) -> None:
+    """``--by`` and ``--best-over`` take config keys: a run's own fields (its id, status,
+    results, seed) would make groups of one run, or keep each group's luckiest seed."""
+    from normbench.core.errors import UsageError
+    from normbench.store.index import RUN_FIELDS
+
+    for option, keys in (("--by", by.split(",") if by else []), ("--best-over", [best_over])):
+        bad = [key for key in keys if key is not None and (key in RUN_FIELDS or not key)]
+        if bad:
+            raise UsageError(
+                f"{option} {bad[0] or repr('')}: not a config key to group by (a run's id, "
+                "status, seed and results are what groups are compared on); valid: a config "
+                "key, e.g. norm or train.lr"
+            )

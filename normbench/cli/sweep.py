@@ -95,6 +95,8 @@ def sweep(
     overrides = [a for a in arguments if not a.startswith("launcher.")]
     try:
         use_config_dirs(config_dir or [])
+        if preset is not None and not preset.strip():
+            raise UsageError("sweep '': valid: a preset's name or file, or KEY=VALUE overrides")
         if jobs is not None and jobs < 1:
             raise UsageError(f"--jobs {jobs}: must be at least 1")
         if name is not None:
