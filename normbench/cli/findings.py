@@ -35,6 +35,12 @@ def findings(
     if jobs < 1:
         raise fail(f"--jobs {jobs}: must be at least 1")
     scale = "smoke" if smoke else "quick" if quick else "full"
+    try:  # the document's place, before any study trains
+        from normbench.cli.report import check_out
+
+        check_out(out, "markdown")
+    except UsageError as err:
+        raise fail(str(err)) from None
     interrupt_on_sigterm()
     try:
         complete = document.write(runs_dir, out, jobs, scale, Console(stderr=True))

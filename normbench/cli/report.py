@@ -63,11 +63,12 @@ def report(
         ),
     ] = None,
     profile: Annotated[
-        str,
+        str | None,
         typer.Option(
-            "--profile", help="With --across: the performance profile's cost: steps | time"
+            "--profile",
+            help="With --across: the performance profile's cost: steps | time \\[default: steps]",
         ),
-    ] = "steps",
+    ] = None,
     reference_batch: Annotated[
         int | None,
         typer.Option(
@@ -130,6 +131,9 @@ def report(
             raise UsageError(f"--format {fmt}: valid: rich, csv, markdown, json")
         if out is not None:
             check_out(out, fmt)
+        if profile is not None and across is None:
+            raise UsageError(f"--profile {profile}: for the table across workloads; add --across")
+        check_grouping(by, best_over)
         if x is not None:
             from normbench.report.plots import check_x
 
@@ -146,11 +150,11 @@ def report(
         if best_over and not selection.runs.empty:
             best_over = catalog.best_over_column(best_over, selection.runs)
         result = build(selection, keys, best_over, method)
-        if across:
+        if across is not None:
             from normbench.report.across import across as aggregate
 
             before = len(result.warnings)
-            result.across = aggregate(result, across.split(","), profile)
+            result.across = aggregate(result, across.split(","), profile or "steps")
             for warning in result.warnings[before:]:  # the workloads left out, named
                 typer.secho(f"warning: {plain(warning)}", fg="yellow", err=True)
         if diagnostics:
@@ -223,3 +227,19 @@ def check_out(out: Path, fmt: str) -> None:
     parent = next(p for p in (out.parent, *out.parent.parents) if p.exists() or p == Path("/"))
     if not os.access(parent, os.W_OK):
         raise UsageError(f"--out {out}: cannot write in {parent} (not writable)")
+
+
+def check_grouping(by: str | None, best_over: str | None) -> None:
+    """``--by`` and ``--best-over`` take config keys: a run's own fields (its id, status,
+    results, seed) would make groups of one run, or keep each group's luckiest seed."""
+    from normbench.core.errors import UsageError
+    from normbench.store.index import RUN_FIELDS
+
+    for option, keys in (("--by", by.split(",") if by else []), ("--best-over", [best_over])):
+        bad = [key for key in keys if key is not None and (key in RUN_FIELDS or not key)]
+        if bad:
+            raise UsageError(
+                f"{option} {bad[0] or repr('')}: not a config key to group by (a run's id, "
+                "status, seed and results are what groups are compared on); valid: a config "
+                "key, e.g. norm or train.lr"
+            )

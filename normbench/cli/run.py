@@ -49,6 +49,10 @@ def run(
         use_config_dirs(config_dir or [])
         config = compose_checked(overrides or [])
         tags = check_tags(tag or [])
+        if config["log"]["tensorboard"] is not None:  # before the run, not found by it
+            from normbench.trackers.tensorboard import check_destination
+
+            check_destination(Path(config["log"]["tensorboard"]), "log.tensorboard=")
     except UsageError as err:
         raise fail(str(err)) from None
     from normbench.store.rundir import run_id

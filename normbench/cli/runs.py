@@ -315,13 +315,18 @@ def runs_export(
         if absent:
             raise UsageError(absent)
         statuses = manage.parse_statuses(status)
+        if to == "tensorboard":
+            check_export_dir(destination, runs_dir)
+        if to == "mlflow" and destination.rstrip("/") in ("sqlite:", "sqlite:/", "sqlite:///"):
+            raise UsageError(
+                f"--to mlflow {destination}: an in-memory database keeps nothing; valid: "
+                "sqlite:///FILE.db"
+            )
         selection, _, _ = catalog.select_runs(runs_dir, arguments, sweep_name, tag)
         runs = manage.narrow(selection, statuses).sort_values("run_id")
         if runs.empty:
             raise UsageError("no runs match: check the runs directory, --sweep, --status, filters")
         log_dir = Path(destination)
-        if to == "tensorboard" and log_dir.exists() and not log_dir.is_dir():
-            raise UsageError(f"--to tensorboard {destination}: not a directory")
         if to == "mlflow":
             _quiet_mlflow()
         store = mlflow.MlflowExport(destination, experiment) if to == "mlflow" else None
@@ -345,6 +350,8 @@ def runs_export(
             typer.secho(f"warning: skipped {plain(row['run_id'])}: {reason}", fg="yellow", err=True)
     where = destination if store is None else f"{destination}, experiment {experiment}"
     typer.echo(f"exported {exported} run(s) to {to} {plain(where)}")
+    if not exported:  # every run skipped: the warnings above say why
+        raise typer.Exit(1)
 
 
 def _quiet_mlflow() -> None:
@@ -374,3 +381,23 @@ def pasted_path(name: str, runs_dir: Path, command: str) -> str:
     raise UsageError(
         f"run {name}: a path; {command} takes the run id: normbench {command} {path.name}{where}"
     )
+
+
+def check_export_dir(destination: str, runs_dir: Path) -> None:
+    """A TensorBoard destination named (not ''), outside the runs directory (its folders
+    would land among the runs), and usable now."""
+    from normbench.core.errors import UsageError
+    from normbench.store.rundir import real_directory
+    from normbench.trackers.tensorboard import check_destination
+
+    if not destination.strip():
+        raise UsageError("--to tensorboard '': name a directory, e.g. board")
+    where = Path(destination).expanduser().resolve()
+    runs = runs_dir.resolve()
+    if where == runs or runs in where.parents:
+        raise UsageError(
+            f"--to tensorboard {destination}: inside the runs directory {runs_dir}; valid: a "
+            "directory outside it"
+        )
+    check_destination(where, "--to tensorboard ")
+    real_directory(where)  # made now: one that cannot be is one line, not a skip per run

@@ -99,6 +99,8 @@ def sweep(
     overrides = [a for a in arguments if not a.startswith("launcher.")]
     try:
         use_config_dirs(config_dir or [])
+        if preset is not None and not preset.strip():
+            raise UsageError("sweep '': valid: a preset's name or file, or KEY=VALUE overrides")
         if jobs is not None and jobs < 1:
             raise UsageError(f"--jobs {jobs}: must be at least 1")
         if name is not None:
@@ -115,6 +117,7 @@ def sweep(
         plan = adaptive.design(grid, max_seeds, method) if until_decided else None
         if plan is not None:  # what later rounds need, before the first trains
             precheck.until_decided(grid, plan)
+        precheck.destinations(grid)
         if dry_run:
             planning.print_plan(
                 console, preset, overrides, runs_dir, Rerun(force, rerun_stale), max_runs

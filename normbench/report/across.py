@@ -50,6 +50,10 @@ def across(report: Report, keys: list[str], profile_x: str = "steps") -> Across:
     if profile_x not in PROFILE_X:
         raise UsageError(f"--profile {profile_x}: valid: {', '.join(PROFILE_X)}")
     setting_keys = sorted({k for s in report.sections for k in s.setting})
+    if not all(keys):
+        raise UsageError(f"--across {','.join(keys)!r}: name setting keys, e.g. data or data,model")
+    if len(set(keys)) < len(keys):
+        raise UsageError(f"--across {','.join(keys)}: a key is given twice")
     keys = [f"{k}.name" if k in GROUP_NAMES else k for k in keys]
     bad = [k for k in keys if k not in setting_keys]
     if bad:

@@ -75,14 +75,21 @@ def training_walls(runs: Path) -> dict[str, float]:
     walls = {}
     for study in STUDIES:
         paths = (runs / "sweeps").glob(f"findings-{study.name}-*.json")
-        found = [r for r in map(records.read_record, paths) if r and r.get("finished")]
+        found = [r for r in map(records.read_record, paths) if r and _took(r) is not None]
         if found:
             first = min(found, key=lambda record: str(record["started"]))
-            took = datetime.fromisoformat(first["finished"]) - datetime.fromisoformat(
-                first["started"]
-            )
-            walls[study.name] = took.total_seconds()
+            walls[study.name] = _took(first)
     return walls
+
+
+def _took(record: dict) -> float | None:
+    """A record's start to finish in seconds; None unless both are ISO times of the same kind
+    (a record is untrusted: a number, or a zone on one end only, is no time)."""
+    try:
+        started, finished = (datetime.fromisoformat(record.get(k)) for k in ("started", "finished"))
+        return (finished - started).total_seconds()
+    except (TypeError, ValueError):
+        return None
 
 
 def write(runs: Path, out: Path, jobs: int, scale: str, console: Console) -> bool:

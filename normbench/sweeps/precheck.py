@@ -6,6 +6,7 @@ unfinished sweep record behind. Each check raises UsageError with one line."""
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 
 from normbench.core.errors import UsageError
 from normbench.experiment.schema import SCHEMA, experiment, flatten
@@ -15,6 +16,16 @@ from normbench.sweeps.adaptive import Design, group_key
 from normbench.sweeps.grid import Sweep
 
 MAX_SEED = SCHEMA["seed"].maximum  # numpy's and torch's seed range
+
+
+def destinations(sweep: Sweep) -> None:
+    """Every ``log.tensorboard`` directory the runs will write, usable now."""
+    folders = {job.cfg["log"]["tensorboard"] for job in sweep.jobs} - {None}
+    if folders:
+        from normbench.trackers.tensorboard import check_destination
+
+        for folder in sorted(folders):
+            check_destination(Path(folder), "log.tensorboard=")
 
 
 def until_decided(sweep: Sweep, plan: Design) -> None:

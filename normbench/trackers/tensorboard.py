@@ -11,15 +11,36 @@ writer and protocol buffers (the ``tracking`` extra), not TensorFlow and not tor
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from normbench.core.errors import UsageError
 from normbench.store.rundir import real_directory
 from normbench.trackers.runs import TrackedRun, logged, parameters, rows
 
 EVENT_FILES = "events.out.tfevents.*"  # the names TensorBoard's writer gives its files
 REQUIRES = ("tensorboard",)  # the modules an export needs (normbench.core.extras)
+
+
+def check_destination(path: Path, option: str) -> None:
+    """A directory TensorBoard's files can be written in, checked before any run trains: an
+    existing directory or one that can be made, writable (a file, /dev/null, a read-only
+    place or a symlink to one of those is refused in one line, not found by the run)."""
+    existing = next((p for p in (path, *path.parents) if os.path.lexists(p)), Path("/"))
+    if not existing.is_dir():
+        raise UsageError(f"{option}{path}: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK) or _read_only(existing):
+        raise UsageError(f"{option}{path}: {existing} is not writable")
+
+
+def _read_only(path: Path) -> bool:
+    """A read-only file system (root's os.access says writable there too)."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 class RunEvents:

@@ -548,3 +548,67 @@ def test_runs_clean_dry_run_creates_no_lock_files(tmp_path):
     result = runner.invoke(app, ["runs", "clean", str(runs), "--dry-run"])
     assert result.exit_code == 0 and "1 run(s) would be deleted" in result.output
     assert not (runs / ".locks").exists()
+
+
+@pytest.mark.parametrize(
+    "finished", [5, ["x"], "2026-01-01T01:00:00", "2026-01-01T01:00:00+00:00", "nope"]
+)
+def test_findings_reads_a_record_whose_finished_is_odd(tmp_path, finished):
+    """`finished` not a string, or with a zone where `started` has none: no time, no crash."""
+    import json
+
+    from normbench.studies import findings
+
+    study = findings.STUDIES[0].name
+    (tmp_path / "sweeps").mkdir()
+    record = {"runs": [], "started": "2026-01-01T00:00:00+00:00", "finished": finished}
+    (tmp_path / "sweeps" / f"findings-{study}-20260101-000000-abc.json").write_text(
+        json.dumps(record)
+    )
+    walls = findings.training_walls(tmp_path)
+    assert walls == ({study: 3600.0} if finished == "2026-01-01T01:00:00+00:00" else {})
+
+
+def test_findings_checks_its_out_before_any_study_trains(tmp_path):
+    runs = tmp_path / "runs"
+    result = runner.invoke(
+        app, ["findings", "--smoke", "--out", str(tmp_path), "--runs-dir", str(runs)]
+    )
+    one_line_error(result, f"--out {tmp_path}: a directory")
+    assert not runs.exists()
+
+
+@pytest.fixture(scope="module")
+def two_workloads(tmp_path_factory):
+    from helpers import make_run
+
+    runs = tmp_path_factory.mktemp("two") / "runs"
+    for data in ("mnist1d", "digits"):
+        for norm in ("layernorm", "rmsnorm"):
+            for seed in range(2):
+                make_run(runs, [f"data={data}", f"norm={norm}", f"seed={seed}"])
+    return runs
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        (["--table", "nope"], "--table nope: valid: across, convergence"),
+        (["--profile", "time"], "--profile time: for the table across workloads; add --across"),
+        (["--across", ""], "--across '': name setting keys"),
+        (["--across", "data,data"], "--across data,data: a key is given twice"),
+        (["--by", "run_id"], "--by run_id: not a config key to group by"),
+        (["--by", "status"], "--by status: not a config key"),
+        (["--by", "final_val_acc"], "--by final_val_acc: not a config key"),
+        (["--best-over", "seed"], "--best-over seed: not a config key"),
+    ],
+)
+def test_report_options_accepted_before_are_refused_in_one_line(two_workloads, options, words):
+    one_line_error(runner.invoke(app, ["report", str(two_workloads), *options]), words)
+
+
+def test_an_empty_sweep_preset_is_refused(tmp_path):
+    for dry_run in ([], ["--dry-run"]):
+        result = runner.invoke(app, ["sweep", "", *dry_run, "--runs-dir", str(tmp_path / "r")])
+        one_line_error(result, "sweep '': valid: a preset's name or file")
+    assert not (tmp_path / "r").exists()

@@ -107,7 +107,7 @@ def test_an_export_cut_short_leaves_no_half_made_mlflow_run(tmp_path, monkeypatc
     for seed in range(2):
         make_run(runs, ["norm=layernorm", f"seed={seed}"])
     real = MlflowClient.log_batch
-    for fault, exit_code in ((MlflowException("refused"), 0), (KeyboardInterrupt(), 130)):
+    for fault, exit_code in ((MlflowException("refused"), 1), (KeyboardInterrupt(), 130)):
 
         def cut_short(self, run_id, metrics=(), fault=fault, **kwargs):
             if metrics:

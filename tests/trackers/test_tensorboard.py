@@ -94,3 +94,47 @@ def test_log_tensorboard_writes_the_same_while_training_and_keeps_the_run_id(tmp
 def test_a_run_id_that_is_not_a_directory_name_is_refused(tmp_path, name):
     with pytest.raises(StoreError, match="not the name of a run directory"):
         tracked_run({"run_id": name, "status": "complete"}, tmp_path)
+
+
+@pytest.mark.parametrize("where", ["{tmp}/file", "/dev/null", "{tmp}/link", "{tmp}/file/sub"])
+def test_an_unusable_log_tensorboard_is_refused_before_the_run(tmp_path, where):
+    (tmp_path / "file").write_text("")
+    (tmp_path / "link").symlink_to("/dev/null")
+    runs = tmp_path / "runs"
+    setting = f"log.tensorboard={where.format(tmp=tmp_path)}"
+    for command in (["run", *tiny(setting)], ["sweep", *tiny(setting, "seed=0,1"), "--dry-run"]):
+        result = runner.invoke(app, [*command, "--runs-dir", str(runs)])
+        assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+        assert result.output.startswith("normbench: error: log.tensorboard=")
+        assert "is not a directory" in result.output
+    assert not runs.exists()
+
+
+@pytest.mark.parametrize(
+    ("destination", "words"),
+    [
+        ("", "--to tensorboard '': name a directory"),
+        ("{runs}", "inside the runs directory"),
+        ("{runs}/board", "inside the runs directory"),
+        ("{tmp}/file", "is not a directory"),
+        ("{tmp}/file/board", "is not a directory"),
+    ],
+)
+def test_an_odd_export_destination_is_one_line(tmp_path, destination, words):
+    runs = tmp_path / "runs"
+    make_run(runs, ["norm=layernorm"])
+    (tmp_path / "file").write_text("")
+    before = sorted(p.name for p in runs.iterdir())
+    target = destination.format(runs=runs, tmp=tmp_path)
+    result = runner.invoke(app, ["runs", "export", "--to", "tensorboard", target, str(runs)])
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert words in result.output
+    assert sorted(p.name for p in runs.iterdir()) == before
+
+
+def test_an_in_memory_mlflow_store_is_refused(tmp_path):
+    pytest.importorskip("mlflow")
+    runs = tmp_path / "runs"
+    make_run(runs, ["norm=layernorm"])
+    result = runner.invoke(app, ["runs", "export", "--to", "mlflow", "sqlite://", str(runs)])
+    assert result.exit_code == 2 and "an in-memory database keeps nothing" in result.output
