@@ -68,7 +68,7 @@ SCHEMA: dict[str, Key] = {
     "norm.mask_padding": Key(bool),
     "norm.fp32_stats": Key(bool),
     "train.optimizer": Key(str, choices=("adamw", "sgd", "muon")),
-    "train.muon_lr": Key(float, minimum=0.0),
+    "train.muon_lr": Key(float, minimum=0.0, nullable=True),
     "train.muon_momentum": Key(float, minimum=0.0, maximum=1.0),
     "train.lr": Key(float, minimum=0.0),
     "train.weight_decay": Key(float, minimum=0.0),

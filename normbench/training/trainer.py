@@ -546,7 +546,10 @@ def build_optimizers(
     """The run's optimizer (AdamW or SGD; weight decay on parameters of 2 dimensions or more)
     and, for ``train.optimizer=muon``, torch.optim.Muon on ``muon_parameters`` with AdamW on
     the rest (at train.lr; Muon at train.muon_lr and train.muon_momentum, Nesterov, the same
-    decoupled weight decay). Both rates are scaled by ``lr_scale`` (train.lr_scaling)."""
+    decoupled weight decay). ``train.muon_lr=null``: Muon at train.lr with Moonlight's update
+    scaling (0.2 sqrt(max(A, B)), torch's ``match_rms_adamw``), which makes its update RMS
+    AdamW's so that one rate serves both (Liu et al. 2025); a sweep over train.lr then moves
+    both. Both rates are scaled by ``lr_scale`` (train.lr_scaling)."""
     muon = None
     params = list(model.parameters())
     if train["optimizer"] == "muon":
@@ -556,11 +559,13 @@ def build_optimizers(
                 "train.optimizer=muon found no 2-D weight matrix in a residual sublayer "
                 "(normbench.layers.models.ResidualUnit) of this model"
             )
+        matched = train["muon_lr"] is None
         muon = torch.optim.Muon(
             hidden,
-            lr=train["muon_lr"] * lr_scale,
+            lr=(train["lr"] if matched else train["muon_lr"]) * lr_scale,
             momentum=train["muon_momentum"],
             weight_decay=train["weight_decay"],
+            adjust_lr_fn="match_rms_adamw" if matched else "original",
         )
         taken = {id(p) for p in hidden}
         params = [p for p in params if id(p) not in taken]

@@ -131,6 +131,13 @@ def test_batch_sensitivity_crosses_five_norms_with_ghost_batches_and_seeds():
     assert {job.cfg["batch_size"] for job in sweep.jobs} == {32}
 
 
+def test_muon_preset_crosses_both_optimizers_over_one_rate_axis():
+    sweep = expand("muon", [])
+    assert len(sweep.jobs) == 5 * 2 * 6 * 3
+    muon = [job.cfg["train"] for job in sweep.jobs if job.cfg["train"]["optimizer"] == "muon"]
+    assert len(muon) == 90 and all(train["muon_lr"] is None for train in muon)
+
+
 def test_batch_resnet_adds_gn_ws_and_bn_ws_on_resnet_v1():
     sweep = expand("batch_resnet", [])
     assert sweep.combinations == 7 * 5 * 3

@@ -98,3 +98,14 @@ def test_a_muon_run_resumes_from_its_checkpoint_to_the_uninterrupted_metrics(tmp
         pd.read_parquet(whole.path / "metrics.parquet")[columns],
         pd.read_parquet(run.path / "metrics.parquet")[columns],
     )
+
+
+def test_muon_lr_null_is_one_rate_for_both_with_moonlights_rms_matching():
+    cfg = compose(tiny("train.optimizer=muon", "train.muon_lr=null", "train.lr=0.03"))
+    model = build_model(cfg, input_shape(cfg["data"]), 10)
+    adamw, muon = build_optimizers(model, cfg["train"], 2.0, fused=False)
+    assert muon.param_groups[0]["lr"] == adamw.param_groups[0]["lr"] == 0.06
+    assert muon.param_groups[0]["adjust_lr_fn"] == "match_rms_adamw"
+    cfg = compose(tiny("train.optimizer=muon"))
+    _, muon = build_optimizers(model, cfg["train"], 1.0, fused=False)
+    assert muon.param_groups[0]["adjust_lr_fn"] == "original"
