@@ -75,11 +75,76 @@ runs_app = typer.Typer(
 )
 app.add_typer(runs_app, name="runs")
 
+
+def complete_override(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Shell completion of an override: ``no<TAB>`` gives the keys (``norm=``,
+    ``norm.groups=``), ``norm=<TAB>`` the norms, ``train.schedule=<TAB>`` its choices. Bash
+    splits ``norm=ba`` into ``norm``, ``=``, ``ba`` (``=`` breaks its words): then the value
+    alone is completed. Reads the option files and the schema only (no torch, no Hydra)."""
+    from normbench.core.errors import UsageError
+    from normbench.experiment.options import options
+    from normbench.experiment.schema import GROUPS, OPTION_SCHEMA, SCHEMA
+
+    args = _words_before(ctx)
+    keys = dict(SCHEMA)
+    for by_option in OPTION_SCHEMA.values():
+        for option_keys in by_option.values():
+            keys.update(option_keys)
+    if not incomplete and args and _bash_word() == "=":  # bash, the cursor just after `norm=`
+        key, partial, prefix = args[-1], "", "="
+    elif len(args) >= 2 and args[-1] == "=":  # bash, `norm=ba`
+        key, partial, prefix = args[-2], incomplete, ""
+    elif "=" in incomplete:
+        key, _, partial = incomplete.partition("=")
+        prefix = f"{key}="
+    else:
+        names = sorted({*GROUPS, *keys})
+        return [f"{name}=" for name in names if name.startswith(incomplete)]
+    if key in GROUPS:
+        try:
+            values = list(options(key))
+        except UsageError:  # a config directory defines an option twice: nothing to offer
+            values = []
+    elif key in keys:
+        spec = keys[key]
+        values = list(spec.choices) or (["true", "false"] if spec.kind is bool else [])
+    else:
+        values = []
+    return [f"{prefix}{value}" for value in values if value.startswith(partial)]
+
+
+def _bash_word() -> str:
+    """The word bash completes (click turns a lone ``=`` into an empty word)."""
+    words, index = os.environ.get("COMP_WORDS", "").split(), os.environ.get("COMP_CWORD", "")
+    return words[int(index)] if index.isdigit() and int(index) < len(words) else ""
+
+
+def _words_before(ctx: typer.Context) -> list[str]:
+    """The command's arguments before the one being completed, as parsed so far."""
+    return [str(word) for word in ctx.params.get("overrides") or ctx.params.get("arguments") or []]
+
+
+def complete_sweep(ctx: typer.Context, incomplete: str) -> list[str]:
+    """The sweep's first argument may be a preset by name; every argument an override."""
+    from normbench.core.errors import UsageError
+    from normbench.sweeps.presets import presets
+
+    overrides = complete_override(ctx, incomplete)
+    if _words_before(ctx) or "=" in incomplete:
+        return overrides
+    try:
+        names = [name for name in presets() if name.startswith(incomplete)]
+    except UsageError:
+        names = []
+    return names + overrides
+
+
 Overrides = Annotated[
     list[str] | None,
     typer.Argument(
         help="Hydra overrides, e.g. model=cnn norm=groupnorm batch_size=8 train.lr=1e-3",
         show_default=False,
+        autocompletion=complete_override,
     ),
 ]
 RunsDir = Annotated[Path, typer.Option("--runs-dir", help="Where runs are stored.")]

@@ -13,7 +13,12 @@ from normbench.cli.app import app, fail, interrupt_on_sigterm
 @app.command(short_help="Reproduce the literature's claims: run the studies, write findings.md.")
 def findings(
     quick: Annotated[bool, typer.Option("--quick", help="Fewer seeds and steps.")] = False,
-    smoke: Annotated[bool, typer.Option("--smoke", help="Tiny runs: does it all work?")] = False,
+    smoke: Annotated[
+        bool,
+        typer.Option(
+            "--smoke", help="Tiny runs of every study: does it all work? (minutes, not seconds)"
+        ),
+    ] = False,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Worker processes per study.")] = 2,
     runs_dir: Annotated[
         Path, typer.Option("--runs-dir", help="Where the studies' runs are stored.")

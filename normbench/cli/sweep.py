@@ -8,7 +8,15 @@ from typing import Annotated
 
 import typer
 
-from normbench.cli.app import ConfigDirs, RunsDir, app, board_note, fail, interrupt_on_sigterm
+from normbench.cli.app import (
+    ConfigDirs,
+    RunsDir,
+    app,
+    board_note,
+    complete_sweep,
+    fail,
+    interrupt_on_sigterm,
+)
 
 
 @app.command()
@@ -21,6 +29,7 @@ def sweep(
             "Hydra sweep overrides, e.g. norm=batchnorm,groupnorm seed=range(3); launcher "
             "settings as launcher.KEY=VALUE",
             show_default=False,
+            autocompletion=complete_sweep,
         ),
     ] = None,
     launcher: Annotated[

@@ -50,23 +50,40 @@ STUDIES = (
 def run_studies(runs: Path, jobs: int, scale: str, console: Console) -> None:
     """Run every study's sweep, one after another in this process, on one pool of workers (a
     worker imports torch once for them all); a study whose runs are complete trains nothing.
-    Each is recorded as the sweep ``findings-<study>``, as its printed command would be."""
+    Each is recorded as the sweep ``findings-<study>``, as its printed command would be. Every
+    grid is planned first, so the count of runs to train and, once some have, the time left
+    are on screen from the start."""
     rerun = Rerun()
+    planned = []
+    for study in STUDIES:
+        args = arguments(study, scale)
+        preset = None if "=" in args[0] else args[0]
+        grid = grids.expand(preset, [arg for arg in args if "=" in arg])
+        grid.name = f"findings-{study.name}"
+        planned.append((study, grid, planning.plan(grid, runs, rerun).todo))
+    total = sum(len(todo) for _, _, todo in planned)
+    runs_in_all = sum(len(grid.jobs) for _, grid, _ in planned)
+    console.print(
+        f"findings ({scale}): {len(planned)} studies, {runs_in_all} runs, {total} to train",
+        soft_wrap=True,
+    )
+    trained, start = 0, time.perf_counter()
     with LocalLauncher(jobs, runs, rerun) as pool:
-        for study in STUDIES:
-            args = arguments(study, scale)
-            preset = None if "=" in args[0] else args[0]
-            grid = grids.expand(preset, [arg for arg in args if "=" in arg])
-            grid.name = f"findings-{study.name}"
+        for index, (study, grid, todo) in enumerate(planned, start=1):
             console.print(f"$ {command_of(study, scale)} --name {grid.name}", soft_wrap=True)
-            todo = planning.plan(grid, runs, rerun).todo
             record = planning.write_record(grid, runs, "local", datetime.now())
-            view = live.LiveView(console, grid, todo, title=f"study {study.name}")
+            left = total - trained
+            eta = (time.perf_counter() - start) / trained * left if trained else None
+            title = f"study {study.name} ({index} of {len(planned)}; {left} runs left" + (
+                f", about {eta / 60:.0f} min)" if eta is not None else ")"
+            )
+            view = live.LiveView(console, grid, todo, title=title)
             try:
                 with view:
                     pool.launch(todo, view)
             finally:  # an interrupted study keeps what it completed
                 planning.finish_record(record, dict(view.counts), grid.jobs)
+            trained += len(todo)
 
 
 def training_walls(runs: Path) -> dict[str, float]:
