@@ -25,6 +25,7 @@ learning rates).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,8 +47,10 @@ class Difference:
         se^2 = s_a^2 / n_a + s_b^2 / n_b
         df   = se^4 / ((s_a^2/n_a)^2 / (n_a - 1) + (s_b^2/n_b)^2 / (n_b - 1))
 
-    ``se`` is 0 only when every value is identical and no resolution is known: then nothing
-    measures the noise and every test is inconclusive (``known_noise``).
+    ``se`` is 0 only when every value is identical (up to floating-point round-off) and no
+    resolution is known: then nothing measures the noise and every test is inconclusive
+    (``known_noise``). ``left_out``: results of either group outside the common seeds of a
+    paired difference (the difference is then not that of the groups' means over all seeds).
     """
 
     diff: float
@@ -55,6 +58,7 @@ class Difference:
     df: float
     paired: bool
     n: int  # pairs (paired) or results on both sides (Welch)
+    left_out: int = 0
 
     @property
     def t(self) -> float:
@@ -70,29 +74,49 @@ class Difference:
         return f"paired, {self.n} seeds" if self.paired else "unpaired (Welch)"
 
 
+# A spread this small relative to the values is the round-off of float64 arithmetic on them
+# (0.95 - 0.93 and 0.85 - 0.83 differ by 1e-16), far below any seed noise a run shows.
+ROUND_OFF = 1e-12
+
+
+def _spread(values: np.ndarray, scale: float) -> float:
+    """The sample sd of ``values``, 0 when it is below the round-off of numbers of size
+    ``scale`` (``ROUND_OFF``): identical values computed by different routes are identical."""
+    sd = float(values.std(ddof=1))
+    return 0.0 if sd <= ROUND_OFF * scale else sd
+
+
 def difference(a: Results, b: Results, resolution: float = 0.0) -> Difference:
     """mean(a) - mean(b), paired by seed when the two share at least two seeds (on those
     seeds), else unpaired. Both need two results at least (the caller checks).
 
-    Floors, for a metric that moves in steps of ``resolution`` (accuracy on V samples: 1/V):
-    the sd of the per-seed differences is at least resolution / sqrt(3), the sd of a rounding
-    error spread evenly over (-resolution, resolution), which is how far two rounded values
-    can disagree; a group's own sd at least resolution / sqrt(6), so that the floor of an
-    unpaired difference is the same. tests/report/test_stats.py simulates the false
-    "equivalent" rate of quantised results at the margin with these floors."""
+    Floors, for a metric that moves in steps of ``resolution`` (accuracy on V samples: 1/V).
+    A value rounded to steps of r carries a rounding error spread evenly over (-r/2, r/2): sd
+    r / sqrt(12); a difference of two such values has sd r / sqrt(6). The floors are sqrt(2)
+    times those, on the safe side: the sd of the per-seed differences at least
+    resolution / sqrt(3), a group's own sd at least resolution / sqrt(6) (so that an unpaired
+    difference has the same floor). tests/report/test_stats.py simulates the false
+    "equivalent" rate of quantised results at the margin with these floors. Without a
+    resolution, a spread below the values' round-off (``ROUND_OFF``) is no spread: the
+    difference has no known noise, in both branches."""
     common = sorted(set(a) & set(b))
     if len(common) >= 2:
         d = np.array([a[s] - b[s] for s in common])
-        sd = max(float(d.std(ddof=1)), resolution / math.sqrt(3))
+        scale = max(abs(a[s]) + abs(b[s]) for s in common)
+        sd = max(_spread(d, scale), resolution / math.sqrt(3))
         n = len(d)
-        return Difference(float(d.mean()), sd / math.sqrt(n), float(n - 1), True, n)
+        left = len(a) + len(b) - 2 * n
+        if sd == 0:  # identical differences, no resolution: no noise to test against
+            return Difference(float(d.mean()), 0.0, math.inf, True, n, left)
+        return Difference(float(d.mean()), sd / math.sqrt(n), float(n - 1), True, n, left)
     x, y = np.array(list(a.values())), np.array(list(b.values()))
     floor = resolution / math.sqrt(6)
-    va = max(float(x.std(ddof=1)), floor) ** 2 / len(x)
-    vb = max(float(y.std(ddof=1)), floor) ** 2 / len(y)
+    scale = float(max(np.abs(x).max(), np.abs(y).max()))
+    va = max(_spread(x, scale), floor) ** 2 / len(x)
+    vb = max(_spread(y, scale), floor) ** 2 / len(y)
     se2 = va + vb
     n = len(x) + len(y)
-    if se2 <= 1e-24:  # identical values, no resolution: no noise to test against
+    if se2 == 0:  # identical values, no resolution: no noise to test against
         return Difference(float(x.mean() - y.mean()), 0.0, math.inf, False, n)
     df = se2**2 / (va**2 / (len(x) - 1) + vb**2 / (len(y) - 1))
     return Difference(float(x.mean() - y.mean()), math.sqrt(se2), float(df), False, n)
@@ -175,7 +199,9 @@ def holm(pvalues: Sequence[float]) -> list[float]:
 class Verdict:
     """One comparison's outcome: the verdict word, the difference (group - reference) with its
     (1 - 2 alpha) interval, the adjusted p-values, and how it was computed (or why no test
-    was made)."""
+    was made). ``common_only``: the difference is over the seeds the group shares with its
+    reference, not the difference of the two groups' means over all their seeds (a table
+    showing those means beside it says so: ``COMMON_SEEDS_NOTE``)."""
 
     verdict: str
     diff: float = math.nan
@@ -184,9 +210,15 @@ class Verdict:
     p_differs: float = math.nan  # worse (or better): adjusted
     p_equivalent: float = math.nan  # within the margin: adjusted
     reason: str = ""
+    common_only: bool = False
 
 
 NO_NOISE = "identical results at every seed and no known resolution: no noise to test against"
+COMMON_SEEDS_NOTE = (
+    "Δ is paired by seed: over the seeds a group shares with its reference, where the means "
+    "shown are over all its seeds"
+)
+ABOVE_BEST = "above the best: higher at the seeds both have"
 
 
 def _decided(
@@ -196,8 +228,9 @@ def _decided(
     difference is shown within the margin (a difference both clear and smaller than the
     margin is equivalent: the margin says which differences matter); else ``worse`` (or
     ``better``, when in ``directions``) when shown to differ; else ``inconclusive``."""
+    common = d.left_out > 0
     if not d.known_noise:
-        return Verdict("inconclusive", d.diff, reason=NO_NOISE)
+        return Verdict("inconclusive", d.diff, reason=NO_NOISE, common_only=common)
     low, high = interval(d, alpha)
     if p_same < alpha:
         word = "equivalent"
@@ -207,15 +240,35 @@ def _decided(
         word = "better"
     else:
         word = "inconclusive"
-    return Verdict(word, d.diff, low, high, p_differs, p_same, d.how)
+    return Verdict(word, d.diff, low, high, p_differs, p_same, d.how, common)
+
+
+def best_group(groups: Sequence[Results], resolution: float = 0.0) -> int | None:
+    """The best group on a paired basis: the one ahead of the most others, each pair compared
+    by ``difference`` (over its common seeds where it has two, else all results), ties broken
+    by the mean; None when no group has two results. Raw means over unequal seed sets would
+    not do: groups that stopped drawing seeds early (``--until-decided``) would be compared
+    with others over different seeds, and a group higher at every common seed could sit
+    below a worse "best" whose extra seeds happened to be good (a Copeland count over the
+    pairwise paired means; Copeland 1951)."""
+    testable = [i for i, g in enumerate(groups) if len(g) >= 2]
+    if not testable:
+        return None
+    wins = dict.fromkeys(testable, 0.0)
+    for n, i in enumerate(testable):
+        for j in testable[n + 1 :]:
+            d = difference(groups[i], groups[j], resolution).diff
+            wins[i] += 1.0 if d > 0 else 0.5 if d == 0 else 0.0
+            wins[j] += 1.0 if d < 0 else 0.5 if d == 0 else 0.0
+    return max(testable, key=lambda i: (wins[i], float(np.mean(list(groups[i].values())))))
 
 
 def compare_with_best(
     groups: Sequence[Results], alpha: float, margin: float, resolution: float = 0.0
 ) -> tuple[int | None, list[Verdict]]:
-    """Every group against the best: the highest mean among groups with at least two results
-    (None when there is none). Returns the best's index and one Verdict per group:
-    ``reference`` for the best; ``worse``, ``equivalent`` or ``inconclusive`` for the others
+    """Every group against the best (``best_group``: chosen on a paired basis, None when no
+    group has two results). Returns the best's index and one Verdict per group: ``reference``
+    for the best; ``worse``, ``equivalent``, ``better`` or ``inconclusive`` for the others
     (always inconclusive with fewer than two results).
 
     *worse*: the best is chosen after looking, so the claim "j is worse than the best" is one
@@ -226,14 +279,18 @@ def compare_with_best(
     correlations of the groups (Holm 1979; exact t tests under normality). A studentized range
     would be exact only with one common spread, which batch-statistics norms break.
 
+    *better* (reason ``ABOVE_BEST``): a group shown higher than the best by the same test, one
+    more claim of that family. The paired choice of the best makes it rare (a cycle of pairs:
+    a ahead of b, b of c, c of a), never hidden as *inconclusive*.
+
     *equivalent*: TOST within +-margin against the best, Holm over the k - 1 comparisons.
     Choosing the luckiest group as reference makes the others look less equivalent, not more
     (tests/report/test_stats.py simulates it)."""
-    testable = [i for i, g in enumerate(groups) if len(g) >= 2]
-    if not testable:
+    best = best_group(groups, resolution)
+    if best is None:
         reason = "fewer than 2 results in every group"
         return None, [Verdict("inconclusive", reason=reason) for _ in groups]
-    best = max(testable, key=lambda i: float(np.mean(list(groups[i].values()))))
+    testable = [i for i, g in enumerate(groups) if len(g) >= 2]
     pairs = [(i, j) for n, i in enumerate(testable) for j in testable[n + 1 :]]
     differs = holm([p_two_sided(difference(groups[i], groups[j], resolution)) for i, j in pairs])
     p_pair = {frozenset(pair): p for pair, p in zip(pairs, differs, strict=True)}
@@ -248,7 +305,10 @@ def compare_with_best(
             verdicts.append(Verdict("inconclusive", reason=f"{len(group)} result(s); needs 2"))
         else:
             p = p_pair[frozenset((i, best))]
-            verdicts.append(_decided(against[i], p, same[i], alpha, ("worse",)))
+            verdict = _decided(against[i], p, same[i], alpha, ("worse", "better"))
+            if verdict.verdict == "better":
+                verdict = dataclasses.replace(verdict, reason=f"{ABOVE_BEST} ({verdict.reason})")
+            verdicts.append(verdict)
     return best, verdicts
 
 
