@@ -113,3 +113,18 @@ def test_futility_is_read_off_a_convergence_row():
     assert (
         adaptive.power(table.assign(reason="unpaired (Welch)").iloc[other], table, plan, level) == 1
     )
+
+
+def test_a_round_names_the_comparisons_stopped_for_futility():
+    method = Method(0.05, 0.01, fractions=(3 / 8, 4 / 8, 5 / 8, 6 / 8, 7 / 8, 1.0))
+    plan = adaptive.Design(8, method.fractions, method, 5)
+    assert adaptive.Open(0).stop_text(2, plan) == "round 2: every verdict decided"
+    capped = adaptive.Open(3).stop_text(6, plan)
+    assert capped == "round 6: 3 group(s) undecided, all at --max-seeds 8"
+    stopped = adaptive.Open(2, ("norm=rmsnorm (conditional power 0.04)",))
+    text = stopped.stop_text(3, plan)
+    assert "stopped for futility, 1 comparison(s) that cannot be decided by --max-seeds 8" in text
+    assert text.endswith("norm=rmsnorm (conditional power 0.04)")
+    assert stopped.next_text(3, 4) == (
+        "round 4: 2 group(s) undecided (1 stopped for futility); 4 more seed(s)"
+    )
