@@ -160,7 +160,7 @@ def sweep(
     interrupt_on_sigterm()
     with contextlib.closing(runner):  # the local pool serves every round
         jobs_so_far, counts, views = list(grid.jobs), {}, []
-        todo, first, look = planned.todo, None, 1
+        todo, look = planned.todo, 1
         for look in range(1, plan.looks + 1 if plan else 2):
             view = live.LiveView(console, grid, todo, title=f"round {look}" if plan else None)
             views.append(view)
@@ -191,24 +191,11 @@ def sweep(
             if plan is None:
                 break
             now = adaptive.look_at(jobs_so_far, runs_dir, plan.at(look))
-            if look == 1:  # the grid alone, reported as a fixed design (full alpha)
-                first = adaptive.tally(
-                    adaptive.look_at(jobs_so_far, runs_dir, method), len(jobs_so_far)
-                )
-            todo, undecided = adaptive.seeds_to_add(jobs_so_far, now, plan)
+            todo, left = adaptive.seeds_to_add(jobs_so_far, now, plan)
             if not todo or look == plan.looks:
-                console.print(
-                    f"round {look}: every verdict decided"
-                    if not undecided
-                    else f"round {look}: {undecided} group(s) undecided, all at "
-                    f"--max-seeds {plan.max_seeds}",
-                    soft_wrap=True,
-                )
+                console.print(left.stop_text(look, plan), soft_wrap=True)
                 break
-            console.print(
-                f"round {look + 1}: {undecided} group(s) undecided; {len(todo)} more seed(s)",
-                soft_wrap=True,
-            )
+            console.print(left.next_text(look, len(todo)), soft_wrap=True)
             jobs_so_far += todo
             planning.finish_record(record, counts, jobs_so_far, False, plan.record(look + 1))
     try:
@@ -224,14 +211,7 @@ def sweep(
         final = adaptive.tally(
             adaptive.look_at(jobs_so_far, runs_dir, plan.at(look)), len(jobs_so_far)
         )
-        console.print(
-            f"until decided: {look} round(s): {final.text()}; the grid alone, a fixed design "
-            f"of {plan.first_seeds} seed(s) per group: {first.text()}; a fixed design of "
-            f"{plan.max_seeds} seeds per group would take {plan.fixed_runs} runs; alpha "
-            f"{plan.method.alpha} spent over {plan.looks} possible looks (O'Brien-Fleming "
-            f"type), {plan.at(look).level:.4g} at look {look}",
-            soft_wrap=True,
-        )
+        console.print(adaptive.closing(final, plan, look, jobs_so_far, runs_dir), soft_wrap=True)
     console.print(f"results: {report}", soft_wrap=True)
     boards = {job.cfg["log"]["tensorboard"] for job in grid.jobs} - {None}
     finished = len(grid.jobs) - len(planned.todo)

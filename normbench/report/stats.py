@@ -17,7 +17,8 @@ The verdicts (docs/statistics.md explains them to a user):
 - every group against the best, chosen after looking: ``compare_with_best``;
 - every group against a reference named before looking: ``compare_with_reference``;
 - a pre-specified contrast per row (batch sensitivity, precision): ``contrast``;
-- seeds until decided: alpha spent over the looks, ``spent_alpha``.
+- seeds until decided: the level of each look, ``look_alpha``, and whether an open comparison
+  can still be decided, ``conditional_power``.
 
 And the per-seed summaries they are computed on: ``lr_sensitivity`` (one seed's sweep over
 learning rates).
@@ -25,6 +26,7 @@ learning rates).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,8 +48,10 @@ class Difference:
         se^2 = s_a^2 / n_a + s_b^2 / n_b
         df   = se^4 / ((s_a^2/n_a)^2 / (n_a - 1) + (s_b^2/n_b)^2 / (n_b - 1))
 
-    ``se`` is 0 only when every value is identical and no resolution is known: then nothing
-    measures the noise and every test is inconclusive (``known_noise``).
+    ``se`` is 0 only when every value is identical (up to floating-point round-off) and no
+    resolution is known: then nothing measures the noise and every test is inconclusive
+    (``known_noise``). ``left_out``: results of either group outside the common seeds of a
+    paired difference (the difference is then not that of the groups' means over all seeds).
     """
 
     diff: float
@@ -55,6 +59,7 @@ class Difference:
     df: float
     paired: bool
     n: int  # pairs (paired) or results on both sides (Welch)
+    left_out: int = 0
 
     @property
     def t(self) -> float:
@@ -70,29 +75,49 @@ class Difference:
         return f"paired, {self.n} seeds" if self.paired else "unpaired (Welch)"
 
 
+# A spread this small relative to the values is the round-off of float64 arithmetic on them
+# (0.95 - 0.93 and 0.85 - 0.83 differ by 1e-16), far below any seed noise a run shows.
+ROUND_OFF = 1e-12
+
+
+def _spread(values: np.ndarray, scale: float) -> float:
+    """The sample sd of ``values``, 0 when it is below the round-off of numbers of size
+    ``scale`` (``ROUND_OFF``): identical values computed by different routes are identical."""
+    sd = float(values.std(ddof=1))
+    return 0.0 if sd <= ROUND_OFF * scale else sd
+
+
 def difference(a: Results, b: Results, resolution: float = 0.0) -> Difference:
     """mean(a) - mean(b), paired by seed when the two share at least two seeds (on those
     seeds), else unpaired. Both need two results at least (the caller checks).
 
-    Floors, for a metric that moves in steps of ``resolution`` (accuracy on V samples: 1/V):
-    the sd of the per-seed differences is at least resolution / sqrt(3), the sd of a rounding
-    error spread evenly over (-resolution, resolution), which is how far two rounded values
-    can disagree; a group's own sd at least resolution / sqrt(6), so that the floor of an
-    unpaired difference is the same. tests/report/test_stats.py simulates the false
-    "equivalent" rate of quantised results at the margin with these floors."""
+    Floors, for a metric that moves in steps of ``resolution`` (accuracy on V samples: 1/V).
+    A value rounded to steps of r carries a rounding error spread evenly over (-r/2, r/2): sd
+    r / sqrt(12); a difference of two such values has sd r / sqrt(6). The floors are sqrt(2)
+    times those, on the safe side: the sd of the per-seed differences at least
+    resolution / sqrt(3), a group's own sd at least resolution / sqrt(6) (so that an unpaired
+    difference has the same floor). tests/report/test_stats.py simulates the false
+    "equivalent" rate of quantised results at the margin with these floors. Without a
+    resolution, a spread below the values' round-off (``ROUND_OFF``) is no spread: the
+    difference has no known noise, in both branches."""
     common = sorted(set(a) & set(b))
     if len(common) >= 2:
         d = np.array([a[s] - b[s] for s in common])
-        sd = max(float(d.std(ddof=1)), resolution / math.sqrt(3))
+        scale = max(abs(a[s]) + abs(b[s]) for s in common)
+        sd = max(_spread(d, scale), resolution / math.sqrt(3))
         n = len(d)
-        return Difference(float(d.mean()), sd / math.sqrt(n), float(n - 1), True, n)
+        left = len(a) + len(b) - 2 * n
+        if sd == 0:  # identical differences, no resolution: no noise to test against
+            return Difference(float(d.mean()), 0.0, math.inf, True, n, left)
+        return Difference(float(d.mean()), sd / math.sqrt(n), float(n - 1), True, n, left)
     x, y = np.array(list(a.values())), np.array(list(b.values()))
     floor = resolution / math.sqrt(6)
-    va = max(float(x.std(ddof=1)), floor) ** 2 / len(x)
-    vb = max(float(y.std(ddof=1)), floor) ** 2 / len(y)
+    scale = float(max(np.abs(x).max(), np.abs(y).max()))
+    va = max(_spread(x, scale), floor) ** 2 / len(x)
+    vb = max(_spread(y, scale), floor) ** 2 / len(y)
     se2 = va + vb
     n = len(x) + len(y)
-    if se2 <= 1e-24:  # identical values, no resolution: no noise to test against
+    if se2 == 0:  # identical values, no resolution: no noise to test against
         return Difference(float(x.mean() - y.mean()), 0.0, math.inf, False, n)
     df = se2**2 / (va**2 / (len(x) - 1) + vb**2 / (len(y) - 1))
     return Difference(float(x.mean() - y.mean()), math.sqrt(se2), float(df), False, n)
@@ -175,7 +200,9 @@ def holm(pvalues: Sequence[float]) -> list[float]:
 class Verdict:
     """One comparison's outcome: the verdict word, the difference (group - reference) with its
     (1 - 2 alpha) interval, the adjusted p-values, and how it was computed (or why no test
-    was made)."""
+    was made). ``common_only``: the difference is over the seeds the group shares with its
+    reference, not the difference of the two groups' means over all their seeds (a table
+    showing those means beside it says so: ``COMMON_SEEDS_NOTE``)."""
 
     verdict: str
     diff: float = math.nan
@@ -184,9 +211,15 @@ class Verdict:
     p_differs: float = math.nan  # worse (or better): adjusted
     p_equivalent: float = math.nan  # within the margin: adjusted
     reason: str = ""
+    common_only: bool = False
 
 
 NO_NOISE = "identical results at every seed and no known resolution: no noise to test against"
+COMMON_SEEDS_NOTE = (
+    "Δ is paired by seed: over the seeds a group shares with its reference, where the means "
+    "shown are over all its seeds"
+)
+ABOVE_BEST = "above the best: higher at the seeds both have"
 
 
 def _decided(
@@ -196,8 +229,9 @@ def _decided(
     difference is shown within the margin (a difference both clear and smaller than the
     margin is equivalent: the margin says which differences matter); else ``worse`` (or
     ``better``, when in ``directions``) when shown to differ; else ``inconclusive``."""
+    common = d.left_out > 0
     if not d.known_noise:
-        return Verdict("inconclusive", d.diff, reason=NO_NOISE)
+        return Verdict("inconclusive", d.diff, reason=NO_NOISE, common_only=common)
     low, high = interval(d, alpha)
     if p_same < alpha:
         word = "equivalent"
@@ -207,15 +241,35 @@ def _decided(
         word = "better"
     else:
         word = "inconclusive"
-    return Verdict(word, d.diff, low, high, p_differs, p_same, d.how)
+    return Verdict(word, d.diff, low, high, p_differs, p_same, d.how, common)
+
+
+def best_group(groups: Sequence[Results], resolution: float = 0.0) -> int | None:
+    """The best group on a paired basis: the one ahead of the most others, each pair compared
+    by ``difference`` (over its common seeds where it has two, else all results), ties broken
+    by the mean; None when no group has two results. Raw means over unequal seed sets would
+    not do: groups that stopped drawing seeds early (``--until-decided``) would be compared
+    with others over different seeds, and a group higher at every common seed could sit
+    below a worse "best" whose extra seeds happened to be good (a Copeland count over the
+    pairwise paired means; Copeland 1951)."""
+    testable = [i for i, g in enumerate(groups) if len(g) >= 2]
+    if not testable:
+        return None
+    wins = dict.fromkeys(testable, 0.0)
+    for n, i in enumerate(testable):
+        for j in testable[n + 1 :]:
+            d = difference(groups[i], groups[j], resolution).diff
+            wins[i] += 1.0 if d > 0 else 0.5 if d == 0 else 0.0
+            wins[j] += 1.0 if d < 0 else 0.5 if d == 0 else 0.0
+    return max(testable, key=lambda i: (wins[i], float(np.mean(list(groups[i].values())))))
 
 
 def compare_with_best(
     groups: Sequence[Results], alpha: float, margin: float, resolution: float = 0.0
 ) -> tuple[int | None, list[Verdict]]:
-    """Every group against the best: the highest mean among groups with at least two results
-    (None when there is none). Returns the best's index and one Verdict per group:
-    ``reference`` for the best; ``worse``, ``equivalent`` or ``inconclusive`` for the others
+    """Every group against the best (``best_group``: chosen on a paired basis, None when no
+    group has two results). Returns the best's index and one Verdict per group: ``reference``
+    for the best; ``worse``, ``equivalent``, ``better`` or ``inconclusive`` for the others
     (always inconclusive with fewer than two results).
 
     *worse*: the best is chosen after looking, so the claim "j is worse than the best" is one
@@ -226,14 +280,18 @@ def compare_with_best(
     correlations of the groups (Holm 1979; exact t tests under normality). A studentized range
     would be exact only with one common spread, which batch-statistics norms break.
 
+    *better* (reason ``ABOVE_BEST``): a group shown higher than the best by the same test, one
+    more claim of that family. The paired choice of the best makes it rare (a cycle of pairs:
+    a ahead of b, b of c, c of a), never hidden as *inconclusive*.
+
     *equivalent*: TOST within +-margin against the best, Holm over the k - 1 comparisons.
     Choosing the luckiest group as reference makes the others look less equivalent, not more
     (tests/report/test_stats.py simulates it)."""
-    testable = [i for i, g in enumerate(groups) if len(g) >= 2]
-    if not testable:
+    best = best_group(groups, resolution)
+    if best is None:
         reason = "fewer than 2 results in every group"
         return None, [Verdict("inconclusive", reason=reason) for _ in groups]
-    best = max(testable, key=lambda i: float(np.mean(list(groups[i].values()))))
+    testable = [i for i, g in enumerate(groups) if len(g) >= 2]
     pairs = [(i, j) for n, i in enumerate(testable) for j in testable[n + 1 :]]
     differs = holm([p_two_sided(difference(groups[i], groups[j], resolution)) for i, j in pairs])
     p_pair = {frozenset(pair): p for pair, p in zip(pairs, differs, strict=True)}
@@ -248,7 +306,10 @@ def compare_with_best(
             verdicts.append(Verdict("inconclusive", reason=f"{len(group)} result(s); needs 2"))
         else:
             p = p_pair[frozenset((i, best))]
-            verdicts.append(_decided(against[i], p, same[i], alpha, ("worse",)))
+            verdict = _decided(against[i], p, same[i], alpha, ("worse", "better"))
+            if verdict.verdict == "better":
+                verdict = dataclasses.replace(verdict, reason=f"{ABOVE_BEST} ({verdict.reason})")
+            verdicts.append(verdict)
     return best, verdicts
 
 
@@ -333,14 +394,22 @@ def contrast(
 
 
 # ------------------------------------------------------------------------- seeds until decided
+SHAPE = 6  # spending alpha t^6: almost nothing early, most at the last looks
+# Scale of the per-look levels measured to keep the whole procedure's family-wise error at
+# alpha (scripts/sequential_design.py calibrate; docs/statistics.md), by design: (alpha, seeds
+# per group at each look / max seeds). Any other design gets 1: the union bound.
+CALIBRATED = {(0.05, (3 / 8, 4 / 8, 5 / 8, 6 / 8, 7 / 8, 1.0)): 1.84}
+SPENDING = "alpha t^6, calibrated by simulation"
+OBRIEN_FLEMING = "O'Brien-Fleming type (Lan-DeMets)"  # normbench 0.3's records
+
+
 def spent_alpha(alpha: float, fraction: float) -> float:
-    """Alpha spent by information fraction ``fraction`` (0 < t <= 1): Lan and DeMets' (1983)
-    O'Brien-Fleming-type spending function,
+    """Alpha spent by information fraction ``fraction`` (0 < t <= 1) in normbench 0.3's
+    design: Lan and DeMets' (1983) O'Brien-Fleming-type spending function,
 
         alpha(t) = 2 - 2 Phi(z_{1 - alpha/2} / sqrt(t)),
 
-    which spends almost nothing at the first looks and most at the last, where the most seeds
-    are in. alpha(1) = alpha."""
+    kept for the reports of sweeps it ran (``look_alpha(..., spending=OBRIEN_FLEMING)``)."""
     from scipy import special
 
     if fraction <= 0:
@@ -349,13 +418,74 @@ def spent_alpha(alpha: float, fraction: float) -> float:
     return float(2 - 2 * special.ndtr(z / math.sqrt(min(1.0, fraction))))
 
 
-def look_alpha(alpha: float, fractions: Sequence[float], look: int) -> float:
+def design_scale(alpha: float, fractions: Sequence[float]) -> float:
+    """The calibrated scale of a design's levels (``CALIBRATED``), 1 for a design not measured."""
+    for (known_alpha, known), scale in CALIBRATED.items():
+        same = len(known) == len(fractions) and math.isclose(known_alpha, alpha)
+        if same and all(math.isclose(x, y) for x, y in zip(known, fractions, strict=True)):
+            return scale
+    return 1.0
+
+
+def look_alpha(
+    alpha: float, fractions: Sequence[float], look: int, spending: str = SPENDING
+) -> float:
     """The level of look ``look`` (1-based) of a design whose looks fall at information
-    fractions ``fractions``: alpha(t_look) - alpha(t_look-1). Tests at each look at its own
-    level; by the union bound the error over all looks, whatever the stopping rule, is at most
-    their sum, alpha(1) = alpha."""
-    previous = spent_alpha(alpha, fractions[look - 2]) if look > 1 else 0.0
-    return spent_alpha(alpha, fractions[look - 1]) - previous
+    fractions ``fractions`` (seeds per group at the look / max seeds): every test of that
+    look's report is made at it.
+
+    Levels: lambda * (alpha t_look^6 - alpha t_(look-1)^6), at most alpha, with t_0 = 0: a
+    spending function of the power family (Kim and DeMets 1987; Jennison and Turnbull 2000,
+    ch. 7), back-loaded so that the last looks, with the most seeds, test near alpha. With
+    lambda = 1 the levels sum to alpha and the union bound gives an error over all looks of at
+    most alpha whatever the stopping rule. The looks are far from independent, so the sum
+    overstates the error: lambda is calibrated by simulation of the exact procedure (t tests,
+    Holm, adaptive seeding with futility stopping; scripts/sequential_design.py) for the
+    designs in ``CALIBRATED``, 1 for any other. ``spending=OBRIEN_FLEMING``: normbench 0.3's
+    levels, alpha(t_look) - alpha(t_look-1) of ``spent_alpha``, for the sweeps it recorded."""
+    if spending == OBRIEN_FLEMING:
+        previous = spent_alpha(alpha, fractions[look - 2]) if look > 1 else 0.0
+        return spent_alpha(alpha, fractions[look - 1]) - previous
+    previous = alpha * fractions[look - 2] ** SHAPE if look > 1 else 0.0
+    increment = alpha * min(1.0, fractions[look - 1]) ** SHAPE - previous
+    return min(alpha, design_scale(alpha, fractions) * increment)
+
+
+def conditional_power(
+    d: Difference, seeds: int, level: float, margin: float, tests: int, equivalence_tests: int
+) -> float:
+    """The chance that an open comparison is decided once both groups have ``seeds`` seeds:
+    conditional power (Lachin 2005, "A review of methods for futility stopping based on
+    conditional power"; Jennison and Turnbull 2000, ch. 10), each verdict under the
+    alternative it needs. With n common seeds, mean difference d, sd s and N = seeds, the
+    final mean is (n d + (N - n) D) / N, D the mean of the seeds to come; the larger of
+
+        differs, D ~ N(d, s^2 / (N - n)) (the current trend):
+            P(|final t| > c) = Phi((mu - c) / tau) + Phi((-mu - c) / tau),
+            c = t_{1 - level / (2 tests), N - 1},  mu = d sqrt(N) / s,  tau = sqrt((N - n) / N)
+        equivalent, D ~ N(0, s^2 / (N - n)) (no difference from here on):
+            P(|final mean| < h),  h = margin - t_{1 - level / equivalence_tests, N - 1} s / sqrt(N)
+
+    ``tests``, ``equivalence_tests``: the Holm multiplier the test will need (the family's
+    tests not yet shown). s is the current estimate, plugged in. 1 for a comparison it cannot
+    judge (unpaired, or no known noise): it keeps drawing seeds."""
+    from scipy import special
+
+    if not (d.paired and d.known_noise):
+        return 1.0
+    n, big = d.n, max(seeds, d.n)
+    s = d.se * math.sqrt(n)
+    c = float(special.stdtrit(big - 1, 1 - level / (2 * tests)))
+    mu = d.diff * math.sqrt(big) / s
+    t_same = float(special.stdtrit(big - 1, 1 - level / equivalence_tests))
+    half = margin - t_same * s / math.sqrt(big)
+    if big == n:
+        return float(abs(mu) > c or abs(d.diff) < half)
+    tau = math.sqrt((big - n) / big)
+    differs = special.ndtr((mu - c) / tau) + special.ndtr((-mu - c) / tau)
+    spread, centre = s * math.sqrt(big - n) / big, d.diff * n / big
+    same = special.ndtr((half - centre) / spread) - special.ndtr((-half - centre) / spread)
+    return float(max(differs, same if half > 0 else 0.0))
 
 
 def lr_sensitivity(losses: np.ndarray, initial: float) -> float:

@@ -1,19 +1,23 @@
-"""Seeds until decided: after a sweep's grid, add seeds only where a verdict is still open.
+"""Seeds until decided: after a sweep's grid, add seeds only where a verdict is still open and
+can still be reached.
 
 Round after round, every group whose verdict is ``inconclusive`` (in the convergence table, or
 in the batch-sensitivity contrast) gets one more seed, the next seed value, until every group
-is decided or has ``--max-seeds`` runs. The reference group of a section (the best, or the one
-``--reference`` names) gets a seed too while any comparison with it is open: both sides of a
-comparison carry its noise, and pairing by seed needs the same seeds on both.
+is decided, stopped, or has ``--max-seeds`` runs. The reference group of a section (the best,
+or the one ``--reference`` names) gets a seed too while any comparison with it is open: both
+sides of a comparison carry its noise, and pairing by seed needs the same seeds on both.
 
-Repeated looks at the same data are repeated chances to be wrong, so the design spends its
-alpha over the looks it can take (Lan and DeMets' O'Brien-Fleming-type spending function,
-normbench.report.stats.spent_alpha): look l tests at alpha(t_l) - alpha(t_l-1), where t_l is
-the share of the seeds in at that look, t_l = seeds per group at look l / max seeds. Early looks
-spend almost nothing, the last look most; the error over all looks is at most alpha whatever
-the stopping rule (the union bound). The report of the finished sweep uses the level of the
-last look taken (the sweep record stores the design). tests/sweeps/test_adaptive.py and
-docs/statistics.md compare it with the even split it replaced, by simulation.
+**Futility.** An open comparison that cannot be decided by --max-seeds stops drawing seeds: its
+conditional power, the chance of a verdict at the last look if its difference goes on as
+observed (normbench.report.stats.conditional_power; Lachin 2005), below ``FUTILITY``. It stays
+inconclusive and the sweep names it. Seeds go where a decision can still come.
+
+Repeated looks at the same data are repeated chances to be wrong: look l tests at the level
+normbench.report.stats.look_alpha gives it, back-loaded over the looks (alpha t^6) and scaled
+so that the family-wise error of the whole procedure, futility and Holm included, stays at
+alpha, measured by simulation (scripts/sequential_design.py; docs/statistics.md has the table,
+and the decisions per run against a fixed design at --max-seeds). The report of the finished
+sweep uses the level of the last look taken (the sweep record stores the design).
 """
 
 from __future__ import annotations
@@ -22,10 +26,12 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from normbench.core.errors import UsageError
 from normbench.experiment.probe import compose_checked
 from normbench.experiment.schema import experiment, flatten
+from normbench.report import stats
 from normbench.report.base import Method, Report, Section, label
 from normbench.report.batch import BATCH_KEYS
 from normbench.report.sections import build
@@ -33,7 +39,19 @@ from normbench.store import catalog
 from normbench.store.rundir import run_id
 from normbench.sweeps.grid import Job, Sweep
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 DECIDED = ("worse", "better", "equivalent", "sensitive", "insensitive")
+# An open comparison whose conditional power of a verdict by --max-seeds is below this stops
+# drawing seeds (normbench.report.stats.conditional_power). Chosen by simulation with the
+# levels' scale (scripts/sequential_design.py): a lower threshold draws seeds for comparisons
+# that rarely pay, a higher one stops some that would.
+FUTILITY = 0.35
+# Until decided against a fixed design at --max-seeds, decided comparisons per run, measured by
+# simulation of the calibrated design (3 seeds to 8 at alpha 0.05; docs/statistics.md): the
+# smallest and the median ratio over its 36 settings.
+SIMULATED_RATIO = (1.06, 1.2)
 
 
 @dataclass(frozen=True)
@@ -45,7 +63,6 @@ class Design:
     fractions: tuple[float, ...]
     method: Method
     groups: int  # groups in the grid
-    first_seeds: int  # seeds per group in the grid (the fewest)
 
     @property
     def looks(self) -> int:
@@ -68,7 +85,8 @@ class Design:
             "alpha": self.method.alpha,
             "margin": self.method.margin,
             "reference": list(self.method.reference),
-            "spending": "O'Brien-Fleming type (Lan-DeMets)",
+            "spending": stats.SPENDING,
+            "futility": FUTILITY,
             "fractions": list(self.fractions),
             "looks_taken": looks_taken,
             "fixed_design_runs": self.fixed_runs,
@@ -94,6 +112,34 @@ class Tally:
         )
 
 
+def closing(final: Tally, plan: Design, look: int, jobs: list[Job], runs_dir: Path) -> str:
+    """The end-of-sweep line: what until decided decided and what it cost, against the fixed
+    design it replaces (every group at --max-seeds, one report at alpha), like with like:
+    from the same runs when every group reached the cap (then they are the fixed design's
+    runs), else from the simulation of docs/statistics.md, saying which."""
+    per_group = defaultdict(int)
+    for job in jobs:
+        per_group[group_key(job.cfg)] += 1
+    fixed = f"a fixed design of {plan.max_seeds} seeds per group would take {plan.fixed_runs} runs"
+    if min(per_group.values()) >= plan.max_seeds:
+        same = tally(look_at(jobs, runs_dir, plan.method), len(jobs))
+        against = f"{fixed}, these: on them at alpha {plan.method.alpha}, {same.text()}"
+    elif stats.design_scale(plan.method.alpha, plan.fractions) != 1.0:
+        low, median = SIMULATED_RATIO
+        against = (
+            f"{fixed}; by simulation (docs/statistics.md), until decided decides {low:.2g} to "
+            f"{median:.2g}x (smallest, median) the fixed design's comparisons per run"
+        )
+    else:
+        against = f"{fixed}; this design was not simulated (its levels: the union bound)"
+    level = plan.at(look).level
+    return (
+        f"until decided: {look} round(s): {final.text()}; {against}; alpha "
+        f"{plan.method.alpha} spent over {plan.looks} possible looks ({stats.SPENDING}), "
+        f"{level:.4g} at look {look}"
+    )
+
+
 def group_key(cfg: dict) -> str:
     """What makes runs seeds of one group: the config without seed, execution and
     observation keys."""
@@ -112,7 +158,7 @@ def design(sweep: Sweep, max_seeds: int, method: Method) -> Design:
         )
     first = min(per_group.values())
     fractions = tuple((first + i) / max_seeds for i in range(1 + max_seeds - first))
-    return Design(max_seeds, fractions, method, len(per_group), first)
+    return Design(max_seeds, fractions, method, len(per_group))
 
 
 def look_at(jobs: list[Job], runs_dir: Path, method: Method) -> Report | None:
@@ -135,19 +181,53 @@ def tally(report: Report | None, runs: int) -> Tally:
     return Tally(decided, comparisons, runs)
 
 
-def seeds_to_add(jobs: list[Job], report: Report | None, plan: Design) -> tuple[list[Job], int]:
-    """The next round's jobs (one more seed for each undecided group below the cap), and how
-    many groups are undecided now."""
+@dataclass(frozen=True)
+class Open:
+    """The groups a look leaves open: ``undecided`` groups with an open verdict (or the
+    reference of one), ``stopped`` the comparisons given up for futility (their labels)."""
+
+    undecided: int
+    stopped: tuple[str, ...] = ()
+
+    def stop_text(self, look: int, plan: Design) -> str:
+        """The line of the look after which the sweep stops."""
+        if not self.undecided:
+            return f"round {look}: every verdict decided"
+        if not self.stopped:
+            return (
+                f"round {look}: {self.undecided} group(s) undecided, all at --max-seeds "
+                f"{plan.max_seeds}"
+            )
+        names = "; ".join(self.stopped[:6]) + ("; ..." if len(self.stopped) > 6 else "")
+        return (
+            f"round {look}: {self.undecided} group(s) undecided; stopped for futility, "
+            f"{len(self.stopped)} comparison(s) that cannot be decided by --max-seeds "
+            f"{plan.max_seeds} (conditional power below {FUTILITY}): {names}"
+        )
+
+    def next_text(self, look: int, seeds: int) -> str:
+        futile = f" ({len(self.stopped)} stopped for futility)" if self.stopped else ""
+        return (
+            f"round {look + 1}: {self.undecided} group(s) undecided{futile}; {seeds} more seed(s)"
+        )
+
+
+def seeds_to_add(jobs: list[Job], report: Report | None, plan: Design) -> tuple[list[Job], Open]:
+    """The next round's jobs (one more seed for each open group below the cap, none for a
+    comparison stopped for futility), and what is left open."""
     if report is None:
-        return [], 0
+        return [], Open(0)
     members: dict[str, list[Job]] = defaultdict(list)
     for job in jobs:
         members[group_key(job.cfg)].append(job)
-    undecided = set()
+    undecided, stopped, futile = set(), [], set()
     for section in report.sections:
-        undecided |= _open_groups(section, members)
+        wanted, given_up, names = _open_groups(section, members, plan, report.method.level)
+        undecided |= wanted | given_up
+        futile |= given_up - wanted
+        stopped += names
     new = []
-    for key in sorted(undecided):
+    for key in sorted(undecided - futile):
         group = members[key]
         if len(group) >= plan.max_seeds:
             continue
@@ -155,19 +235,59 @@ def seeds_to_add(jobs: list[Job], report: Report | None, plan: Design) -> tuple[
         overrides = [o for o in group[0].overrides if not o.startswith("seed=")]
         cfg = compose_checked([*overrides, f"seed={seed}"])
         new.append(Job([*overrides, f"seed={seed}"], cfg, run_id(cfg)))
-    return new, len(undecided)
+    return new, Open(len(undecided), tuple(stopped))
 
 
-def _open_groups(section: Section, members: dict[str, list[Job]]) -> set[str]:
-    """The groups of a section whose verdict is open, with the reference group when it is
-    part of an open comparison."""
+def power(row: pd.Series, table: pd.DataFrame, plan: Design, level: float) -> float:
+    """The conditional power of an open convergence row (stats.conditional_power), from what
+    the row shows: its difference and (1 - 2 level) interval give the standard error, its
+    reason the paired seeds. Holm's multipliers: the family's tests not yet shown (every pair
+    against the best, else the comparisons made; the k - 1 equivalence tests). 1 for a row it
+    cannot judge (unpaired, no interval)."""
+    best = "diff_vs_best" in table
+    how = str(row["reason"])
+    diff = row["diff_vs_best" if best else "diff_vs_reference"]
+    low, high = row["diff_ci_low"], row["diff_ci_high"]
+    if not how.startswith("paired, ") or not (high > low):
+        return 1.0
+    from scipy import special
+
+    seeds = int(how.split()[1].rstrip(","))
+    se = (high - low) / 2 / float(special.stdtrit(seeds - 1, 1 - level))
+    made = table[table["verdict"] != "reference"]
+    testable = int((table["results"] >= 2).sum())
+    tests = testable * (testable - 1) // 2 if best else len(made)
+    shown = int(made["verdict"].isin(("worse", "better")).sum())
+    same = int((made["verdict"] == "equivalent").sum())
+    d = stats.Difference(float(diff), se, float(seeds - 1), True, seeds)
+    last = plan.at(plan.looks).level
+    tests, same = max(1, tests - shown), max(1, len(made) - same)
+    return stats.conditional_power(d, plan.max_seeds, last, plan.method.margin, tests, same)
+
+
+def _open_groups(
+    section: Section, members: dict[str, list[Job]], plan: Design, level: float
+) -> tuple[set[str], set[str], list[str]]:
+    """The groups of a section whose verdict is open and can still be decided, with the
+    reference group when it is part of such a comparison; the groups of open comparisons
+    stopped for futility; and those comparisons' labels. Batch contrasts are never stopped."""
     flat = {key: flatten(group[0].cfg) for key, group in members.items()}
     conv = section.tables["convergence"]
     open_rows = conv[conv["verdict"] == "inconclusive"]
-    wanted = set()
-    if len(open_rows):
-        reference = conv[conv["verdict"] == "reference"]
-        for _, row in [*open_rows.iterrows(), *reference.iterrows()]:
+    wanted, given_up, names = set(), set(), []
+    going = []
+    for _, row in open_rows.iterrows():
+        matched = _matching(flat, {**section.setting, **{k: row[k] for k in section.keys}})
+        chance = power(row, conv, plan, level)
+        if chance < FUTILITY:
+            given_up |= matched
+            label = " ".join(f"{k.removesuffix('.name')}={label(row[k])}" for k in section.keys)
+            names.append(f"{label} (conditional power {chance:.2f})")
+        else:
+            wanted |= matched
+            going.append(row)
+    if going:
+        for _, row in conv[conv["verdict"] == "reference"].iterrows():
             wanted |= _matching(flat, {**section.setting, **{k: row[k] for k in section.keys}})
     batch = section.tables.get("batch_sensitivity")
     if batch is not None:
@@ -176,7 +296,7 @@ def _open_groups(section: Section, members: dict[str, list[Job]]) -> set[str]:
             sizes = {row["reference_batch"], row["smallest_batch"]}
             matched = _matching(flat, {**section.setting, **{k: row[k] for k in row_keys}})
             wanted |= {key for key in matched if _device_batch(flat[key]) in sizes}
-    return wanted
+    return wanted, given_up, names
 
 
 def _matching(flat: dict[str, dict], values: dict) -> set[str]:

@@ -199,11 +199,48 @@ def test_pairing_finds_a_gap_that_welch_misses_when_seeds_share_their_noise():
     assert paired / 200 > 0.5 > unpaired / 200 + 0.3
 
 
-def test_alpha_is_spent_by_an_obrien_fleming_type_function():
+def test_normbench_0_3_s_sweeps_keep_their_obrien_fleming_type_levels():
     assert stats.spent_alpha(0.05, 1.0) == pytest.approx(0.05)
     z = scipy_stats.norm.ppf(0.975)
     assert stats.spent_alpha(0.05, 0.5) == pytest.approx(2 - 2 * scipy_stats.norm.cdf(z / 0.5**0.5))
     fractions = [3 / 8, 4 / 8, 5 / 8, 6 / 8, 7 / 8, 1.0]
-    levels = [stats.look_alpha(0.05, fractions, look) for look in range(1, 7)]
+    old = stats.OBRIEN_FLEMING
+    levels = [stats.look_alpha(0.05, fractions, look, old) for look in range(1, 7)]
     assert sum(levels) == pytest.approx(0.05)
     assert levels == sorted(levels) and levels[0] < 0.002 < 0.012 < levels[-1]  # back-loaded
+
+
+def test_round_off_is_no_spread_in_the_paired_branch():
+    """Both per-seed differences are 0.02; their float spread (1e-16) is round-off, not noise:
+    without a known resolution the comparison is inconclusive, not *worse* with p = 1e-15."""
+    best, verdicts = stats.compare_with_best([{0: 0.95, 1: 0.85}, {0: 0.93, 1: 0.83}], 0.05, 0.01)
+    assert best == 0 and verdicts[1].verdict == "inconclusive"
+    assert verdicts[1].reason == stats.NO_NOISE
+    assert not stats.difference({0: 0.95, 1: 0.85}, {0: 0.93, 1: 0.83}).known_noise
+    # a real spread, however small against the values, is noise
+    assert stats.difference({0: 0.95, 1: 0.85}, {0: 0.93, 1: 0.830001}).known_noise
+
+
+def test_the_best_is_chosen_on_a_paired_basis_over_unequal_seed_sets():
+    """until-decided leaves groups with different seeds: rmsnorm, higher at every common seed,
+    is the best, not a group whose raw mean is higher only because its seeds differ."""
+    layernorm = {0: 0.9400, 1: 0.9450, 2: 0.9425}
+    rmsnorm = {0: 0.9600, 1: 0.9656, 2: 0.9619, 3: 0.8812, 4: 0.8856, 5: 0.8825}
+    best, verdicts = stats.compare_with_best([layernorm, rmsnorm], 0.05, 0.01)
+    assert best == 1 and verdicts[0].verdict == "worse"
+    expected = scipy_stats.ttest_rel([0.9400, 0.9450, 0.9425], [0.9600, 0.9656, 0.9619])
+    assert verdicts[0].p_differs == pytest.approx(expected.pvalue)  # 0.0003, one pair
+    assert verdicts[0].common_only and verdicts[0].reason == "paired, 3 seeds"
+    assert not stats.compare_with_best([rmsnorm, rmsnorm], 0.05, 0.01)[1][1].common_only
+
+
+def test_a_group_above_the_best_is_reported_better_not_inconclusive():
+    """A cycle of pairs over unequal seeds (b ahead of a, c of b, a of c) leaves a best that
+    another group beats at every common seed: that group is *better*, saying why."""
+    a = {0: 0.90, 1: 0.91, 2: 0.92, 3: 0.99, 4: 0.99, 5: 0.99}
+    b = {0: 0.92, 1: 0.9305, 2: 0.9398}
+    c = {0: 0.94, 1: 0.951, 2: 0.9597, 3: 0.80, 4: 0.81, 5: 0.79}
+    best, verdicts = stats.compare_with_best([a, b, c], 0.05, 0.005)
+    assert best == 0  # one win each; the mean breaks the tie
+    assert verdicts[1].verdict == "better" and verdicts[1].reason.startswith(stats.ABOVE_BEST)
+    assert verdicts[1].diff == pytest.approx(0.0201, abs=1e-4)
