@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Annotated
 
@@ -72,8 +71,6 @@ def sweep(
     config_dir: ConfigDirs = None,
 ) -> None:
     """Run a grid of runs: resumable, in parallel, locally or on SLURM."""
-    from datetime import datetime
-
     from rich.console import Console
 
     from normbench.core.errors import UsageError
@@ -81,11 +78,13 @@ def sweep(
     from normbench.report.tables import Method
     from normbench.store.records import check_name
     from normbench.store.rundir import Rerun
-    from normbench.sweeps import adaptive, live
+    from normbench.sweeps import adaptive
     from normbench.sweeps import grid as grids
     from normbench.sweeps import plan as planning
-    from normbench.sweeps.launchers import check_private, launcher_settings, make_launcher
+    from normbench.sweeps.launchers import launcher_settings
     from normbench.sweeps.presets import DEFAULT_PRESET
+    from normbench.sweeps.session import Launch, Session, looks_text
+    from normbench.sweeps.session import until_decided as rounds
 
     arguments = list(arguments or [])
     preset = arguments.pop(0) if arguments and "=" not in arguments[0] else None
@@ -93,6 +92,7 @@ def sweep(
         preset = DEFAULT_PRESET
     settings_overrides = [a for a in arguments if a.startswith("launcher.")]
     overrides = [a for a in arguments if not a.startswith("launcher.")]
+    rerun = Rerun(force, rerun_stale)
     try:
         use_config_dirs(config_dir or [])
         if jobs is not None and jobs < 1:
@@ -103,114 +103,45 @@ def sweep(
             raise UsageError(f"--max-runs {max_runs}: valid: an integer >= 1")
         settings = launcher_settings(launcher, settings_overrides)
         if dry_run:
-            planning.print_plan(
-                Console(), preset, overrides, runs_dir, Rerun(force, rerun_stale), max_runs
-            )
+            planning.print_plan(Console(), preset, overrides, runs_dir, rerun, max_runs)
             return
         grid = grids.expand(preset, overrides, max_runs)
-        if launcher == "local":
-            _check_devices({job.cfg["device"] for job in grid.jobs})
+        grid.name = name or grid.name
         method = Method.from_options(alpha, margin, reference=reference or [])
         plan = adaptive.design(grid, max_seeds, method) if until_decided else None
+        console = Console()
+        session = Session(
+            grid,
+            runs_dir,
+            Launch(launcher, settings, jobs, rerun),
+            console,
+            extra={"until_decided": plan.record(looks_taken=1)} if plan else None,
+        )
     except UsageError as err:
         raise fail(str(err)) from None
-    grid.name = name or grid.name
-    rerun = Rerun(force, rerun_stale)
-    try:
-        planned = planning.plan(grid, runs_dir, rerun)
-        if launcher != "local":
-            check_private(runs_dir)
-        record = planning.write_record(grid, runs_dir, launcher, datetime.now(), plan)
-    except UsageError as err:
-        raise fail(str(err)) from None
-    console = Console()
     report = f"normbench report --sweep {grid.name}" + (
         f" --runs-dir {runs_dir}" if runs_dir != Path("runs") else ""
     )
-    folder = runs_dir / "sweeps" / f"{record.stem}.submitit"
-    runner = make_launcher(launcher, settings, jobs, runs_dir, rerun, folder)
-    console.print(planning.plan_summary(grid, planned), soft_wrap=True)
+    console.print(planning.plan_summary(grid, session.planned), soft_wrap=True)
     interrupt_on_sigterm()
-    with contextlib.closing(runner):  # the local pool serves every round
-        jobs_so_far, counts, views = list(grid.jobs), {}, []
-        todo, first, look = planned.todo, None, 1
-        for look in range(1, plan.looks + 1 if plan else 2):
-            view = live.LiveView(console, grid, todo, title=f"round {look}" if plan else None)
-            views.append(view)
-            design = plan.record(look) if plan else None
-            try:
-                if todo:
-                    with view:
-                        runner.launch(todo, view)
-            except UsageError as err:  # the cluster refused the submission
-                if look == 1 and not view.finished:  # nothing ran: leave nothing behind
-                    planning.discard_record(record, folder)
-                else:
-                    planning.finish_record(
-                        record, planning.add_counts(counts, view.counts), jobs_so_far, True, design
-                    )
-                raise fail(str(err)) from None
-            except KeyboardInterrupt:
-                planning.finish_record(
-                    record, planning.add_counts(counts, view.counts), jobs_so_far, True, design
-                )
-                console.print(
-                    f"interrupted: {view.counts['complete']} runs completed and kept; "
-                    "run the same command again to finish the rest",
-                    soft_wrap=True,
-                )
-                raise typer.Exit(130) from None
-            counts = planning.add_counts(counts, view.counts)
-            if plan is None:
-                break
-            now = adaptive.look_at(jobs_so_far, runs_dir, plan.at(look))
-            if look == 1:  # the grid alone, reported as a fixed design (full alpha)
-                first = adaptive.tally(
-                    adaptive.look_at(jobs_so_far, runs_dir, method), len(jobs_so_far)
-                )
-            todo, undecided = adaptive.seeds_to_add(jobs_so_far, now, plan)
-            if not todo or look == plan.looks:
-                console.print(
-                    f"round {look}: every verdict decided"
-                    if not undecided
-                    else f"round {look}: {undecided} group(s) undecided, all at "
-                    f"--max-seeds {plan.max_seeds}",
-                    soft_wrap=True,
-                )
-                break
+    with session:  # the local pool serves every round
+        try:
+            looks = rounds(session, plan, session.planned.todo)
+        except UsageError as err:  # the cluster refused the submission
+            raise fail(str(err)) from None
+        except KeyboardInterrupt:
+            done = session.views[-1].counts["complete"]
             console.print(
-                f"round {look + 1}: {undecided} group(s) undecided; {len(todo)} more seed(s)",
+                f"interrupted: {done} runs completed and kept; run the same command again "
+                "to finish the rest",
                 soft_wrap=True,
             )
-            jobs_so_far += todo
-            planning.finish_record(record, counts, jobs_so_far, False, plan.record(look + 1))
-    summary = planning.finish_record(
-        record, counts, jobs_so_far, True, plan.record(look) if plan else None
-    )
+            raise typer.Exit(130) from None
+    summary = session.finish()
     console.line()
-    console.print(live.summary_table(grid, views))
+    console.print(session.summary())
     if plan:
-        final = adaptive.tally(
-            adaptive.look_at(jobs_so_far, runs_dir, plan.at(look)), len(jobs_so_far)
-        )
-        console.print(
-            f"until decided: {look} round(s): {final.text()}; the grid alone, a fixed design "
-            f"of {plan.first_seeds} seed(s) per group: {first.text()}; a fixed design of "
-            f"{plan.max_seeds} seeds per group would take {plan.fixed_runs} runs; alpha "
-            f"{plan.method.alpha} spent over {plan.looks} possible looks (O'Brien-Fleming "
-            f"type), {plan.at(look).level:.4g} at look {look}",
-            soft_wrap=True,
-        )
+        console.print(looks_text(plan, looks), soft_wrap=True)
     console.print(f"results: {report}", soft_wrap=True)
     if summary.get("failed"):
         raise typer.Exit(1)
-
-
-def _check_devices(devices: set[str]) -> None:
-    """A device the sweep names must exist here (imports torch only when one is named)."""
-    wanted = devices - {"auto", "cpu"}
-    if wanted:
-        from normbench.training.run import resolve_device
-
-        for device in wanted:
-            resolve_device(device)

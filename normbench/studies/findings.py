@@ -7,6 +7,7 @@ reports. ``--quick``: fewer seeds and steps; ``--smoke``: tiny runs, for the tes
 
 from __future__ import annotations
 
+import shlex
 import time
 from datetime import date, datetime
 from pathlib import Path
@@ -19,9 +20,8 @@ from normbench.store.rundir import Rerun
 from normbench.studies import batch, claims, depth, dyt, placement, precision, qk_norm, suite
 from normbench.studies.study import Context, arguments, command_of
 from normbench.sweeps import grid as grids
-from normbench.sweeps import live
-from normbench.sweeps import plan as planning
 from normbench.sweeps.launchers import LocalLauncher
+from normbench.sweeps.session import Launch, Session
 
 # The document's sections in order, and every study whose sweep they read.
 SECTIONS = (
@@ -50,23 +50,22 @@ STUDIES = (
 def run_studies(runs: Path, jobs: int, scale: str, console: Console) -> None:
     """Run every study's sweep, one after another in this process, on one pool of workers (a
     worker imports torch once for them all); a study whose runs are complete trains nothing.
-    Each is recorded as the sweep ``findings-<study>``, as its printed command would be."""
-    rerun = Rerun()
-    with LocalLauncher(jobs, runs, rerun) as pool:
+    Each goes the sweep's own path (normbench.sweeps.session: the device check, the plan, the
+    record, the live view) as the sweep ``findings-<study>``, and its record stores the
+    `normbench sweep` command it stands for, so that the command reproduces it."""
+    launch = Launch("local", {}, jobs, Rerun())
+    with LocalLauncher(jobs, runs, launch.rerun) as pool:
         for study in STUDIES:
             args = arguments(study, scale)
             preset = None if "=" in args[0] else args[0]
             grid = grids.expand(preset, [arg for arg in args if "=" in arg])
             grid.name = f"findings-{study.name}"
-            console.print(f"$ {command_of(study, scale)} --name {grid.name}", soft_wrap=True)
-            todo = planning.plan(grid, runs, rerun).todo
-            record = planning.write_record(grid, runs, "local", datetime.now())
-            view = live.LiveView(console, grid, todo, title=f"study {study.name}")
-            try:
-                with view:
-                    pool.launch(todo, view)
-            finally:  # an interrupted study keeps what it completed
-                planning.finish_record(record, dict(view.counts), grid.jobs)
+            command = f"{command_of(study, scale)} --name {grid.name}"
+            console.print(f"$ {command}", soft_wrap=True)
+            argv = shlex.split(command)
+            session = Session(grid, runs, launch, console, runner=pool, command=argv)
+            session.run(session.planned.todo, title=f"study {study.name}")
+            session.finish()
 
 
 def training_walls(runs: Path) -> dict[str, float]:
