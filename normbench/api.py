@@ -231,10 +231,16 @@ def report(runs_dir: str | Path = "runs", *filters: str, **options: Any) -> dict
     import pandas as pd
 
     from normbench.report.render import chosen_tables, section_records
+    from normbench.report.tuning import tuning_of
 
-    result, _, output = _report(runs_dir, filters, options)
+    result, where, output = _report(runs_dir, filters, options)
+    tuned = tuning_of(where, options.get("sweep"))
+    _warn(tuned.notes if tuned else [])  # unequal budgets, said in every output
+    if tuned and output["only"] == "tuning":
+        return {"tuning": tuned.table}
     tables = chosen_tables(result, output["only"])
-    return {**tables, "sections": pd.DataFrame(section_records(result))}
+    extra = {"tuning": tuned.table} if tuned else {}
+    return {**extra, **tables, "sections": pd.DataFrame(section_records(result))}
 
 
 def learning_curves(
@@ -296,6 +302,7 @@ def _report(
     """The report ``normbench report`` builds for these options (the same functions called in
     the same order), its runs directory, and the output options (``diagnostics``, ``only``)."""
     from normbench.report.tables import Method, attach_diagnostics, build
+    from normbench.report.tuning import tuning_of
     from normbench.store.catalog import select_runs
 
     unknown = sorted(set(options) - set(REPORT_OPTIONS))
@@ -320,6 +327,8 @@ def _report(
     method = Method.from_options(**steps["method"])
     selection, design, _ = select_runs(where, filters, **steps["select"])
     _warn(selection.warnings)
+    if tuning_of(where, steps["select"]["sweep"]):  # chosen on validation: verdicts on test
+        design = {**design, "test": True}
     result = build(selection, method=replace(method, **design), **steps["build"])
     if steps["across"]["keys"]:
         from normbench.report.across import across

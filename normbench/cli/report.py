@@ -83,7 +83,7 @@ def report(
         typer.Option(
             "--table",
             help="convergence | batch_sensitivity | precision | lr_stability | depth_stability"
-            " | diagnostics_init | diagnostics",
+            " | diagnostics_init | diagnostics | tuning",
         ),
     ] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write the tables here.")] = None,
@@ -113,7 +113,7 @@ def report(
 ) -> None:
     """Compare runs: verdicts against the best, batch-size sensitivity and precision."""
     from normbench.core.errors import UsageError
-    from normbench.report import render, tables
+    from normbench.report import render, tables, tuning
     from normbench.store import catalog
 
     runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir)
@@ -134,6 +134,13 @@ def report(
         )
         for warning in selection.warnings:
             typer.secho(f"warning: {render.plain(warning)}", fg="yellow", err=True)
+        tuned = tuning.tuning_of(runs_dir, sweep_name)
+        if tuned:  # chosen on validation from the tuning seeds: the verdicts use test
+            design = {**design, "test": True}
+            for note in tuned.notes:
+                typer.secho(f"warning: {note}", fg="red", err=True)
+        elif table == "tuning":
+            raise UsageError("--table tuning: not a tuned sweep (normbench sweep --tune)")
         method = method.with_(**design)
         result = tables.build(selection, by.split(",") if by else None, best_over, method)
         if across:
@@ -147,7 +154,14 @@ def report(
             finally:  # the runs whose diagnostics were skipped, named even when none remain
                 for warning in result.warnings[before:]:
                     typer.secho(f"warning: {render.plain(warning)}", fg="yellow", err=True)
-        text = None if fmt == "rich" else render.as_text(result, fmt, table, out)
+        if fmt != "rich" and table == "tuning":
+            text = tuning.alone(fmt, tuned)
+            text = text if out is None else {out: text}
+        elif fmt != "rich":
+            text = render.as_text(result, fmt, table, out)
+            text = tuning.attach(text, fmt, tuned, out) if tuned else text
+        else:
+            text = None
     except UsageError as err:
         raise fail(str(err)) from None
     if text is not None and out is None:
@@ -162,7 +176,10 @@ def report(
         statuses = ", ".join(f"{n} {status}" for status, n in sorted(result.counts.items()))
         total = sum(result.counts.values())
         console.print(f"{total} run{'s' * (total != 1)} ({statuses})", soft_wrap=True)
-        for renderable in render.rich_renderables(result, table):
+        if tuned:
+            console.print(tuned.rich())
+        shown = [] if table == "tuning" else render.rich_renderables(result, table)
+        for renderable in shown:
             console.print(renderable)
         if diagnostics:
             for section in result.sections:

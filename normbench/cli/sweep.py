@@ -68,6 +68,29 @@ def sweep(
     max_runs: Annotated[
         int, typer.Option("--max-runs", help="Refuse grids with more combinations than this.")
     ] = 10_000,
+    tune: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tune",
+            help="Tune this key per group, then confirm on fresh seeds: KEY=v1,v2,... "
+            "(repeatable; a preset's tune: too). Chosen on validation by successive halving at "
+            "an equal budget; verdicts on test from the confirmation seeds",
+            show_default=False,
+        ),
+    ] = None,
+    tune_seeds: Annotated[
+        int, typer.Option("--tune-seeds", help="With --tune: tuning seeds per candidate.")
+    ] = 2,
+    tune_trials: Annotated[
+        int | None,
+        typer.Option(
+            "--tune-trials",
+            help="With --tune: candidates per group \\[default: the smallest group's space]",
+        ),
+    ] = None,
+    eta: Annotated[
+        int, typer.Option("--eta", help="With --tune: successive halving keeps 1/eta per rung.")
+    ] = 3,
     config_dir: ConfigDirs = None,
 ) -> None:
     """Run a grid of runs: resumable, in parallel, locally or on SLURM."""
@@ -78,7 +101,7 @@ def sweep(
     from normbench.report.tables import Method
     from normbench.store.records import check_name
     from normbench.store.rundir import Rerun
-    from normbench.sweeps import adaptive
+    from normbench.sweeps import adaptive, tuned
     from normbench.sweeps import grid as grids
     from normbench.sweeps import plan as planning
     from normbench.sweeps.launchers import launcher_settings
@@ -102,6 +125,23 @@ def sweep(
         if max_runs < 1:
             raise UsageError(f"--max-runs {max_runs}: valid: an integer >= 1")
         settings = launcher_settings(launcher, settings_overrides)
+        space = tuned.parse_space(tune or [], preset)
+        if space:
+            return _tuned(
+                preset,
+                overrides,
+                space,
+                runs_dir,
+                Launch(launcher, settings, jobs, rerun),
+                name=name,
+                dry_run=dry_run,
+                max_runs=max_runs,
+                tune_seeds=tune_seeds,
+                tune_trials=tune_trials,
+                eta=eta,
+                max_seeds=max_seeds if until_decided else None,
+                method=Method.from_options(alpha, margin, reference=reference or []),
+            )
         if dry_run:
             planning.print_plan(Console(), preset, overrides, runs_dir, rerun, max_runs)
             return
@@ -143,5 +183,80 @@ def sweep(
     if plan:
         console.print(looks_text(plan, looks), soft_wrap=True)
     console.print(f"results: {report}", soft_wrap=True)
+    if summary.get("failed"):
+        raise typer.Exit(1)
+
+
+def _tuned(
+    preset,
+    overrides,
+    space,
+    runs_dir,
+    launch,
+    *,
+    name,
+    dry_run,
+    max_runs,
+    tune_seeds,
+    tune_trials,
+    eta,
+    max_seeds,
+    method,
+) -> None:
+    """A tuned comparison: tuning on validation, then confirmation on fresh seeds
+    (normbench.sweeps.tuned); bad input raises UsageError before anything is written."""
+    from rich.console import Console
+    from rich.text import Text
+
+    from normbench.core.errors import UsageError
+    from normbench.sweeps import adaptive, tuned
+    from normbench.sweeps import grid as grids
+    from normbench.sweeps.session import Session, check_devices, looks_text
+
+    console = Console()
+    grid = grids.expand(preset, overrides, max_runs)
+    grid.name = name or grid.name
+    design = tuned.design(grid, space, tune_seeds, eta, tune_trials)
+    if dry_run:
+        tuned.print_plan(console, design, runs_dir, launch.rerun)
+        return
+    if max_seeds is not None:
+        adaptive.design(grid, max_seeds, method)  # refuse a bad --max-seeds before tuning
+    if launch.launcher == "local":
+        check_devices(grid.jobs)
+    record = grids.Sweep(grid.name, grid.version, [], grid.axes)
+    session = Session(
+        record,
+        runs_dir,
+        launch,
+        console,
+        extra={"tuning": tuned.state(design, "tuning", 1, [], [])},
+    )
+    for note in design.notes:
+        console.print(Text(note, style="bold red"), soft_wrap=True)
+    interrupt_on_sigterm()
+    with session:
+        try:
+            choices, plan, looks = tuned.run(session, design, launch.rerun, max_seeds, method)
+        except UsageError as err:  # the cluster refused the submission
+            raise fail(str(err)) from None
+        except KeyboardInterrupt:
+            phase = session.extra["tuning"]["phase"]
+            console.print(
+                f"interrupted in the {phase} phase: completed runs are kept; run the same "
+                "command again to continue",
+                soft_wrap=True,
+            )
+            raise typer.Exit(130) from None
+    summary = session.finish()
+    console.line()
+    console.print(session.summary())
+    console.print(tuned.choices_table(design, choices))
+    for note in design.notes:
+        console.print(Text(note, style="bold red"), soft_wrap=True)
+    if plan:
+        console.print(looks_text(plan, looks), soft_wrap=True)
+    where = f" --runs-dir {runs_dir}" if runs_dir != Path("runs") else ""
+    console.print(f"results: normbench report --sweep {grid.name}{where}", soft_wrap=True)
     if summary.get("failed"):
         raise typer.Exit(1)
