@@ -211,7 +211,7 @@ def _tuned(
     from normbench.core.errors import UsageError
     from normbench.sweeps import adaptive, tuned
     from normbench.sweeps import grid as grids
-    from normbench.sweeps.session import Session, check_devices, looks_text
+    from normbench.sweeps.session import looks_text
 
     console = Console()
     grid = grids.expand(preset, overrides, max_runs)
@@ -222,16 +222,7 @@ def _tuned(
         return
     if max_seeds is not None:
         adaptive.design(grid, max_seeds, method)  # refuse a bad --max-seeds before tuning
-    if launch.launcher == "local":
-        check_devices(grid.jobs)
-    record = grids.Sweep(grid.name, grid.version, [], grid.axes)
-    session = Session(
-        record,
-        runs_dir,
-        launch,
-        console,
-        extra={"tuning": tuned.state(design, "tuning", 1, [], [])},
-    )
+    session = tuned.session(design, runs_dir, launch, console)
     for note in design.notes:
         console.print(Text(note, style="bold red"), soft_wrap=True)
     interrupt_on_sigterm()

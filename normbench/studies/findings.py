@@ -15,11 +15,13 @@ from pathlib import Path
 from rich.console import Console
 
 from normbench.core.errors import UsageError
+from normbench.report.tables import Method
 from normbench.store import records
 from normbench.store.rundir import Rerun
 from normbench.studies import batch, claims, depth, dyt, placement, precision, qk_norm, suite
 from normbench.studies.study import Context, arguments, command_of
 from normbench.sweeps import grid as grids
+from normbench.sweeps import tuned
 from normbench.sweeps.launchers import LocalLauncher
 from normbench.sweeps.session import Launch, Session
 
@@ -63,6 +65,12 @@ def run_studies(runs: Path, jobs: int, scale: str, console: Console) -> None:
             command = f"{command_of(study, scale)} --name {grid.name}"
             console.print(f"$ {command}", soft_wrap=True)
             argv = shlex.split(command)
+            if study.tune:  # each group at its own best: tuning, then confirmation
+                design = tuned.design(grid, tuned.parse_space(list(study.tune), preset))
+                with tuned.session(design, runs, launch, console, runner=pool, command=argv) as s:
+                    tuned.run(s, design, launch.rerun, None, Method())
+                    s.finish()
+                continue
             session = Session(grid, runs, launch, console, runner=pool, command=argv)
             session.run(session.planned.todo, title=f"study {study.name}")
             session.finish()

@@ -47,7 +47,7 @@ from normbench.sweeps import adaptive, halving
 from normbench.sweeps import plan as planning
 from normbench.sweeps.grid import Job, Sweep
 from normbench.sweeps.presets import load_preset
-from normbench.sweeps.session import Looks, Session, until_decided
+from normbench.sweeps.session import Launch, Looks, Session, check_devices, until_decided
 
 TUNING_SEED = 1_000_000  # tuning seeds are TUNING_SEED, TUNING_SEED + 1, ...: never the grid's
 NOT_TUNABLE = ("seed", "train.max_steps", "train.epochs")  # the seeds and the budget itself
@@ -390,6 +390,25 @@ def state(tuned: Design, phase: str, rung: int, runs: list[str], choices: list[C
 
 
 # --------------------------------------------------------------------------- both phases
+def session(
+    tuned: Design,
+    runs_dir: Path,
+    launch: Launch,
+    console: Console,
+    *,
+    runner=None,
+    command: list[str] | None = None,
+) -> Session:
+    """The tuned comparison's session: its record lists no run until the confirmation phase
+    (a report of it reads the confirmation runs only) and says which phase it is in."""
+    grid = tuned.grid
+    if launch.launcher == "local":
+        check_devices(grid.jobs)
+    start = {"tuning": state(tuned, "tuning", 1, [], [])}
+    shell = Sweep(grid.name, grid.version, [], grid.axes)
+    return Session(shell, runs_dir, launch, console, runner=runner, command=command, extra=start)
+
+
 def run(
     session: Session,
     tuned: Design,

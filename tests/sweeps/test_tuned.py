@@ -21,7 +21,7 @@ from normbench.store.records import sweep_record
 from normbench.store.rundir import Rerun, RunDir
 from normbench.sweeps import grid as grids
 from normbench.sweeps import halving, tuned
-from normbench.sweeps.session import Launch, Session
+from normbench.sweeps.session import Launch
 from tests.helpers import QUICK, tiny
 
 runner = CliRunner()
@@ -127,10 +127,8 @@ def run_tuned(runs, launcher, grid=None, name="tuned"):
     grid = grid or tuned_grid()
     grid.name = name
     design = tuned.design(grid, {"train.lr": LRS}, tuning_seeds=2, eta=2)
-    record = grids.Sweep(grid.name, grid.version, [], grid.axes)
-    start = {"tuning": tuned.state(design, "tuning", 1, [], [])}
     console = Console(quiet=True)
-    with Session(record, runs, Launch(), console, runner=launcher, extra=start) as session:
+    with tuned.session(design, runs, Launch(), console, runner=launcher) as session:
         choices, _, _ = tuned.run(session, design, Rerun(), None, Method())
         session.finish()
     return design, choices
