@@ -60,7 +60,7 @@ def sweep(
         list[str] | None,
         typer.Option(
             "--reference",
-            help="With --until-decided: compare with this group, named before looking: "
+            help="With --until-decided or --tune: compare with this group, named before looking: "
             "KEY=VALUE (repeatable) \\[default: the best group]",
             show_default=False,
         ),
@@ -247,6 +247,8 @@ def _tuned(
         console.print(Text(note, style="bold red"), soft_wrap=True)
     if plan:
         console.print(looks_text(plan, looks), soft_wrap=True)
+    for line in tuned.verdict_lines(design, session.jobs, runs_dir, method):
+        console.print(line, soft_wrap=True)
     where = f" --runs-dir {runs_dir}" if runs_dir != Path("runs") else ""
     console.print(f"results: normbench report --sweep {grid.name}{where}", soft_wrap=True)
     if summary.get("failed"):

@@ -435,8 +435,9 @@ def run(
 def choices_table(tuned: Design, choices: list[Choice]) -> Table:
     """What tuning chose, per group: the budget, the value, how firm."""
     table = Table(title="tuned: each group at its own best (chosen on validation)", min_width=40)
-    for column in ("group", "trials", "steps", "chosen", "val", "runner-up gap", "wins"):
-        table.add_column(column, justify="left" if column in ("group", "chosen") else "right")
+    for column in ("group", "trials", "steps", "chosen", "val", "gap", "wins"):
+        text = column in ("group", "chosen")
+        table.add_column(column, justify="left" if text else "right", overflow="fold")
     for choice in choices:
         record = choice.record(tuned)
         table.add_row(
@@ -449,6 +450,30 @@ def choices_table(tuned: Design, choices: list[Choice]) -> Table:
             "-" if record["win_rate"] is None else f"{record['win_rate']:.0%}",
         )
     return table
+
+
+def verdict_lines(tuned: Design, jobs: list[Job], runs_dir: Path, method: tables.Method):
+    """The confirmation's verdicts on test, one line per group: what a tuned comparison
+    answers (``report --sweep NAME`` has the full tables)."""
+    result = adaptive.look_at(jobs, runs_dir, method.with_(test=True))
+    lines = []
+    for section in result.sections if result else []:
+        table = section.tables["convergence"]
+        against = "reference" if "diff_vs_reference" in table else "best"
+        where = " ".join(f"{k}={tables.label(v)}" for k, v in section.setting.items())
+        for _, row in table.iterrows():
+            keys = [k for k in section.keys if k not in tuned.space]
+            group = " ".join(f"{k.removesuffix('.name')}={tables.label(row[k])}" for k in keys)
+            diff = row[f"diff_vs_{against}"]
+            text = (
+                f"{row['verdict']}"
+                if row["verdict"] == "reference" or not math.isfinite(diff)
+                else f"{row['verdict']} against the {against}: {diff:+.4g} "
+                f"[{row['diff_ci_low']:.4g}, {row['diff_ci_high']:.4g}] test "
+                f"{section.metric.label.replace('val ', '')}"
+            )
+            lines.append(f"{where + ': ' if where else ''}{group or 'all'}, tuned: {text}")
+    return lines
 
 
 def _num(value) -> str:
