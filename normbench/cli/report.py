@@ -137,6 +137,7 @@ def report(
         tuned = tuning.tuning_of(runs_dir, sweep_name)
         if tuned:  # chosen on validation from the tuning seeds: the verdicts use test
             design = {**design, "test": True}
+            selection.warnings.extend(tuned.notes)  # unequal budgets: said in every output
             for note in tuned.notes:
                 typer.secho(f"warning: {note}", fg="red", err=True)
         elif table == "tuning":
@@ -199,7 +200,8 @@ def report(
             if html is not None:
                 from normbench.report.html import write_html
 
-                write_html(html, result, drawings, sys.argv, sweep_commands, overall)
+                extra = [tuned.html()] if tuned else []
+                write_html(html, result, drawings, sys.argv, sweep_commands, overall, extra)
                 typer.echo(f"wrote {html}", err=True)
         except OSError as err:
             raise fail(f"cannot write {err.filename}: {err.strerror}") from None

@@ -88,6 +88,21 @@ class Tuning:
             ["## Tuned", "\n".join([header, rule, *body]), escape_markdown(self.caption()), *notes]
         )
 
+    def html(self) -> str:
+        """The section as an HTML block, every stored value escaped."""
+        from html import escape
+
+        head = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
+        rows = "".join(
+            "<tr>" + "".join(f"<td>{escape(_cell(row[c]))}</td>" for c in COLUMNS) + "</tr>"
+            for _, row in self.table.iterrows()
+        )
+        notes = "".join(f'<p class="warning">{escape(note)}</p>' for note in self.notes)
+        return (
+            f"<h2>Tuned: {escape(self.sweep)}</h2>{notes}<table><thead><tr>{head}</tr></thead>"
+            f"<tbody>{rows}</tbody></table><p>{escape(self.caption())}</p>"
+        )
+
     def rich(self):
         from rich.table import Table
 

@@ -13,8 +13,10 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
+from normbench import api
 from normbench.cli.app import app
 from normbench.core.errors import UsageError
+from normbench.report import tuning
 from normbench.report.tables import Method
 from normbench.store.provenance import source_hash
 from normbench.store.records import sweep_record
@@ -165,6 +167,30 @@ def test_selection_uses_validation_of_the_tuning_seeds_only(tmp_path):
     assert payload["method"]["verdict_split"] == "test"
     assert payload["tuning"]["equal_budget"] is True
     assert [g["chosen"] for g in payload["tuning"]["groups"]] == ["train.lr=0.1"] * 2
+    where = ["--sweep", "tuned", "--runs-dir", str(runs)]
+    markdown = runner.invoke(app, ["report", *where, "--format", "markdown"]).stdout
+    assert markdown.startswith("## Tuned") and "train.lr=0.1" in markdown
+    csv = runner.invoke(app, ["report", *where, "--format", "csv", "--table", "tuning"]).stdout
+    assert csv.splitlines()[0].startswith("group,tuned,space,trials,steps")
+    assert list(api.report(runs, sweep="tuned")["tuning"]["chosen"]) == ["train.lr=0.1"] * 2
+
+
+def test_unequal_budgets_and_malformed_records_are_said():
+    state = {
+        "phase": "done",
+        "equal_budget": False,
+        "groups": [
+            {"group": "norm=dyt", "chosen": {"train.lr": "0.01"}, "trials": 4, "gap": "x"},
+            {"group": "norm=layernorm", "chosen": {"train.lr": "0.1"}, "trials": 2},
+            "not a group",
+        ],
+    }
+    section = tuning.parse("t", state)
+    assert not section.equal and any("UNEQUAL BUDGETS" in n for n in section.notes)
+    assert any("malformed" in n for n in section.notes) and len(section.table) == 2
+    assert section.table["val_gap"].isna().all()  # a stored string is not a number
+    for text in (section.markdown(), section.html(), section.caption()):
+        assert "UNEQUAL BUDGETS" in text
 
 
 def test_equal_budgets_and_keys_only_some_groups_take():
