@@ -65,8 +65,10 @@ class Tuning:
         )
 
     def json(self) -> dict:
+        import json
+
         return {
-            "groups": self.table.to_dict(orient="records"),
+            "groups": json.loads(self.table.to_json(orient="records")),  # NaN: null
             "phase": self.phase,
             "equal_budget": self.equal,
             "tuning_seeds": self.tuning_seeds,

@@ -118,7 +118,8 @@ class Design:
 
     @property
     def equal(self) -> bool:
-        return all(len(g.candidates) == self.trials for g in self.groups)
+        """Every group tries as many candidates (on the same rungs and seeds)."""
+        return len({len(g.candidates) for g in self.groups}) == 1
 
     def schedule_of(self, group: Group) -> list[halving.Rung]:
         """A group's rungs: the design's, capped by its own number of candidates."""
@@ -217,11 +218,12 @@ def _compose(base: list[str], candidate, seed: int, steps: int, label: str) -> d
 
 
 def unequal_note(tuned: Design) -> str:
+    most = max(len(g.candidates) for g in tuned.groups)
     short = ", ".join(
-        f"{g.label} {len(g.candidates)}" for g in tuned.groups if len(g.candidates) != tuned.trials
+        f"{g.label} {len(g.candidates)}" for g in tuned.groups if len(g.candidates) < most
     )
     return (
-        f"UNEQUAL BUDGETS: {tuned.trials} trials per group, but {short} (a space smaller than "
+        f"UNEQUAL BUDGETS: {most} trials per group, but {short} (a space smaller than "
         "--tune-trials): these groups were tuned less"
     )
 
