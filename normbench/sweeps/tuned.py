@@ -118,17 +118,22 @@ class Design:
 
     @property
     def equal(self) -> bool:
-        """Every group tries as many candidates (on the same rungs and seeds)."""
-        return len({len(g.candidates) for g in self.groups}) == 1
+        """Every group that tunes tries as many candidates (on the same rungs and seeds)."""
+        return len({len(g.candidates) for g in self.groups if g.space > 1}) <= 1
 
     def schedule_of(self, group: Group) -> list[halving.Rung]:
-        """A group's rungs: the design's, capped by its own number of candidates."""
+        """A group's rungs: the design's, capped by its own number of candidates; none for a
+        group with one candidate (it takes none of the tuned keys: nothing to choose)."""
+        if len(group.candidates) < 2:
+            return []
         return [halving.Rung(min(r.keep, len(group.candidates)), r.steps) for r in self.schedule]
 
     def steps_of(self, group: Group) -> int:
         return halving.steps_spent(self.schedule_of(group), len(self.tuning_seeds))
 
     def full_grid_steps(self, group: Group) -> int:
+        if len(group.candidates) < 2:
+            return 0
         return len(group.candidates) * self.max_steps * len(self.tuning_seeds)
 
 
@@ -179,7 +184,13 @@ def design(
         label = " ".join(f"{a}={present[a]}" for a in shown_axes if a in present) or "all"
         base = _strip(jobs[0].overrides, {"seed", "train.max_steps", *space})
         groups.append(_group(key, label, jobs, base, space, max_steps))
-    budget = trials or min(g.space for g in groups)
+    tuning = [g.space for g in groups if g.space > 1]
+    if not tuning:
+        raise UsageError(
+            f"--tune {', '.join(space)}: no group of the grid takes these keys (its norm "
+            "ignores them); valid: a key some group reads, e.g. train.lr"
+        )
+    budget = trials or min(tuning)
     for group in groups:
         if group.space > budget:  # sample within the budget: a fixed draw per group
             drawn = random.Random(f"normbench-tune {group.key}").sample(range(group.space), budget)
@@ -218,10 +229,9 @@ def _compose(base: list[str], candidate, seed: int, steps: int, label: str) -> d
 
 
 def unequal_note(tuned: Design) -> str:
-    most = max(len(g.candidates) for g in tuned.groups)
-    short = ", ".join(
-        f"{g.label} {len(g.candidates)}" for g in tuned.groups if len(g.candidates) < most
-    )
+    tuning = [g for g in tuned.groups if g.space > 1]
+    most = max(len(g.candidates) for g in tuning)
+    short = ", ".join(f"{g.label} {len(g.candidates)}" for g in tuning if len(g.candidates) < most)
     return (
         f"UNEQUAL BUDGETS: {most} trials per group, but {short} (a space smaller than "
         "--tune-trials): these groups were tuned less"
@@ -279,7 +289,7 @@ class Choice:
     group: Group
     chosen: tuple[str, ...]
     rungs: list[dict]  # per rung: steps and each candidate's mean validation metric
-    metric: tables.Metric
+    metric: tables.Metric | None  # None: a group with nothing to tune
     firm: halving.Firmness
 
     def record(self, tuned: Design) -> dict:
@@ -292,9 +302,9 @@ class Choice:
             "steps": self.steps(tuned),
             "full_grid_steps": tuned.full_grid_steps(self.group),
             "chosen": flat,
-            "metric": self.metric.name,
-            "higher_is_better": self.metric.higher_is_better,
-            "value": self.rungs[-1]["values"].get(" ".join(self.chosen)),
+            "metric": self.metric.name if self.metric else None,
+            "higher_is_better": self.metric.higher_is_better if self.metric else None,
+            "value": self.rungs[-1]["values"].get(" ".join(self.chosen)) if self.rungs else None,
             "runner_up": self.firm.runner_up,
             "gap": self.firm.gap,
             "win_rate": self.firm.win_rate,
@@ -351,6 +361,8 @@ def tune(session: Session, tuned: Design, rerun: Rerun) -> list[Choice]:
     for index, rung in enumerate(tuned.schedule):
         jobs = []
         for group in tuned.groups:
+            if not tuned.schedule_of(group):
+                continue
             keep = min(rung.keep, len(group.candidates))
             batch = rung_jobs(tuned, group, alive[group.key][:keep], rung.steps)
             trained[group.key].append(batch)
@@ -363,6 +375,10 @@ def tune(session: Session, tuned: Design, rerun: Rerun) -> list[Choice]:
         choices = []
         frame = tuning_frame(session.runs_dir, tuning_runs)
         for group in tuned.groups:
+            if not tuned.schedule_of(group):  # one candidate: it is the choice
+                untuned = halving.Firmness(None, None, None)
+                choices.append(Choice(group, group.candidates[0], [], None, untuned))
+                continue
             alive[group.key], choice = choose(tuned, group, trained[group.key], frame)
             if choice:
                 choices.append(choice)
@@ -507,7 +523,13 @@ def print_plan(console: Console, tuned: Design, runs_dir: Path, rerun: Rerun) ->
         steps, grid_steps = tuned.steps_of(group), tuned.full_grid_steps(group)
         total, full = total + steps, full + grid_steps
         sampled = f" (sampled from {group.space})" if group.space > len(group.candidates) else ""
-        keys = ", ".join(group.keys) or "nothing it reads"
+        if group.space < 2:
+            console.print(
+                f"  {group.label}: takes none of the tuned keys: confirmed at its only value",
+                soft_wrap=True,
+            )
+            continue
+        keys = ", ".join(group.keys)
         console.print(
             f"  {group.label}: tunes {keys}; {len(group.candidates)} candidates{sampled}: "
             f"{' | '.join(' '.join(c) for c in group.candidates)}; {steps:,} steps",
@@ -516,6 +538,7 @@ def print_plan(console: Console, tuned: Design, runs_dir: Path, rerun: Rerun) ->
     first = [
         j
         for g in tuned.groups
+        if tuned.schedule_of(g)
         for js in rung_jobs(tuned, g, g.candidates, tuned.schedule[0].steps).values()
         for j in js
     ]

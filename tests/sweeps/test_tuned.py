@@ -125,13 +125,13 @@ def tuned_grid(*extra: str):
     return grids.expand(None, [*QUICK, "norm=batchnorm,layernorm", "seed=0,1", *extra])
 
 
-def run_tuned(runs, launcher, grid=None, name="tuned"):
+def run_tuned(runs, launcher, grid=None, name="tuned", max_seeds=None):
     grid = grid or tuned_grid()
     grid.name = name
     design = tuned.design(grid, {"train.lr": LRS}, tuning_seeds=2, eta=2)
     console = Console(quiet=True)
     with tuned.session(design, runs, Launch(), console, runner=launcher) as session:
-        choices, _, _ = tuned.run(session, design, Rerun(), None, Method())
+        choices, _, _ = tuned.run(session, design, Rerun(), max_seeds, Method())
         session.finish()
     return design, choices
 
@@ -207,6 +207,12 @@ def test_equal_budgets_and_keys_only_some_groups_take():
     assert tuned.design(grid, space, tuning_seeds=1, eta=2).groups[1].candidates == (
         group.candidates
     )  # the sample is a fixed draw: a resume samples the same
+    only = tuned.design(grid, {"norm.groups": ["2", "4"]}, tuning_seeds=1, eta=2)
+    layer_only = next(g for g in only.groups if g.label == "norm=layernorm")
+    assert layer_only.space == 1 and only.steps_of(layer_only) == 0 and only.trials == 2
+    assert only.equal  # a group with nothing to tune does not make the budgets unequal
+    with pytest.raises(UsageError, match="no group of the grid takes"):
+        tuned.design(grids.expand(None, [*QUICK, "norm=layernorm", "seed=0"]), only.space)
     unequal = tuned.design(grid, space, tuning_seeds=1, eta=2, trials=4)
     assert not unequal.equal and "UNEQUAL BUDGETS" in unequal.notes[0]
     assert "norm=layernorm 2" in unequal.notes[0]
@@ -239,6 +245,22 @@ def test_resume_in_each_phase_trains_only_what_is_missing(tmp_path, stop_after, 
     assert len(first.trained) == stop_after and len(again.trained) == 28 - stop_after
     assert [c.chosen for c in choices] == [("train.lr=0.1",)] * 2
     assert sweep_record(tmp_path, "tuned")["tuning"]["phase"] == "done"
+
+
+def test_until_decided_adds_seeds_to_the_confirmation_only(tmp_path):
+    def noisy(cfg):  # confirmation seeds that never decide: every group gets seeds to the cap
+        if cfg["seed"] >= tuned.TUNING_SEED:
+            return numbers(cfg)
+        return 0.5 + 0.2 * (cfg["seed"] % 2) * (1 if cfg["norm"]["name"] == "dyt" else -1), 0.5
+
+    launcher = FakeLauncher(tmp_path, noisy)
+    run_tuned(tmp_path, launcher, max_seeds=3)
+    record = sweep_record(tmp_path, "tuned")
+    seeds = Counter(dict(o.split("=") for o in r["overrides"])["seed"] for r in record["runs"])
+    assert seeds == {"0": 2, "1": 2, "2": 2}  # the next seed, at the chosen value
+    assert all("train.lr=0.1" in r["overrides"] for r in record["runs"])
+    assert record["until_decided"]["max_seeds"] == 3 and record["tuning"]["phase"] == "done"
+    assert sum(c["seed"] >= tuned.TUNING_SEED for c in launcher.trained) == 24  # tuning: once
 
 
 def test_cli_dry_run_shows_both_phases_and_the_budget(tmp_path):
