@@ -34,6 +34,7 @@ COLUMNS = (
     "runner_up",
     "val_gap",
     "win_rate",
+    "equal_budget",  # False in every row when the groups' budgets differed: said in every output
 )
 
 
@@ -188,9 +189,11 @@ def parse(name: str, state: dict) -> Tuning:
                 "win_rate": win,
             }
         )
+    tuning = {row["trials"] for row in rows if (row["space"] or 0) > 1}
+    equal = state.get("equal_budget") is not False and len(tuning) <= 1
+    for row in rows:
+        row["equal_budget"] = equal
     table = pd.DataFrame(rows, columns=list(COLUMNS))
-    trials = {row["trials"] for row in rows}
-    equal = state.get("equal_budget") is not False and len(trials) <= 1
     if not equal and not any("UNEQUAL" in note for note in notes):
         notes.append("UNEQUAL BUDGETS: the groups were tuned with different numbers of trials")
     seeds = [s for s in state.get("tuning_seeds") or [] if _count(s) is not None]

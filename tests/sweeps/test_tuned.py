@@ -186,7 +186,8 @@ def test_unequal_budgets_and_malformed_records_are_said():
         ],
     }
     section = tuning.parse("t", state)
-    assert not section.equal and any("UNEQUAL BUDGETS" in n for n in section.notes)
+    assert not section.equal and not section.table["equal_budget"].any()
+    assert any("UNEQUAL BUDGETS" in n for n in section.notes)
     assert any("malformed" in n for n in section.notes) and len(section.table) == 2
     assert section.table["val_gap"].isna().all()  # a stored string is not a number
     for text in (section.markdown(), section.html(), section.caption()):
