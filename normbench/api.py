@@ -256,10 +256,16 @@ def report(runs_dir: str | Path = "runs", *filters: str, **options: Any) -> dict
     import pandas as pd
 
     from normbench.report.tidy import chosen_tables, section_records
+    from normbench.report.tuning import tuning_of
 
-    result, _, output = _report(runs_dir, filters, options)
+    result, where, output = _report(runs_dir, filters, options)
+    tuned = tuning_of(where, options.get("sweep"))
+    _warn(tuned.notes if tuned else [])  # unequal budgets, said in every output
+    if tuned and output["only"] == "tuning":
+        return {"tuning": tuned.table}
     tables = chosen_tables(result, output["only"])
-    return {**tables, "sections": pd.DataFrame(section_records(result))}
+    extra = {"tuning": tuned.table} if tuned else {}
+    return {**extra, **tables, "sections": pd.DataFrame(section_records(result))}
 
 
 def learning_curves(
@@ -323,6 +329,7 @@ def _report(
     from normbench.report.base import Method
     from normbench.report.diagnostics import attach_diagnostics
     from normbench.report.sections import build
+    from normbench.report.tuning import tuning_of
     from normbench.store.catalog import as_columns, best_over_column, select_runs
 
     unknown = sorted(set(options) - set(REPORT_OPTIONS))
@@ -352,6 +359,8 @@ def _report(
     if steps["build"]["best_over_key"] and not selection.runs.empty:
         key = steps["build"]["best_over_key"]
         steps["build"]["best_over_key"] = best_over_column(key, selection.runs)
+    if tuning_of(where, steps["select"]["sweep"]):  # chosen on validation: verdicts on test
+        design = {**design, "test": True}
     result = build(selection, method=replace(method, **design), **steps["build"])
     if steps["across"]["keys"]:
         from normbench.report.across import across

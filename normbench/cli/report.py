@@ -85,7 +85,7 @@ def report(
         typer.Option(
             "--table",
             help="convergence | batch_sensitivity | precision | lr_stability | depth_stability"
-            " | diagnostics_init | diagnostics",
+            " | diagnostics_init | diagnostics | tuning",
         ),
     ] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write the tables here.")] = None,
@@ -116,6 +116,7 @@ def report(
     """Compare runs: verdicts against the best, batch-size sensitivity and precision."""
     from normbench.core.errors import UsageError
     from normbench.core.text import plain
+    from normbench.report import tuning
     from normbench.report.base import Method
     from normbench.report.diagnostics import attach_diagnostics
     from normbench.report.sections import build
@@ -145,6 +146,19 @@ def report(
         )
         for warning in selection.warnings:
             typer.secho(f"warning: {plain(warning)}", fg="yellow", err=True)
+        tuned = tuning.tuning_of(runs_dir, sweep_name)
+        if tuned and tuned.phase == "tuning" and selection.runs.empty:
+            raise UsageError(
+                f"--sweep {sweep_name}: a tuned comparison still in its tuning phase, with no "
+                "confirmation run yet; run the same sweep command again to continue it"
+            )
+        if tuned:  # chosen on validation from the tuning seeds: the verdicts use test
+            design = {**design, "test": True}
+            selection.warnings.extend(tuned.notes)  # unequal budgets: said in every output
+            for note in tuned.notes:
+                typer.secho(f"warning: {note}", fg="red", err=True)
+        elif table == "tuning":
+            raise UsageError("--table tuning: not a tuned sweep (normbench sweep --tune)")
         method = method.with_(**design)
         keys = catalog.as_columns(by.split(","), selection.runs) if by else None
         if best_over and not selection.runs.empty:
@@ -164,8 +178,16 @@ def report(
             finally:  # the runs whose diagnostics were skipped, named even when none remain
                 for warning in result.warnings[before:]:
                     typer.secho(f"warning: {plain(warning)}", fg="yellow", err=True)
-        check_table(result, table)
-        text = None if fmt == "rich" else as_text(result, fmt, table, out)
+        if table != "tuning":
+            check_table(result, table)
+        if fmt != "rich" and table == "tuning":
+            text = tuning.alone(fmt, tuned)
+            text = text if out is None else {out: text}
+        elif fmt != "rich":
+            text = as_text(result, fmt, table, out)
+            text = tuning.attach(text, fmt, tuned, out) if tuned else text
+        else:
+            text = None
     except UsageError as err:
         raise fail(str(err)) from None
     if text is not None and out is None:
@@ -185,7 +207,10 @@ def report(
         statuses = ", ".join(f"{n} {status}" for status, n in sorted(result.counts.items()))
         total = sum(result.counts.values())
         console.print(f"{total} run{'s' * (total != 1)} ({statuses})", soft_wrap=True)
-        for renderable in rich_renderables(result, table):
+        if tuned:
+            console.print(tuned.rich())
+        shown = [] if table == "tuning" else rich_renderables(result, table)
+        for renderable in shown:
             console.print(renderable)
         if diagnostics:
             for section in result.sections:
@@ -207,7 +232,8 @@ def report(
             if html is not None:
                 from normbench.report.html import write_html
 
-                write_html(html, result, drawings, sys.argv, sweep_commands, overall)
+                extra = [tuned.html()] if tuned else []
+                write_html(html, result, drawings, sys.argv, sweep_commands, overall, extra)
                 typer.echo(f"wrote {html}", err=True)
         except OSError as err:
             raise fail(f"cannot write {err.filename}: {err.strerror}") from None

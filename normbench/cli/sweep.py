@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Annotated
 
@@ -70,7 +69,7 @@ def sweep(
         list[str] | None,
         typer.Option(
             "--reference",
-            help="With --until-decided: compare with this group, named before looking: "
+            help="With --until-decided or --tune: compare with this group, named before looking: "
             "KEY=VALUE (repeatable) \\[default: the best group]",
             show_default=False,
         ),
@@ -81,22 +80,45 @@ def sweep(
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Bare `normbench sweep`: start without asking.")
     ] = False,
+    tune: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tune",
+            help="Tune this key per group, then confirm on fresh seeds: KEY=v1,v2,... "
+            "(repeatable; a preset's tune: too). Chosen on validation by successive halving at "
+            "an equal budget; verdicts on test from the confirmation seeds",
+            show_default=False,
+        ),
+    ] = None,
+    tune_seeds: Annotated[
+        int, typer.Option("--tune-seeds", help="With --tune: tuning seeds per candidate.")
+    ] = 2,
+    tune_trials: Annotated[
+        int | None,
+        typer.Option(
+            "--tune-trials",
+            help="With --tune: candidates per group \\[default: the smallest group's space]",
+        ),
+    ] = None,
+    eta: Annotated[
+        int, typer.Option("--eta", help="With --tune: successive halving keeps 1/eta per rung.")
+    ] = 3,
     config_dir: ConfigDirs = None,
 ) -> None:
     """Run a grid of runs: resumable, in parallel, locally or on SLURM."""
-    from datetime import datetime
-
     from rich.console import Console
 
     from normbench.core.errors import UsageError
     from normbench.experiment.options import use_config_dirs
     from normbench.store.records import check_name
     from normbench.store.rundir import Rerun
-    from normbench.sweeps import adaptive, live, precheck
+    from normbench.sweeps import adaptive, live, precheck, tuned
     from normbench.sweeps import grid as grids
     from normbench.sweeps import plan as planning
-    from normbench.sweeps.launchers import check_private, launcher_settings, make_launcher
+    from normbench.sweeps.launchers import launcher_settings
     from normbench.sweeps.presets import DEFAULT_PRESET
+    from normbench.sweeps.session import Launch, Session, check_devices, looks_text
+    from normbench.sweeps.session import until_decided as rounds
 
     arguments = list(arguments or [])
     preset = arguments.pop(0) if arguments and "=" not in arguments[0] else None
@@ -106,6 +128,7 @@ def sweep(
     console = Console()
     settings_overrides = [a for a in arguments if a.startswith("launcher.")]
     overrides = [a for a in arguments if not a.startswith("launcher.")]
+    rerun = Rerun(force, rerun_stale)
     try:
         use_config_dirs(config_dir or [])
         if preset is not None and not preset.strip():
@@ -117,34 +140,50 @@ def sweep(
         if max_runs < 1:
             raise UsageError(f"--max-runs {max_runs}: valid: an integer >= 1")
         settings = launcher_settings(launcher, settings_overrides)
-        grid = grids.expand(preset, overrides, max_runs)
-        if launcher == "local":
-            _check_devices({job.cfg["device"] for job in grid.jobs})
-        from normbench.report.base import Method  # pandas and scipy: not for --dry-run
+        from normbench.report.base import Method  # pandas and scipy: after the quick checks
 
         method = Method.from_options(alpha, margin, reference=reference or [])
+        space = tuned.parse_space(tune or [], preset)
+        if space:
+            return _tuned(
+                preset,
+                overrides,
+                space,
+                runs_dir,
+                Launch(launcher, settings, jobs, rerun),
+                name=name,
+                dry_run=dry_run,
+                max_runs=max_runs,
+                tune_seeds=tune_seeds,
+                tune_trials=tune_trials,
+                eta=eta,
+                max_seeds=max_seeds if until_decided else None,
+                method=method,
+            )
+        grid = grids.expand(preset, overrides, max_runs)
+        grid.name = name or grid.name
         plan = adaptive.design(grid, max_seeds, method) if until_decided else None
         if plan is not None:  # what later rounds need, before the first trains
             precheck.until_decided(grid, plan)
         precheck.destinations(grid)
         if dry_run:
-            planning.print_plan(
-                console, preset, overrides, runs_dir, Rerun(force, rerun_stale), max_runs
-            )
+            if launcher == "local":
+                check_devices(grid.jobs)
+            planning.print_plan(console, preset, overrides, runs_dir, rerun, max_runs)
             if preset is None:
                 console.print(live.no_preset_note(arguments), soft_wrap=True, highlight=False)
             return
-    except UsageError as err:
-        raise fail(str(err)) from None
-    grid.name = name or grid.name
-    rerun = Rerun(force, rerun_stale)
-    try:
-        planned = planning.plan(grid, runs_dir, rerun)
-        if bare and not yes and not live.confirm_start(console, preset, grid, planned.todo):
-            raise typer.Exit(0)
-        if launcher != "local":
-            check_private(runs_dir)
-        record = planning.write_record(grid, runs_dir, launcher, datetime.now(), plan)
+        if bare and not yes:
+            planned = planning.plan(grid, runs_dir, rerun)
+            if not live.confirm_start(console, preset, grid, planned.todo):
+                raise typer.Exit(0)
+        session = Session(
+            grid,
+            runs_dir,
+            Launch(launcher, settings, jobs, rerun),
+            console,
+            extra={"until_decided": plan.record(looks_taken=1)} if plan else None,
+        )
     except UsageError as err:
         raise fail(str(err)) from None
     except OSError as err:  # a read-only or full runs directory: before any run trains
@@ -152,69 +191,31 @@ def sweep(
     report = f"normbench report --sweep {grid.name}" + (
         f" --runs-dir {runs_dir}" if runs_dir != Path("runs") else ""
     )
-    folder = runs_dir / "sweeps" / f"{record.stem}.submitit"
-    runner = make_launcher(launcher, settings, jobs, runs_dir, rerun, folder)
     if preset is None:
         console.print(live.no_preset_note(arguments), soft_wrap=True, highlight=False)
-    console.print(planning.plan_summary(grid, planned), soft_wrap=True)
+    console.print(planning.plan_summary(grid, session.planned), soft_wrap=True)
     interrupt_on_sigterm()
-    with contextlib.closing(runner):  # the local pool serves every round
-        jobs_so_far, counts, views = list(grid.jobs), {}, []
-        todo, look = planned.todo, 1
-        for look in range(1, plan.looks + 1 if plan else 2):
-            view = live.LiveView(console, grid, todo, title=f"round {look}" if plan else None)
-            views.append(view)
-            design = plan.record(look) if plan else None
-            try:
-                if todo:
-                    with view:
-                        runner.launch(todo, view)
-            except UsageError as err:  # the cluster refused the submission
-                if look == 1 and not view.finished:  # nothing ran: leave nothing behind
-                    planning.discard_record(record, folder)
-                else:
-                    planning.finish_record(
-                        record, planning.add_counts(counts, view.counts), jobs_so_far, True, design
-                    )
-                raise fail(str(err)) from None
-            except KeyboardInterrupt:
-                planning.finish_record(
-                    record, planning.add_counts(counts, view.counts), jobs_so_far, True, design
-                )
-                console.print(
-                    f"interrupted: {view.counts['complete']} runs completed and kept; "
-                    "run the same command again to finish the rest",
-                    soft_wrap=True,
-                )
-                raise typer.Exit(130) from None
-            counts = planning.add_counts(counts, view.counts)
-            if plan is None:
-                break
-            now = adaptive.look_at(jobs_so_far, runs_dir, plan.at(look))
-            todo, left = adaptive.seeds_to_add(jobs_so_far, now, plan)
-            if not todo or look == plan.looks:
-                console.print(left.stop_text(look, plan), soft_wrap=True)
-                break
-            console.print(left.next_text(look, len(todo)), soft_wrap=True)
-            jobs_so_far += todo
-            planning.finish_record(record, counts, jobs_so_far, False, plan.record(look + 1))
-    try:
-        summary = planning.finish_record(
-            record, counts, jobs_so_far, True, plan.record(look) if plan else None
-        )
-    except OSError as err:  # a full disk: the runs say what they did; the record could not
-        summary = counts
-        typer.secho(f"warning: cannot update {record}: {err.strerror}", fg="yellow", err=True)
+    with session:  # the local pool serves every round
+        try:
+            looks = rounds(session, plan, session.planned.todo)
+        except UsageError as err:  # the cluster refused the submission
+            raise fail(str(err)) from None
+        except KeyboardInterrupt:
+            done = session.views[-1].counts["complete"]
+            console.print(
+                f"interrupted: {done} runs completed and kept; run the same command again "
+                "to finish the rest",
+                soft_wrap=True,
+            )
+            raise typer.Exit(130) from None
+    summary = session.finish()
     console.line()
-    console.print(live.summary_table(grid, views))
+    console.print(session.summary())
     if plan:
-        final = adaptive.tally(
-            adaptive.look_at(jobs_so_far, runs_dir, plan.at(look)), len(jobs_so_far)
-        )
-        console.print(adaptive.closing(final, plan, look, jobs_so_far, runs_dir), soft_wrap=True)
+        console.print(looks_text(plan, looks, session), soft_wrap=True)
     console.print(f"results: {report}", soft_wrap=True)
     boards = {job.cfg["log"]["tensorboard"] for job in grid.jobs} - {None}
-    finished = len(grid.jobs) - len(planned.todo)
+    finished = len(grid.jobs) - len(session.planned.todo)
     if boards and finished:
         where = f" --runs-dir {runs_dir}" if runs_dir != Path("runs") else ""
         board = ",".join(sorted(boards))
@@ -223,11 +224,69 @@ def sweep(
         raise typer.Exit(1)
 
 
-def _check_devices(devices: set[str]) -> None:
-    """A device the sweep names must exist here (imports torch only when one is named)."""
-    wanted = devices - {"auto", "cpu"}
-    if wanted:
-        from normbench.training.run import resolve_device
+def _tuned(
+    preset,
+    overrides,
+    space,
+    runs_dir,
+    launch,
+    *,
+    name,
+    dry_run,
+    max_runs,
+    tune_seeds,
+    tune_trials,
+    eta,
+    max_seeds,
+    method,
+) -> None:
+    """A tuned comparison: tuning on validation, then confirmation on fresh seeds
+    (normbench.sweeps.tuned); bad input raises UsageError before anything is written."""
+    from rich.console import Console
+    from rich.text import Text
 
-        for device in wanted:
-            resolve_device(device)
+    from normbench.core.errors import UsageError
+    from normbench.sweeps import adaptive, tuned
+    from normbench.sweeps import grid as grids
+    from normbench.sweeps.session import looks_text
+
+    console = Console()
+    grid = grids.expand(preset, overrides, max_runs)
+    grid.name = name or grid.name
+    design = tuned.design(grid, space, tune_seeds, eta, tune_trials)
+    if dry_run:
+        tuned.print_plan(console, design, runs_dir, launch.rerun)
+        return
+    if max_seeds is not None:
+        adaptive.design(grid, max_seeds, method)  # refuse a bad --max-seeds before tuning
+    session = tuned.session(design, runs_dir, launch, console)
+    for note in design.notes:
+        console.print(Text(note, style="bold red"), soft_wrap=True)
+    interrupt_on_sigterm()
+    with session:
+        try:
+            choices, plan, looks = tuned.run(session, design, launch.rerun, max_seeds, method)
+        except UsageError as err:  # the cluster refused the submission
+            raise fail(str(err)) from None
+        except KeyboardInterrupt:
+            phase = session.extra["tuning"]["phase"]
+            console.print(
+                f"interrupted in the {phase} phase: completed runs are kept; run the same "
+                "command again to continue",
+                soft_wrap=True,
+            )
+            raise typer.Exit(130) from None
+    summary = session.finish()
+    console.line()
+    console.print(session.summary())
+    console.print(tuned.choices_table(design, choices))
+    for note in design.notes:
+        console.print(Text(note, style="bold red"), soft_wrap=True)
+    if plan:
+        console.print(looks_text(plan, looks, session), soft_wrap=True)
+    for line in tuned.verdict_lines(design, session.jobs, runs_dir, method):
+        console.print(line, soft_wrap=True)
+    where = f" --runs-dir {runs_dir}" if runs_dir != Path("runs") else ""
+    console.print(f"results: normbench report --sweep {grid.name}{where}", soft_wrap=True)
+    if summary.get("failed"):
+        raise typer.Exit(1)

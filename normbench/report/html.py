@@ -76,9 +76,12 @@ def write_html(
     report_argv: list[str],
     sweep_argvs: list,
     across: list[Drawing] = (),
+    extra: list[str] = (),
 ) -> Path:
+    """``extra``: HTML blocks, already escaped, put before the sections (a tuned sweep's
+    section, normbench.report.tuning)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    html = page(report, drawings, report_argv, sweep_argvs, across)
+    html = page(report, drawings, report_argv, sweep_argvs, across, extra)
     path.write_text(html, encoding="utf-8")
     return path
 
@@ -89,6 +92,7 @@ def page(
     report_argv: list[str],
     sweep_argvs: list,
     across: list[Drawing] = (),
+    extra: list[str] = (),
 ) -> str:
     """The whole document."""
     statuses = ", ".join(f"{n} {status}" for status, n in sorted(report.counts.items()))
@@ -97,6 +101,7 @@ def page(
         f'<p class="meta">{sum(report.counts.values())} runs ({esc(statuses)}); written '
         f"{datetime.now().isoformat(timespec='minutes')} by normbench {esc(__version__)}</p>",
         *(f'<p class="warning">warning: {esc(w)}</p>' for w in report.warnings),
+        *extra,
         *(
             section_html(section, report.method, drawn, len(report.sections) > 1)
             for section, drawn in zip(report.sections, drawings, strict=True)

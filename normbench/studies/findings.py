@@ -7,6 +7,7 @@ reports. ``--quick``: fewer seeds and steps; ``--smoke``: tiny runs, for the tes
 
 from __future__ import annotations
 
+import shlex
 import time
 from datetime import date, datetime
 from pathlib import Path
@@ -14,14 +15,16 @@ from pathlib import Path
 from rich.console import Console
 
 from normbench.core.errors import UsageError
+from normbench.report.base import Method
 from normbench.store import records
 from normbench.store.rundir import Rerun
 from normbench.studies import batch, claims, depth, dyt, placement, precision, qk_norm, suite
 from normbench.studies.study import Context, arguments, command_of
 from normbench.sweeps import grid as grids
-from normbench.sweeps import live
 from normbench.sweeps import plan as planning
+from normbench.sweeps import tuned
 from normbench.sweeps.launchers import LocalLauncher
+from normbench.sweeps.session import Launch, Session
 
 # The document's sections in order, and every study whose sweep they read.
 SECTIONS = (
@@ -50,39 +53,45 @@ STUDIES = (
 def run_studies(runs: Path, jobs: int, scale: str, console: Console) -> None:
     """Run every study's sweep, one after another in this process, on one pool of workers (a
     worker imports torch once for them all); a study whose runs are complete trains nothing.
-    Each is recorded as the sweep ``findings-<study>``, as its printed command would be. Every
-    grid is planned first, so the count of runs to train and, once some have, the time left
-    are on screen from the start."""
-    rerun = Rerun()
+    Each goes the sweep's own path (normbench.sweeps.session: the device check, the plan, the
+    record, the live view) as the sweep ``findings-<study>``, and its record stores the
+    `normbench sweep` command it stands for, so that the command reproduces it. Every grid is
+    planned first, so the count of runs to train and, once some have, the time left are on
+    screen from the start."""
+    launch = Launch("local", {}, jobs, Rerun())
     planned = []
     for study in STUDIES:
         args = arguments(study, scale)
         preset = None if "=" in args[0] else args[0]
         grid = grids.expand(preset, [arg for arg in args if "=" in arg])
         grid.name = f"findings-{study.name}"
-        planned.append((study, grid, planning.plan(grid, runs, rerun).todo))
-    total = sum(len(todo) for _, _, todo in planned)
-    runs_in_all = sum(len(grid.jobs) for _, grid, _ in planned)
+        planned.append((study, preset, grid, planning.plan(grid, runs, launch.rerun).todo))
+    total = sum(len(todo) for *_, todo in planned)
+    runs_in_all = sum(len(grid.jobs) for _, _, grid, _ in planned)
     console.print(
         f"findings ({scale}): {len(planned)} studies, {runs_in_all} runs, {total} to train",
         soft_wrap=True,
     )
     trained, start = 0, time.perf_counter()
-    with LocalLauncher(jobs, runs, rerun) as pool:
-        for index, (study, grid, todo) in enumerate(planned, start=1):
-            console.print(f"$ {command_of(study, scale)} --name {grid.name}", soft_wrap=True)
-            record = planning.write_record(grid, runs, "local", datetime.now())
+    with LocalLauncher(jobs, runs, launch.rerun) as pool:
+        for index, (study, preset, grid, todo) in enumerate(planned, start=1):
+            command = f"{command_of(study, scale)} --name {grid.name}"
+            console.print(f"$ {command}", soft_wrap=True)
+            argv = shlex.split(command)
             left = total - trained
             eta = (time.perf_counter() - start) / trained * left if trained else None
             title = f"study {study.name} ({index} of {len(planned)}; {left} runs left" + (
                 f", about {eta / 60:.0f} min)" if eta is not None else ")"
             )
-            view = live.LiveView(console, grid, todo, title=title)
-            try:
-                with view:
-                    pool.launch(todo, view)
-            finally:  # an interrupted study keeps what it completed
-                planning.finish_record(record, dict(view.counts), grid.jobs)
+            if study.tune:  # each group at its own best: tuning, then confirmation
+                design = tuned.design(grid, tuned.parse_space(list(study.tune), preset))
+                with tuned.session(design, runs, launch, console, runner=pool, command=argv) as s:
+                    tuned.run(s, design, launch.rerun, None, Method())
+                    s.finish()
+            else:
+                session = Session(grid, runs, launch, console, runner=pool, command=argv)
+                session.run(session.planned.todo, title=title)
+                session.finish()
             trained += len(todo)
 
 

@@ -12,13 +12,17 @@ from normbench.report.diagnostics import diagnostics_table, last_over_first
 from normbench.report.markdown import to_markdown
 from normbench.studies.study import (
     CONVERGENCE_COLUMNS,
+    LABEL_RULE,
     Context,
+    Prediction,
     Study,
     command_of,
     diff_text,
     figures,
+    label,
     load,
     md,
+    predictions_text,
     report,
     row_of,
     section_of,
@@ -63,11 +67,11 @@ def xiong(ctx: Context) -> str:
     post_cold = row_of(conv, **{"placement.name": "post", "train.warmup_steps": 0})
     post_warm = row_of(conv, **{"placement.name": "post", "train.warmup_steps": 300})
     pre_cold = row_of(conv, **{"placement.name": "pre", "train.warmup_steps": 0})
-    accuracy = None
-    if post_cold["verdict"] == "worse" and post_warm["verdict"] != "worse":
-        accuracy = True
-    elif post_cold["verdict"] in ("equivalent", "reference") or post_warm["verdict"] == "worse":
-        accuracy = False
+    predicted = [
+        Prediction("Post-LN without warm-up", "worse", post_cold["verdict"]),
+        Prediction("Post-LN with 300 warm-up steps", "not worse", post_warm["verdict"]),
+    ]
+    accuracy = label(predicted)
     cold = subset(selection, lambda r: r["train.warmup_steps"] == 0)
     cold_report = report(cold, by=["placement.name"])
     xavier_report = report(load(runs, "xavier"), by=["placement.name"])
@@ -118,7 +122,7 @@ def xiong(ctx: Context) -> str:
             "",
             f"{verdict(accuracy)} Without warm-up Post-LN is {diff_text(post_cold)} (Pre-LN "
             f"{diff_text(pre_cold)}); with 300 warm-up steps Post-LN is {diff_text(post_warm)}. "
-            "Reproduced means: Post-LN worse without warm-up and not worse with it.",
+            f"{predictions_text(predicted)}. {LABEL_RULE}",
             "",
             "Gradient norm of the last unit over the first, units of the same sublayer type only, "
             "at initialisation (step 0: the first batch's gradients before any update, mean over "

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from normbench.report import plots
-from normbench.report.base import Report, Section, label
+from normbench.report import base, plots
+from normbench.report.base import Method, Report, Section
 from normbench.report.markdown import to_markdown
 from normbench.report.sections import build
 from normbench.store import catalog, records
@@ -46,6 +46,9 @@ class Study:
     quick: list[str]
     data: str = "mnist1d"
     smoke: tuple[str, ...] = ()  # --smoke: fewer points on an axis (the test suite's budget)
+    # A tuned study (normbench.sweeps.tuned): KEY=v1,v2,... each group tunes on tuning seeds
+    # before its confirmation runs, which are the study's runs; its verdicts are on test.
+    tune: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -81,12 +84,18 @@ def subset(selection: Selection, keep: Callable[[pd.DataFrame], pd.Series]) -> S
     return Selection(selection.runs[keep(selection.runs)], selection.warnings)
 
 
-def report(selection: Selection, by: list[str] | None = None) -> Report:
-    return build(selection, by=by)
+def report(
+    selection: Selection, by: list[str] | None = None, study: Study | None = None, **method
+) -> Report:
+    """The study's report; a tuned study's verdicts are on test (its values were chosen on
+    validation), ``method``: Method fields (``reference=("norm=layernorm",)``)."""
+    chosen = Method(**method).with_(test=bool(study and study.tune))
+    return build(selection, by=by, method=chosen)
 
 
 def command_of(study: Study, scale: str) -> str:
-    return "normbench sweep " + " ".join(arguments(study, scale))
+    tune = "".join(f" --tune {value}" for value in study.tune)
+    return "normbench sweep " + " ".join(arguments(study, scale)) + tune
 
 
 def md(frame: pd.DataFrame, columns: list[str]) -> str:
@@ -107,10 +116,66 @@ def verdict(ok: bool | None) -> str:
     return "**Reproduced.**" if ok else "**Not reproduced.**"
 
 
+# ----------------------------------------------------------------------- the labelling rule
+# Written before the numbers: a claim is a list of predicted verdicts, one per comparison it
+# makes; the label is computed from them, never chosen after looking. Absence of evidence is
+# not evidence: an undecided comparison never counts for the claim.
+LABEL_RULE = (
+    "Label rule (fixed before the runs): the claim predicts a verdict for each comparison. "
+    "*Reproduced*: every predicted comparison was decided as predicted. *Not reproduced*: at "
+    "least one was decided against the prediction. *Inconclusive*: none against, at least one "
+    "undecided. 'not worse' is decided by an equivalence within the margin (or by being the "
+    "best group); an inconclusive verdict decides nothing."
+)
+EXPECTED = ("worse", "not worse", "equivalent", "better")
+FOR = {
+    "worse": {"worse"},
+    "not worse": {"equivalent", "reference", "better"},
+    "equivalent": {"equivalent"},
+    "better": {"better"},
+}
+AGAINST = {
+    "worse": {"equivalent", "reference", "better"},
+    "not worse": {"worse"},
+    "equivalent": {"worse", "better"},
+    "better": {"worse", "equivalent"},
+}
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One comparison of a claim: what it is, the verdict the claim expects, the one found."""
+
+    what: str
+    expected: str  # worse | not worse | equivalent | better
+    found: str  # the report's verdict: reference, worse, equivalent, better, inconclusive
+
+    def outcome(self) -> bool | None:
+        """True: decided as predicted; False: decided against; None: undecided."""
+        if self.expected not in EXPECTED:
+            raise ValueError(f"expected {self.expected!r}: valid: {', '.join(EXPECTED)}")
+        if self.found in FOR[self.expected]:
+            return True
+        return False if self.found in AGAINST[self.expected] else None
+
+
+def label(predictions: list[Prediction]) -> bool | None:
+    """LABEL_RULE: True (Reproduced), False (Not reproduced) or None (Inconclusive)."""
+    outcomes = [p.outcome() for p in predictions]
+    if False in outcomes:
+        return False
+    return True if outcomes and all(outcomes) else None
+
+
+def predictions_text(predictions: list[Prediction]) -> str:
+    """Each comparison, what the claim predicts and what was found, for the section."""
+    return "; ".join(f"{p.what}: predicted {p.expected}, found {p.found}" for p in predictions)
+
+
 def row_of(table: pd.DataFrame, **values) -> pd.Series:
     mask = pd.Series(True, index=table.index)
     for key, value in values.items():
-        mask &= table[key].map(label) == label(value)
+        mask &= table[key].map(base.label) == base.label(value)
     return table[mask].iloc[0]
 
 

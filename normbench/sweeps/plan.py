@@ -169,9 +169,18 @@ def plan_summary(sweep: Sweep, planned: Plan) -> str:
 
 
 # ---------------------------------------------------------------------------- the record
-def write_record(sweep: Sweep, runs_dir: Path, launcher: str, started: datetime, plan=None) -> Path:
-    """runs/sweeps/<name>-<time>.json: what this sweep ran, so a report can select it. With
-    ``--until-decided``, the adaptive design too: the report splits alpha over its looks."""
+def write_record(
+    sweep: Sweep,
+    runs_dir: Path,
+    launcher: str,
+    started: datetime,
+    command: list[str] | None = None,
+    extra: dict | None = None,
+) -> Path:
+    """runs/sweeps/<name>-<time>.json: what this sweep ran and the command that made it
+    (default: this process's argv), so a report can select it. ``extra``: fields of the kind
+    of sweep (``until_decided``: the adaptive design, whose alpha the report splits over its
+    looks; ``tuning``: a tuned comparison's phase and choices)."""
     stamp = f"{started.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"  # never collides
     path = real_directory(runs_dir / "sweeps") / f"{sweep.name}-{stamp}.json"
     record = {
@@ -179,14 +188,13 @@ def write_record(sweep: Sweep, runs_dir: Path, launcher: str, started: datetime,
         "preset_version": sweep.version,
         "started": started.isoformat(timespec="microseconds"),
         "finished": None,
-        "command": sys.argv,
+        "command": list(sys.argv if command is None else command),
         "launcher": launcher,
         "axes": sweep.axes,
         "runs": [{"run_id": job.run_id, "overrides": job.overrides} for job in sweep.jobs],
         "counts": {},
     }
-    if plan:
-        record["until_decided"] = plan.record(looks_taken=1)
+    record.update(extra or {})
     atomic_write(path, json.dumps(record, indent=2) + "\n")
     return path
 
@@ -206,12 +214,12 @@ def finish_record(
     counts: dict[str, int],
     jobs: list[Job],
     finished: bool = True,
-    until_decided: dict | None = None,
+    **extra,
 ) -> dict[str, int]:
-    """Store the runs (a sweep run until decided adds seeds), the counts so far and, until
-    decided, the design with the looks taken; returns the counts. The record is read back
-    through the trusted reader (it lies in the runs directory); one damaged meanwhile is
-    written anew."""
+    """Store the runs (a sweep run until decided adds seeds), the counts so far and the
+    fields of its kind (until decided, the design with the looks taken); returns the counts.
+    The record is read back through the trusted reader (it lies in the runs directory); one
+    damaged meanwhile is written anew."""
     try:
         record = read_json(path, MAX_BYTES["record"], root=path.parent.parent)
     except (OSError, StoreError):
@@ -221,8 +229,7 @@ def finish_record(
         counts=counts,
         runs=[{"run_id": job.run_id, "overrides": job.overrides} for job in jobs],
     )
-    if until_decided:
-        record["until_decided"] = until_decided
+    record.update({k: v for k, v in extra.items() if v is not None})
     if finished:
         record["finished"] = datetime.now().isoformat(timespec="seconds")
     atomic_write(path, json.dumps(record, indent=2) + "\n")

@@ -50,7 +50,8 @@ def preset_path(name: str) -> Path:
 
 
 def load_preset(name: str) -> dict:
-    """A preset's ``version``, ``params`` and ``grids``, values as override strings. The file
+    """A preset's ``version``, ``params``, ``grids`` and ``tune`` (the keys a tuned comparison
+    tunes per group: normbench.sweeps.tuned), values as override strings. The file
     is read by the trusted reader: presets are downloaded and shared."""
     path = preset_path(name)
     try:
@@ -58,22 +59,25 @@ def load_preset(name: str) -> dict:
     except (StoreError, OSError) as err:
         reason = str(err) if isinstance(err, StoreError) else err.strerror
         raise UsageError(f"sweep file {shown(str(path))}: not a preset ({reason})") from None
-    unknown = set(spec) - {"version", "params", "grids"} if isinstance(spec, dict) else {""}
+    unknown = set(spec) - {"version", "params", "grids", "tune"} if isinstance(spec, dict) else {""}
     params, grids = (spec.get("params") or {}, spec.get("grids") or []) if not unknown else ({}, [])
+    tune = (spec.get("tune") or {}) if not unknown else {}
     if (
         unknown
         or not isinstance(params, dict)
         or not isinstance(grids, list)
         or not all(isinstance(grid, dict) for grid in grids)
+        or not isinstance(tune, dict)
     ):
         raise UsageError(
-            f"sweep file {shown(str(path))}: a preset has version, params (key: values) and "
-            "grids (a list of key: values)"
+            f"sweep file {shown(str(path))}: a preset has version, params (key: values), "
+            "grids (a list of key: values) and tune (key: values, each group's own best)"
         )
     return {
         "version": spec.get("version"),
         "params": {k: _as_override_value(v) for k, v in params.items()},
         "grids": [{k: _as_override_value(v) for k, v in grid.items()} for grid in grids],
+        "tune": {k: _as_override_value(v) for k, v in tune.items()},
     }
 
 

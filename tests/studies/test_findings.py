@@ -3,10 +3,13 @@ computed (a verdict, a table), and the figures are written beside the document."
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import pytest
+
+from normbench.studies.study import LABEL_RULE
 
 
 @pytest.mark.slow
@@ -51,3 +54,7 @@ def test_findings_script_at_smoke_scale(tmp_path):
     assert len(images) >= 5
     for link in [line for line in text.splitlines() if line.startswith("![")]:
         assert (out.parent / link.split("(")[1].rstrip(")")).exists(), link
+    for record in (tmp_path / "runs" / "sweeps").glob("findings-*.json"):  # the sweep it is
+        command = json.loads(record.read_text())["command"]
+        assert command[:2] == ["normbench", "sweep"] and command[-2] == "--name", command
+    assert LABEL_RULE in text  # the Xiong section states the rule its label comes from

@@ -1,0 +1,251 @@
+"""The tuned section of a report: what a tuned comparison (normbench.sweeps.tuned) chose for
+each group, at which budget, and how firmly, read from the sweep's record.
+
+A report of a tuned sweep (`report --sweep NAME`) reads the confirmation runs only (the
+record lists no other) and computes its verdicts on test (Method.test): the values were
+chosen on validation from the tuning seeds, so neither the confirmation seeds nor any test
+number took part in the choice. A tuned comparison whose groups had unequal budgets says so
+in every output (``notes``). The record lies in an untrusted runs directory: every field is
+checked as it is read, and a malformed group is left out with a note.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from normbench.core.errors import UsageError
+from normbench.core.text import escape_markdown, plain
+from normbench.store import records
+
+COLUMNS = (
+    "group",
+    "tuned",
+    "space",
+    "trials",
+    "steps",
+    "full_grid_steps",
+    "chosen",
+    "metric",
+    "val_chosen",
+    "runner_up",
+    "val_gap",
+    "win_rate",
+    "equal_budget",  # False in every row when the groups' budgets differed: said in every output
+)
+
+
+@dataclass
+class Tuning:
+    """Per group the budget, the value chosen and how firm; the phase the sweep reached."""
+
+    sweep: str
+    table: pd.DataFrame
+    phase: str
+    equal: bool
+    tuning_seeds: list[int]
+    rungs: list[dict]
+    notes: list[str] = field(default_factory=list)
+
+    def caption(self) -> str:
+        rungs = ", ".join(f"{r['keep']} x {r['steps']} steps" for r in self.rungs)
+        seeds = ", ".join(map(str, self.tuning_seeds))
+        budget = "equal budgets" if self.equal else "UNEQUAL BUDGETS"
+        done = "" if self.phase == "done" else f" (the sweep stopped in its {self.phase} phase)"
+        return (
+            f"Tuned sweep {self.sweep}{done}: each group's value chosen on the final validation "
+            f"metric (mean over tuning seeds {seeds}) by successive halving (rungs: {rungs}); "
+            f"{budget}; steps: the group's tuning steps (full_grid_steps: every candidate at "
+            "the full budget); val_gap: the chosen candidate's lead over the runner-up at the "
+            "last rung, in the metric's units; win_rate: the share of resamples of the tuning "
+            "seeds in which the same value wins. The verdicts below are on test, from the "
+            "confirmation seeds only."
+        )
+
+    def json(self) -> dict:
+        import json
+
+        return {
+            "groups": json.loads(self.table.to_json(orient="records")),  # NaN: null
+            "phase": self.phase,
+            "equal_budget": self.equal,
+            "tuning_seeds": self.tuning_seeds,
+            "rungs": self.rungs,
+            "notes": self.notes,
+            "selection": "validation (tuning seeds)",
+            "verdict_split": "test (confirmation seeds)",
+        }
+
+    def markdown(self) -> str:
+        header = "| " + " | ".join(COLUMNS) + " |"
+        rule = "| " + " | ".join("---" for _ in COLUMNS) + " |"
+        body = [
+            "| " + " | ".join(escape_markdown(_cell(row[c])) for c in COLUMNS) + " |"
+            for _, row in self.table.iterrows()
+        ]
+        notes = [f"Note: {escape_markdown(note)}" for note in self.notes]
+        return "\n\n".join(
+            ["## Tuned", "\n".join([header, rule, *body]), escape_markdown(self.caption()), *notes]
+        )
+
+    def html(self) -> str:
+        """The section as an HTML block, every stored value escaped."""
+        from html import escape
+
+        head = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
+        rows = "".join(
+            "<tr>" + "".join(f"<td>{escape(_cell(row[c]))}</td>" for c in COLUMNS) + "</tr>"
+            for _, row in self.table.iterrows()
+        )
+        notes = "".join(f'<p class="warning">{escape(note)}</p>' for note in self.notes)
+        return (
+            f"<h2>Tuned: {escape(self.sweep)}</h2>{notes}<table><thead><tr>{head}</tr></thead>"
+            f"<tbody>{rows}</tbody></table><p>{escape(self.caption())}</p>"
+        )
+
+    def rich(self):
+        from rich.table import Table
+
+        table = Table(
+            title=f"tuned: {self.sweep}",
+            title_justify="left",
+            caption=self.caption(),
+            caption_justify="left",
+        )
+        shown = ("group", "trials", "steps", "chosen", "val_chosen", "val_gap", "win_rate")
+        for column in shown:
+            table.add_column(column, justify="left" if column in ("group", "chosen") else "right")
+        for _, row in self.table.iterrows():
+            table.add_row(*(plain(_cell(row[c])) for c in shown))
+        return table
+
+
+def _cell(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _number(value) -> float | None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
+
+
+def _count(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _text(value) -> str:
+    return plain(str(value))[:200] if isinstance(value, (str, int, float)) else "-"
+
+
+def tuning_of(runs_dir: Path, sweeps: str | None) -> Tuning | None:
+    """The tuned section of the named sweeps (``a,b``: the first that is tuned; a report of
+    two tuned sweeps at once is refused), or None when none is tuned."""
+    if not sweeps:
+        return None
+    found = []
+    for name in sweeps.split(","):
+        record = records.sweep_record(runs_dir, name)
+        if isinstance(record.get("tuning"), dict):
+            found.append((name, record["tuning"]))
+    if len(found) > 1:
+        raise UsageError(
+            f"--sweep {sweeps}: {found[0][0]} and {found[1][0]} are both tuned comparisons; "
+            "report one at a time"
+        )
+    return parse(*found[0]) if found else None
+
+
+def parse(name: str, state: dict) -> Tuning:
+    """A record's ``tuning`` as a section, every field checked."""
+    rows, notes = [], [n for n in map(_text, state.get("notes") or []) if n != "-"]
+    groups = state.get("groups") if isinstance(state.get("groups"), list) else []
+    for group in groups:
+        if not isinstance(group, dict) or not isinstance(group.get("chosen"), dict):
+            notes.append("a malformed group in the sweep record was left out")
+            continue
+        chosen = " ".join(f"{_text(k)}={_text(v)}" for k, v in group["chosen"].items())
+        keys = group.get("keys") if isinstance(group.get("keys"), list) else []
+        win = _number(group.get("win_rate"))
+        rows.append(
+            {
+                "group": _text(group.get("group")),
+                "tuned": ", ".join(map(_text, keys)) or "-",
+                "space": _count(group.get("space")),
+                "trials": _count(group.get("trials")),
+                "steps": _count(group.get("steps")),
+                "full_grid_steps": _count(group.get("full_grid_steps")),
+                "chosen": chosen or "-",
+                "metric": _text(group.get("metric")),
+                "val_chosen": _number(group.get("value")),
+                "runner_up": _text(group.get("runner_up")) if group.get("runner_up") else None,
+                "val_gap": _number(group.get("gap")),
+                "win_rate": win,
+            }
+        )
+    tuning = {row["trials"] for row in rows if (row["space"] or 0) > 1}
+    equal = state.get("equal_budget") is not False and len(tuning) <= 1
+    for row in rows:
+        row["equal_budget"] = equal
+    table = pd.DataFrame(rows, columns=list(COLUMNS))
+    if not equal and not any("UNEQUAL" in note for note in notes):
+        notes.append("UNEQUAL BUDGETS: the groups were tuned with different numbers of trials")
+    seeds = [s for s in state.get("tuning_seeds") or [] if _count(s) is not None]
+    rungs = [
+        {"keep": r["keep"], "steps": r["steps"]}
+        for r in state.get("rungs") or []
+        if isinstance(r, dict) and _count(r.get("keep")) and _count(r.get("steps"))
+    ]
+    phase = state.get("phase") if state.get("phase") in ("tuning", "confirmation") else "done"
+    return Tuning(name, table, phase, equal, seeds, rungs, notes)
+
+
+def attach(text: str | dict, fmt: str, tuning: Tuning, out: Path | None) -> str | dict:
+    """The report's text with the tuned section in it: JSON gains ``tuning``, markdown opens
+    with it, CSV written to files gains FILE-tuning.csv (on stdout CSV holds one table:
+    ``--table tuning`` picks this one)."""
+    import json
+
+    def one(content: str) -> str:
+        if fmt == "json":
+            payload = json.loads(content)
+            payload["tuning"] = tuning.json()
+            return json.dumps(payload, indent=2) + "\n"
+        if fmt == "markdown":
+            return tuning.markdown() + "\n\n" + content
+        return content
+
+    if isinstance(text, str):
+        return one(text)
+    files = {path: one(content) for path, content in text.items()}
+    if fmt == "csv" and out is not None:
+        files[out.with_name(f"{out.stem}-tuning{out.suffix or '.csv'}")] = csv(tuning)
+    return files
+
+
+def alone(fmt: str, tuning: Tuning) -> str:
+    """``--table tuning``: the tuned section alone, in the chosen format."""
+    import json
+
+    if fmt == "json":
+        return json.dumps({"tuning": tuning.json()}, indent=2) + "\n"
+    if fmt == "markdown":
+        return tuning.markdown() + "\n"
+    return csv(tuning)
+
+
+def csv(tuning: Tuning) -> str:
+    """CSV of the groups, a text cell starting with = + - @ quoted (formula injection)."""
+    safe = tuning.table.copy()
+    for column in safe.columns:
+        if safe[column].dtype == object:
+            safe[column] = safe[column].map(
+                lambda v: "'" + v if isinstance(v, str) and v[:1] in ("=", "+", "-", "@") else v
+            )
+    return safe.to_csv(index=False)
