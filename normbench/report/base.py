@@ -18,7 +18,7 @@ import pandas as pd
 
 from normbench.core.errors import UsageError
 from normbench.experiment.compose import parse_overrides
-from normbench.experiment.schema import EXECUTION_KEYS, OBSERVATION_KEYS
+from normbench.experiment.schema import EXECUTION_KEYS, OBSERVATION_KEYS, OPTION_SCHEMA
 from normbench.layers.keys import NORM_COMMON_KEYS, NORM_SHARED_KEYS
 from normbench.report import stats
 from normbench.report.stats import Results
@@ -109,12 +109,16 @@ class Method:
     fractions: tuple[float, ...] = ()
     look: int = 1
     looks: int = 1
+    # how the design spent alpha (normbench.report.stats.SPENDING); '' for a record of
+    # normbench 0.3, whose design was O'Brien-Fleming type (stats.OBRIEN_FLEMING)
+    spending: str = stats.SPENDING
 
     @property
     def level(self) -> float:
         """The alpha of this look: alpha itself for a report of a fixed design."""
         if self.fractions:
-            return stats.look_alpha(self.alpha, self.fractions, self.look)
+            spending = self.spending or stats.OBRIEN_FLEMING
+            return stats.look_alpha(self.alpha, self.fractions, self.look, spending)
         return self.alpha / self.looks
 
     @property
@@ -222,8 +226,9 @@ def _implied_by_norm(runs: pd.DataFrame, key: str) -> bool:
 
 def norm_options(runs: pd.DataFrame) -> list[str]:
     """The columns of user norms' own options (norm.p for PowerNorm): norm.* keys no shipped
-    norm has."""
-    shared = {"norm.name", "norm._target_", *(f"norm.{k}" for k in NORM_SHARED_KEYS)}
+    norm has (DyT's norm.alpha_init is a shipped norm's: a column of its own when it varies)."""
+    shipped = {key for keys in OPTION_SCHEMA["norm"].values() for key in keys}
+    shared = {"norm.name", "norm._target_", *(f"norm.{k}" for k in NORM_SHARED_KEYS), *shipped}
     return sorted(c for c in runs.columns if c.startswith("norm.") and c not in shared)
 
 

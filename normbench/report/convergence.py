@@ -91,6 +91,7 @@ def convergence_table(
     table["p_worse_adj" if against == "best" else "p_differs_adj"] = [v.p_differs for v in verdicts]
     table["p_equivalent_adj"] = [v.p_equivalent for v in verdicts]
     table["reason"] = [v.reason for v in verdicts]
+    table.attrs["common_only"] = any(v.common_only for v in verdicts)  # the caption says so
     means = [np.mean(list(s.values())) if s else -math.inf for s in samples]
     order = list(np.argsort([-m for m in means], kind="stable"))
     first = (

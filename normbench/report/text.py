@@ -11,6 +11,7 @@ import pandas as pd
 
 from normbench.core.errors import UsageError
 from normbench.report.base import Method, Metric, Report, Section, label
+from normbench.report.stats import COMMON_SEEDS_NOTE, OBRIEN_FLEMING
 
 TABLES = (
     "across",
@@ -100,8 +101,8 @@ def alpha_text(method: Method) -> str:
     """``alpha 0.05``, or for a sweep run until decided the share of alpha this look spent."""
     if method.fractions:
         return (
-            f"alpha {method.alpha} spent over {len(method.fractions)} looks (O'Brien-Fleming "
-            f"type), {method.level:.4g} at look {method.look}"
+            f"alpha {method.alpha} spent over {len(method.fractions)} looks "
+            f"({method.spending or OBRIEN_FLEMING}), {method.level:.4g} at look {method.look}"
         )
     if method.looks > 1:
         return f"alpha {method.alpha} split over {method.looks} looks ({method.level:.4g} each)"
@@ -151,14 +152,16 @@ def convergence_method(section: Section, method: Method) -> str:
             "reference, p < alpha"
         )
     else:
-        better = "highest" if metric.higher_is_better else "lowest"
         against = (
-            f"{what} against the best group (the {better} mean with 2+ results, chosen after "
-            f"looking): worse = {tests}, Holm-adjusted over every pair of groups, p < alpha"
+            f"{what} against the best group (ahead of the most others pair by pair, over the "
+            f"seeds each pair shares; 2+ results; chosen after looking): worse, or better for a "
+            f"group above it = {tests}, Holm-adjusted over every pair of groups, p < alpha"
         )
+    table = section.tables.get("convergence")
+    common = table is not None and table.attrs.get("common_only", False)
     return (
         f"{against}; equivalent = within ±{method.margin} by TOST, Holm-adjusted; otherwise "
-        f"inconclusive; {alpha_text(method)}."
+        f"inconclusive; {alpha_text(method)}." + (f" {COMMON_SEEDS_NOTE}." if common else "")
     )
 
 

@@ -64,9 +64,13 @@ def sequential_design(record: dict, name: str = "") -> dict:
     if design is not None:
         fractions = design.get("fractions") if isinstance(design, dict) else None
         look = design.get("looks_taken") if isinstance(design, dict) else None
+        spending = design.get("spending", "") if isinstance(design, dict) else None
         if not _fractions(fractions) or not _whole(look, 1, len(fractions)):
             raise refused
-        return {"fractions": tuple(float(f) for f in fractions), "look": look}
+        if not isinstance(spending, str) or len(spending) > 200:
+            raise refused
+        # no spending named: normbench 0.3's record, whose levels were O'Brien-Fleming type
+        return {"fractions": tuple(float(f) for f in fractions), "look": look, "spending": spending}
     looks = record.get("looks")
     if looks is None:
         return {}

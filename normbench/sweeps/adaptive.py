@@ -281,8 +281,8 @@ def _open_groups(
         chance = power(row, conv, plan, level)
         if chance < FUTILITY:
             given_up |= matched
-            label = " ".join(f"{k.removesuffix('.name')}={label(row[k])}" for k in section.keys)
-            names.append(f"{label} (conditional power {chance:.2f})")
+            group = " ".join(f"{k.removesuffix('.name')}={label(row[k])}" for k in section.keys)
+            names.append(f"{group} (conditional power {chance:.2f})")
         else:
             wanted |= matched
             going.append(row)
