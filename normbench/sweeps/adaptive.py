@@ -253,7 +253,8 @@ def power(row: pd.Series, table: pd.DataFrame, plan: Design, level: float) -> fl
 
     seeds = int(how.split()[1].rstrip(","))
     se = (high - low) / 2 / float(special.stdtrit(seeds - 1, 1 - level))
-    made = table[table["verdict"] != "reference"]
+    tested = table["reason"].astype(str).str.startswith(("paired, ", "unpaired"))
+    made = table[(table["verdict"] != "reference") & tested]
     testable = int((table["results"] >= 2).sum())
     tests = testable * (testable - 1) // 2 if best else len(made)
     shown = int(made["verdict"].isin(("worse", "better")).sum())
