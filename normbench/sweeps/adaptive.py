@@ -120,7 +120,7 @@ def closing(final: Tally, plan: Design, look: int, jobs: list[Job], runs_dir: Pa
     fixed = f"a fixed design of {plan.max_seeds} seeds per group would take {plan.fixed_runs} runs"
     if min(per_group.values()) >= plan.max_seeds:
         same = tally(look_at(jobs, runs_dir, plan.method), len(jobs))
-        against = f"{fixed}, these: on them at alpha {plan.method.alpha}, {same.text()}"
+        against = f"{fixed}, these runs: reported once at alpha {plan.method.alpha}, {same.text()}"
     elif stats.design_scale(plan.method.alpha, plan.fractions) != 1.0:
         low, median = SIMULATED_RATIO
         against = (
@@ -251,7 +251,7 @@ def power(row: pd.Series, table: pd.DataFrame, plan: Design, level: float) -> fl
         return 1.0
     from scipy import special
 
-    seeds = int(how.split()[1].rstrip(","))
+    seeds = int(how.split()[1])
     se = (high - low) / 2 / float(special.stdtrit(seeds - 1, 1 - level))
     tested = table["reason"].astype(str).str.startswith(("paired, ", "unpaired"))
     made = table[(table["verdict"] != "reference") & tested]
@@ -275,7 +275,7 @@ def _open_groups(
     conv = section.tables["convergence"]
     open_rows = conv[conv["verdict"] == "inconclusive"]
     wanted, given_up, names = set(), set(), []
-    going = []
+    going = False
     for _, row in open_rows.iterrows():
         matched = _matching(flat, {**section.setting, **{k: row[k] for k in section.keys}})
         chance = power(row, conv, plan, level)
@@ -287,7 +287,7 @@ def _open_groups(
             names.append(f"{label} (conditional power {chance:.2f})")
         else:
             wanted |= matched
-            going.append(row)
+            going = True
     if going:
         for _, row in conv[conv["verdict"] == "reference"].iterrows():
             wanted |= _matching(flat, {**section.setting, **{k: row[k] for k in section.keys}})
