@@ -139,11 +139,9 @@ def wrong(verdict, ref, mu, margin):
     return (bad | (verdict == EQUIVALENT) & (np.abs(delta) >= margin)).any(1)
 
 
-def until_decided(x, mu, margin, best, levels, gamma, schedule=None):
-    """The procedure: per table, whether any look erred, comparisons decided at the end, runs.
-    ``schedule``: the seeds per group at each look (default: one more a look)."""
+def until_decided(x, mu, margin, best, levels, gamma):
+    """The procedure: per table, whether any look erred, comparisons decided at the end, runs."""
     tables, k, _ = x.shape
-    schedule = schedule or list(range(FIRST, MAX_SEEDS + 1))
     n = np.full((tables, k), FIRST)
     running = np.ones(tables, dtype=bool)
     erred = np.zeros(tables, dtype=bool)
@@ -166,9 +164,7 @@ def until_decided(x, mu, margin, best, levels, gamma, schedule=None):
         decided[done] = np.isin(verdict[stop], (WORSE, BETTER, EQUIVALENT)).sum(1)
         runs[done] = n[done].sum(1)
         running[done] = False
-        if look + 1 < len(levels):
-            keep = idx[~stop]
-            n[keep] = np.where(grow[~stop], schedule[look + 1], n[keep])
+        n[idx[~stop]] += grow[~stop]
     return erred, decided, runs
 
 
@@ -201,21 +197,21 @@ def design_levels(scale: float | None = None) -> list[float]:
 CELLS = [(k, rho, best) for best in (True, False) for k in (2, 5, 10) for rho in (0.0, 0.5, 0.9)]
 
 
-def null_errors(tables, levels, gamma, margin, seed=1, schedule=None):
+def null_errors(tables, levels, gamma, margin, seed=1):
     out = {}
     for c, (k, rho, best) in enumerate(CELLS):
         rng = np.random.default_rng([seed, c])
         x, mu = draw(rng, tables, k, rho, 0.0)
-        out[(k, rho, best)] = until_decided(x, mu, margin, best, levels, gamma, schedule)[0].mean()
+        out[(k, rho, best)] = until_decided(x, mu, margin, best, levels, gamma)[0].mean()
     return out
 
 
-def efficiency(tables, levels, gamma, margin, seed=2, schedule=None):
+def efficiency(tables, levels, gamma, margin, seed=2):
     out = {}
     for c, (k, rho, best) in enumerate(CELLS):
         rng = np.random.default_rng([seed, c, int(margin * 10)])
         x, mu = draw(rng, tables, k, rho, 1.0)
-        erred, decided, runs = until_decided(x, mu, margin, best, levels, gamma, schedule)
+        erred, decided, runs = until_decided(x, mu, margin, best, levels, gamma)
         f_erred, f_decided = fixed(x, mu, margin, best)
         out[(k, rho, best)] = (
             decided.mean(),
