@@ -52,9 +52,8 @@ def _token_ids(data: dict) -> bool:
 
 RULES: tuple[Rule, ...] = (
     Rule(
-        "model=cnn with data=tokens (or token ids in data=arrays), and model=resnet alike: "
-        "the convolutional models have no padding mask; variable-length tokens need the "
-        "transformer",
+        "model=cnn|resnet with data=tokens (or token ids in data=arrays): the convolutional "
+        "models have no padding mask; variable-length tokens need the transformer",
         lambda cfg: (
             f"model={cfg['model']['name']} cannot take data={cfg['data']['name']} (token ids; "
             f"no padding mask in a convolutional model); valid model for "
