@@ -102,6 +102,17 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        "diagnostics=true with model=resnet: diagnostics are per residual unit of the CNN and "
+        "the transformer, and the ResNet's basic blocks are not such units",
+        lambda cfg: (
+            "diagnostics=true records each residual unit of model=cnn or transformer, and "
+            "model=resnet's basic blocks are not such units; valid for model=resnet: "
+            "diagnostics=false"
+            if cfg["diagnostics"] and cfg["model"]["name"] == "resnet"
+            else None
+        ),
+    ),
+    Rule(
         "model=cnn with model.qk_norm other than none: the CNN has no attention to normalise",
         lambda cfg: (
             f"model.qk_norm={cfg['model']['qk_norm']} needs attention, and model=cnn has "
