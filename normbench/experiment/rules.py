@@ -52,9 +52,8 @@ def _token_ids(data: dict) -> bool:
 
 RULES: tuple[Rule, ...] = (
     Rule(
-        "model=cnn with data=tokens (or token ids in data=arrays), and model=resnet alike: "
-        "the convolutional models have no padding mask; variable-length tokens need the "
-        "transformer",
+        "model=cnn|resnet with data=tokens (or token ids in data=arrays): the convolutional "
+        "models have no padding mask; variable-length tokens need the transformer",
         lambda cfg: (
             f"model={cfg['model']['name']} cannot take data={cfg['data']['name']} (token ids; "
             f"no padding mask in a convolutional model); valid model for "
@@ -100,6 +99,17 @@ RULES: tuple[Rule, ...] = (
                 and cfg["norm"].get(f"alpha_init_{position}") is not None
             ),
             None,
+        ),
+    ),
+    Rule(
+        "diagnostics=true with model=resnet: diagnostics are per residual unit of the CNN and "
+        "the transformer, and the ResNet's basic blocks are not such units",
+        lambda cfg: (
+            "diagnostics=true records each residual unit of model=cnn or transformer, and "
+            "model=resnet's basic blocks are not such units; valid for model=resnet: "
+            "diagnostics=false"
+            if cfg["diagnostics"] and cfg["model"]["name"] == "resnet"
+            else None
         ),
     ),
     Rule(

@@ -110,7 +110,7 @@ def test_list_shows_every_choice_and_the_refused_combinations():
     ):
         assert name in result.output
     assert "Refused before training" in result.output
-    assert "model=cnn with data=tokens" in result.output
+    assert "model=cnn|resnet with data=tokens" in result.output
     assert "model=cnn with model.qk_norm other than none" in result.output
 
 

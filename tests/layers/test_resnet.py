@@ -109,3 +109,8 @@ def test_a_resnet_run_trains(tmp_path):
     outcome = run_experiment(cfg, tmp_path, progress=False)
     assert outcome.status == "complete", outcome.error
     assert outcome.run_id.startswith("resnet-batchnorm-post-")
+
+
+def test_diagnostics_are_refused_for_the_resnet_whose_blocks_are_no_residual_units():
+    with pytest.raises(UsageError, match="diagnostics=true records each residual unit"):
+        compose(tiny_resnet("diagnostics=true"))
