@@ -216,9 +216,9 @@ def sweep(
     console.print(f"results: {report}", soft_wrap=True)
     boards = {job.cfg["log"]["tensorboard"] for job in grid.jobs} - {None}
     finished = len(grid.jobs) - len(session.planned.todo)
-    if boards and finished:
+    if len(boards) == 1 and finished:  # runs already finished reached no board: say so
         where = f" --runs-dir {runs_dir}" if runs_dir != Path("runs") else ""
-        board = ",".join(sorted(boards))
+        (board,) = boards
         console.print(board_note(board, finished, f"--sweep {grid.name}{where}"), soft_wrap=True)
     if summary.get("failed"):
         raise typer.Exit(1)

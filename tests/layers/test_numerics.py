@@ -49,3 +49,15 @@ def test_fused_kernels_with_a_float32_affine_are_as_good_as_float32_on_cpu():
     # batch_norm per sample without an affine: a reduced-precision path
     half_path = frame.query("op == 'instance_norm' and weights == 'none' and offset == 100")
     assert (half_path["ratio"] > 2).all()
+
+
+def test_measuring_the_unfused_path_warns_nothing():
+    """findings' precision section measures RMSNorm's unfused low-precision path: torch's
+    "cannot dispatch to fused" warning is about that path, not for the reader."""
+    import warnings
+
+    from normbench.layers.numerics import norm_errors
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        assert len(norm_errors(norms=["rmsnorm"], scales=(1.0,))) > 0
