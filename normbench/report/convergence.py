@@ -140,8 +140,11 @@ def reference_indices(
         if len({label(rows[i]["norm.name"]) for i in named}) == 1:  # options folded in: one
             chosen = named
     if not chosen:
-        shown = " | ".join(
-            " ".join(f"{k.removesuffix('.name')}={label(row[k])}" for k in wanted) for row in rows
+        shown = " | ".join(  # each choice once: many groups share the value of one key
+            dict.fromkeys(
+                " ".join(f"{k.removesuffix('.name')}={label(row[k])}" for k in wanted)
+                for row in rows
+            )
         )
         raise UsageError(
             f"--reference {' '.join(reference)} matches no group; valid: {shown[:300]}"

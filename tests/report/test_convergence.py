@@ -248,3 +248,10 @@ def test_a_reference_per_stratum_of_the_other_keys(study):
     assert rows[("batchnorm", 2)]["verdict"] == rows[("batchnorm", 32)]["verdict"] == "reference"
     assert rows[("groupnorm", None)]["verdict"] == "inconclusive"
     assert rows[("groupnorm", None)]["reason"] == "no reference group beside it"
+
+
+def test_a_reference_error_lists_each_choice_once(study):
+    """BatchNorm at two ghost batches is two groups but one choice of norm: named once."""
+    result = runner.invoke(app, ["report", str(study), "--reference", "norm=fancy"])
+    assert result.exit_code == 2
+    assert result.output.count("norm=batchnorm") == 1, result.output
