@@ -1,6 +1,6 @@
-"""Planning a large grid (issue 33: a 10,000-run `sweep --dry-run` in <= 15 s): norms x batch
-sizes x learning rates x seeds on the CNN, into an empty runs directory, its listing thrown
-away. With ``--baseline CHECKOUT`` the same command runs with that checkout's normbench too
+"""Planning a large grid (issue 33: a 10,000-run `sweep --dry-run` in <= 15 s): 10 norms x 4
+placements x 2 precisions x 5 batch sizes x seeds on the Transformer (80 group combinations,
+each of which Hydra composed before), into an empty runs directory, its listing thrown away. With ``--baseline CHECKOUT`` the same command runs with that checkout's normbench too
 (at ``--baseline-runs``: the version before this one composed a job in about 40 ms), each
 from a working directory outside both checkouts. Wall and CPU seconds (the children's user +
 system time: what the machine's other tenants disturb least).
@@ -22,17 +22,17 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
 NORMS = "batchnorm,groupnorm,layernorm,rmsnorm,switchnorm,instancenorm,scalenorm,dyt,none,derf"
-LRS = "1e-4,2e-4,5e-4,1e-3,2e-3,3e-3,5e-3,1e-2,2e-2,5e-2"
 
 
 def grid(runs: int) -> list[str]:
-    """Overrides of a grid of ``runs`` runs (a multiple of 500)."""
+    """Overrides of a grid of ``runs`` runs (a multiple of 400)."""
     return [
-        "model=cnn",
+        "model=transformer",
         f"norm={NORMS}",
+        "placement=pre,post,peri,mix",
+        "precision=fp32,bf16",
         "batch_size=8,16,32,64,128",
-        f"train.lr={LRS}",
-        f"seed=range({runs // 500})",
+        f"seed=range({runs // 400})",
     ]
 
 
