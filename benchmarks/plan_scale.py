@@ -1,9 +1,10 @@
 """Planning a large grid (issue 33: a 10,000-run `sweep --dry-run` in <= 15 s): 10 norms x 4
 placements x 2 precisions x 5 batch sizes x seeds on the Transformer (80 group combinations,
-each of which Hydra composed before), into an empty runs directory, its listing thrown away. With ``--baseline CHECKOUT`` the same command runs with that checkout's normbench too
-(at ``--baseline-runs``: the version before this one composed a job in about 40 ms), each
-from a working directory outside both checkouts. Wall and CPU seconds (the children's user +
-system time: what the machine's other tenants disturb least).
+each of which Hydra composed before), into an empty runs directory, its listing thrown away.
+With ``--baseline CHECKOUT`` the same command runs with that checkout's normbench too (at
+``--baseline-runs`` as well), each from a working directory outside both checkouts. Wall and
+CPU seconds (the children's user + system time: what the machine's other tenants disturb
+least).
 
 Run: python benchmarks/plan_scale.py [--runs 10000] [--baseline /path/to/main]
      [--baseline-runs 1000]
