@@ -16,7 +16,13 @@ measures each command in a child process of its own: wall time, and peak memory 
 (the largest single process: the command itself, or one of the two processes it starts to
 read the files of a store met for the first time).
 
+With ``--baseline CHECKOUT`` (an older checkout of normbench), the fresh-index commands run
+with that checkout first on PYTHONPATH too, alternating with this one's, each in a working
+directory outside both (``python -m`` would import the normbench of its working directory);
+``--fresh-only`` skips the first use (the store keeps the index a previous invocation built).
+
 Run: python benchmarks/store_scale.py --runs 100000 [--dir DIR] [--repeats 1]
+     [--baseline /path/to/main] [--fresh-only]
 (DIR keeps the synthesised store between invocations: generating 100,000 runs takes minutes.)
 """
 
@@ -180,9 +186,13 @@ def synthesise(runs: Path, count: int, workers: int = 2) -> None:
         list(pool.map(_write_share, [runs] * workers, [cells[i::workers] for i in range(workers)]))
 
 
-def measure(command: list[str]) -> dict:
+HERE = Path(__file__).resolve().parents[1]
+
+
+def measure(command: list[str], checkout: Path = HERE) -> dict:
     """Wall time and peak RSS of ``command``, run by a fresh Python parent (so that
-    RUSAGE_CHILDREN holds this command alone); its output is thrown away."""
+    RUSAGE_CHILDREN holds this command alone) with ``checkout``'s normbench; its output is
+    thrown away."""
     probe = (
         "import resource, subprocess, sys, time\n"
         "start = time.perf_counter()\n"
@@ -192,7 +202,12 @@ def measure(command: list[str]) -> dict:
         "print(done.returncode, wall, peak, repr(done.stderr[-300:]))\n"
     )
     out = subprocess.run(
-        [sys.executable, "-c", probe, *command], capture_output=True, text=True, check=True
+        [sys.executable, "-c", probe, *command],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tempfile.gettempdir(),
+        env={**os.environ, "PYTHONPATH": str(checkout)},
     ).stdout
     code, wall, peak, stderr = out.split(" ", 3)
     if code != "0":
@@ -237,6 +252,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--dir", type=Path, help="keep the synthesised store here")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--baseline", type=Path, help="an older checkout, measured alongside")
+    parser.add_argument("--fresh-only", action="store_true", help="skip the first use")
     args = parser.parse_args()
     scratch = None if args.dir else tempfile.mkdtemp(prefix="store_scale-")
     runs = (args.dir or Path(scratch)) / f"runs-{args.runs}"
@@ -251,11 +268,16 @@ def main() -> None:
             print(f"synthesised {args.runs} runs in {time.perf_counter() - start:.0f} s")
         normbench = [sys.executable, "-m", "normbench"]
         print(f"{args.runs} runs; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
-        measured: dict[str, list[dict]] = {name: [] for name in TARGETS}
+        versions = {"": HERE} | ({" (baseline)": args.baseline.resolve()} if args.baseline else {})
+        names = [f"{name}{v}" for name in TARGETS for v in versions]
+        measured: dict[str, list[dict]] = {name: [] for name in names}
         for _ in range(args.repeats):
-            drop_index(runs)
+            if not args.fresh_only:
+                drop_index(runs)
+                measured["report, first use (no index)"].append(
+                    measure([*normbench, "report", str(runs)])
+                )
             for name, command in (
-                ("report, first use (no index)", [*normbench, "report", str(runs)]),
                 ("report, fresh index", [*normbench, "report", str(runs)]),
                 (
                     "report --by norm, fresh index",
@@ -263,18 +285,21 @@ def main() -> None:
                 ),
                 ("runs list, fresh index", [*normbench, "runs", "list", str(runs)]),
             ):
-                measured[name].append(measure(command))
+                for version, checkout in versions.items():
+                    measured[f"{name}{version}"].append(measure(command, checkout))
         update = subprocess.run(
             [sys.executable, "-c", UPDATE_PROBE, str(runs)],
             capture_output=True,
             text=True,
             check=True,
         ).stdout
-        print(f"{'measure':<32}{'wall s':>10}{'peak MB':>10}  target")
-        for name, target in TARGETS.items():
+        print(f"{'measure':<44}{'wall s':>10}{'peak MB':>10}  target")
+        for name in names:
+            if not measured[name]:
+                continue
             wall = statistics.median(m["wall_s"] for m in measured[name])
             peak = max(m["peak_mb"] for m in measured[name])
-            print(f"{name:<32}{wall:>10.2f}{peak:>10.0f}  {target}")
+            print(f"{name:<44}{wall:>10.2f}{peak:>10.0f}  {TARGETS.get(name, '')}")
         update = json.loads(update)
         print(
             f"{'index update after one run':<32}{update['median_ms'] / 1e3:>10.3f}"
