@@ -1,4 +1,4 @@
-"""layers: the norms, the residual unit that places them, the two models, and the checks of a
+"""layers: the norms, the residual unit that places them, the models, and the checks of a
 norm's contract (check-norm) and its numerics.
 
 Owns: what runs inside a model. May import: core, data. ``keys`` (which norm.* keys each norm

@@ -1,12 +1,10 @@
 """The models: two built from one residual unit that places its norm as the config says, and
-the ResNet of the papers whose batch-size claims normbench tests.
+the builder of every model a config names (the ResNet is normbench.layers.resnet).
 
 ``ResidualUnit`` is the whole placement study: each placement is one line that reads like its
 equation (DESIGN.md). The Transformer's units wrap attention and an MLP, the CNN's wrap
-conv-act-conv. ``ResNet`` is He et al.'s network of basic blocks, a norm after every
-convolution (v1 or v2), which is the network Wu & He (GroupNorm) and Qiao et al. (Weight
-Standardization) measured batch sensitivity on. Any norm fits every model: models build their
-norms with the run's ``make_norm`` (normbench.norms.norm_factory), a user's own model too
+conv-act-conv. Any norm fits every model: models build their norms with the run's
+``make_norm`` (normbench.norms.norm_factory), a user's own model too
 (``model=mypkg.models:build``).
 """
 
@@ -21,8 +19,10 @@ from torch import Tensor, nn
 
 from normbench.data.base import NEXT_BYTE_DATA
 from normbench.layers.generators import own_generator
-from normbench.layers.keys import NORM_AFTER_SUBLAYER, QK_NORMS, RESNET_PLACEMENTS
+from normbench.layers.keys import NORM_AFTER_SUBLAYER, QK_NORMS
 from normbench.layers.norms import Identity, Norm, NormFactory, at_position, norm_factory
+from normbench.layers.resnet import ResNet
+from normbench.layers.weight_std import StdConv1d, StdConv2d, StdLinear
 
 PLACEMENTS = ("pre", "post", "res_post", "sandwich", "deepnorm", "lns", "mix")
 # Placements whose residual stream leaves the last unit unnormalized: they need a final norm.
@@ -30,33 +30,6 @@ NEEDS_FINAL_NORM = ("pre", "res_post", "sandwich", "lns", "mix")
 # Placements whose units need their block's number (layer) and the number of blocks (layers).
 LAYERED_PLACEMENTS = ("lns", "mix")
 MIX_POST_FRACTION = 0.25  # Mix-LN's alpha: the share of blocks that are Post-LN (Li et al.)
-
-
-def standardize(weight: Tensor, eps: float = 1e-5) -> Tensor:
-    """Weight Standardization (Qiao et al. 2019): per output unit, zero mean and unit std.
-
-    As its authors prescribe, only for the layers whose output goes straight into a norm: a
-    standardized layer's output is sqrt(fan-in) times larger than PyTorch's default, which
-    only a norm after it undoes (in a Pre-LN unit the residual branch would swamp the
-    identity). Which layers those are is each model's business (``standardized_layers``)."""
-    dims = tuple(range(1, weight.dim()))
-    var, mean = torch.var_mean(weight, dim=dims, keepdim=True, correction=0)
-    return (weight - mean) / (var.sqrt() + eps)
-
-
-class StdLinear(nn.Linear):
-    def forward(self, x: Tensor) -> Tensor:
-        return F.linear(x, standardize(self.weight), self.bias)
-
-
-class StdConv1d(nn.Conv1d):
-    def forward(self, x: Tensor) -> Tensor:
-        return self._conv_forward(x, standardize(self.weight), self.bias)
-
-
-class StdConv2d(nn.Conv2d):
-    def forward(self, x: Tensor) -> Tensor:
-        return self._conv_forward(x, standardize(self.weight), self.bias)
 
 
 def masked_mean(h: Tensor, mask: Tensor | None) -> Tensor:
@@ -480,92 +453,6 @@ class CNN(nn.Module):
         # An activation before pooling, as in pre-activation ResNets: without it,
         # InstanceNorm followed by global average pooling would leave only its bias.
         h = F.gelu(self.final_norm(h))
-        return self.head(h.flatten(2).mean(2))
-
-
-class BasicBlock(nn.Module):
-    """He et al.'s basic block at constant width with an identity shortcut, a norm after each
-    of its two convolutions (bias-free, as in the paper: the norm's shift is the bias).
-
-    ``version="post"``, v1 (He et al. 2016a): relu(x + N2(conv2(relu(N1(conv1(x)))))).
-    ``version="pre"``, v2 pre-activation (He et al. 2016b): x + conv2(relu(N2(conv1(relu(N1(x)))))).
-    ``std_conv`` is the convolution for the layers whose output goes straight into a norm
-    (Weight Standardization's, when it is on): in v1 both, in v2 conv1 only (conv2 feeds the
-    addition)."""
-
-    def __init__(
-        self,
-        width: int,
-        kernel_size: int,
-        conv: type[nn.Module],
-        std_conv: type[nn.Module],
-        make_norm: NormFactory,
-        version: str,
-    ):
-        super().__init__()
-        if version not in RESNET_PLACEMENTS:
-            raise ValueError(f"version must be one of {RESNET_PLACEMENTS}, got {version!r}")
-        self.version = version
-        pad = kernel_size // 2
-        self.conv1 = std_conv(width, width, kernel_size, padding=pad, bias=False)
-        self.norm1 = make_norm(width, "channels")
-        second = std_conv if version == "post" else conv
-        self.conv2 = second(width, width, kernel_size, padding=pad, bias=False)
-        self.norm2 = make_norm(width, "channels")
-
-    def forward(self, x: Tensor) -> Tensor:
-        if self.version == "post":
-            h = self.norm2(self.conv2(F.relu(self.norm1(self.conv1(x)))))
-            return F.relu(x + h)
-        return x + self.conv2(F.relu(self.norm2(self.conv1(F.relu(self.norm1(x))))))
-
-
-class ResNet(nn.Module):
-    """He et al.'s ResNet at small width, 1D for signals and 2D for images: a stem convolution,
-    ``depth`` basic blocks at constant width and resolution (identity shortcuts), global
-    average pooling, linear head; ReLU throughout.
-
-    ``placement``: ``post`` is v1 (the stem is conv-N-ReLU, each block ends with ReLU after the
-    addition), ``pre`` is v2 (the stem is a bare convolution, each block starts with N-ReLU, and
-    a final N-ReLU precedes pooling, as in He et al. 2016b). ``model.weight_std``: Weight
-    Standardization of exactly the convolutions followed by a norm (Qiao et al.: v1's stem and
-    every block convolution; v2's first convolution of each block)."""
-
-    def __init__(
-        self,
-        model: dict,
-        make_norm: NormFactory,
-        placement: dict,
-        input_shape: tuple[int, ...],
-        num_classes: int,
-    ):
-        super().__init__()
-        version = placement["name"]
-        if version not in RESNET_PLACEMENTS:
-            raise ValueError(f"placement must be one of {RESNET_PLACEMENTS}, got {version!r}")
-        width, depth, kernel = model["width"], model["depth"], model["kernel_size"]
-        channels, *sides = input_shape
-        std_conv, conv = {1: (StdConv1d, nn.Conv1d), 2: (StdConv2d, nn.Conv2d)}[len(sides)]
-        std_conv = std_conv if model["weight_std"] else conv
-        self.version = version
-        stem = std_conv if version == "post" else conv
-        self.stem = stem(channels, width, kernel, padding=kernel // 2, bias=False)
-        self.stem_norm = make_norm(width, "channels") if version == "post" else None
-        self.blocks = nn.ModuleList(
-            BasicBlock(width, kernel, conv, std_conv, make_norm, version) for _ in range(depth)
-        )
-        final = at_position(make_norm, "final")
-        self.final_norm = final(width, "channels") if version == "pre" else None
-        self.head = nn.Linear(width, num_classes)
-
-    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
-        h = self.stem(x)
-        if self.stem_norm is not None:
-            h = F.relu(self.stem_norm(h))
-        for block in self.blocks:
-            h = block(h)
-        if self.final_norm is not None:
-            h = F.relu(self.final_norm(h))
         return self.head(h.flatten(2).mean(2))
 
 

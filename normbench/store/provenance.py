@@ -30,6 +30,9 @@ RESULT_MODULES = (
     "data/pysource.py",
     "layers/models.py",
     "layers/norms.py",
+    "layers/resnet.py",
+    "layers/weight_std.py",
+    "training/optimizers.py",
     "training/trainer.py",
 )
 

@@ -3,6 +3,9 @@
 ``Trainer`` owns the loop; ``normbench.training.run`` owns the run's life cycle around it. The
 loop keeps host synchronisation to logging steps: losses and accuracies accumulate on the
 device and are read every ``train.log_every`` steps.
+
+The optimizers and their schedule are ``normbench.training.optimizers``; the live line on
+the terminal is ``normbench.training.progress``.
 """
 
 from __future__ import annotations
@@ -12,34 +15,25 @@ import math
 import sys
 import time
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    ProgressColumn,
-    Task,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from rich.text import Text
 
 from normbench.core.text import plain
-from normbench.data.base import Split, Stream, cache_dir
+from normbench.data.base import Split, Stream
 from normbench.data.datasets import input_shape, load
-from normbench.data.generated import will_generate
 from normbench.data.pysource import unigram_bits
 from normbench.layers.keys import norm_reads
-from normbench.layers.models import ResidualUnit, count_parameters, seeded_model
+from normbench.layers.models import count_parameters, seeded_model
 from normbench.store.rundir import RunDir
 from normbench.trackers.tensorboard import RunEvents
 from normbench.training import checkpoint
 from normbench.training.diagnostics import Diagnostics, frozen_buffers
+from normbench.training.optimizers import build_optimizers, lr_factor, lr_scaling
+from normbench.training.progress import generating_note, progress_bar
 
 AUTOCAST_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 EVAL_BATCH = 1024
@@ -69,7 +63,7 @@ class Trainer:
         cfg, train = self.cfg, self.cfg["train"]
         torch.manual_seed(cfg["seed"])
         np.random.seed(cfg["seed"])
-        with self.generating_note(cfg["data"]):
+        with generating_note(cfg["data"], self.show_progress):
             self.data = load(cfg["data"])
         self.tensors = {
             name: self.to_device(getattr(self.data, name)) for name in ("train", "val", "test")
@@ -78,7 +72,7 @@ class Trainer:
             cfg, input_shape(cfg["data"]), self.data.num_classes, self.data.vocab_size
         ).to(self.device)
         fused = self.device.type in ("cpu", "cuda")  # one kernel instead of one per tensor
-        self.optimizer, self.muon = build_optimizers(self.model, train, self.lr_scale(), fused)
+        self.optimizer, self.muon = build_optimizers(self.model, train, lr_scaling(cfg), fused)
         self.steps_per_epoch = len(self.data.train) // cfg["batch_size"]
         self.data_order = DataOrder(
             len(self.data.train), cfg["batch_size"], cfg["seed"], self.device
@@ -87,32 +81,18 @@ class Trainer:
         if train["epochs"]:
             budgets.append(train["epochs"] * self.steps_per_epoch)
         self.total_steps = min(b for b in budgets if b)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self.lr_factor)
+        factor = partial(lr_factor, train, self.total_steps)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, factor)
         # Muon's rate follows the same warm-up and decay (its own base rate, train.muon_lr)
         self.muon_scheduler = None
         if self.muon is not None:
-            self.muon_scheduler = torch.optim.lr_scheduler.LambdaLR(self.muon, self.lr_factor)
+            self.muon_scheduler = torch.optim.lr_scheduler.LambdaLR(self.muon, factor)
         precision = cfg["precision"]["name"]
         self.autocast_dtype = AUTOCAST_DTYPES[precision]
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=precision == "fp16")
         self.loss_scale = self.scaler.get_scale()  # fp16: a drop means a skipped step
         self.params = list(self.model.parameters())
         self.diagnostics = Diagnostics(self.model, self.run) if cfg["diagnostics"] else None
-
-    def lr_scale(self) -> float:
-        """train.lr_scaling: lr * (batch_size / base_batch_size) ** (1 | 1/2 | 0)."""
-        power = {"none": 0.0, "linear": 1.0, "sqrt": 0.5}[self.cfg["train"]["lr_scaling"]]
-        return (self.cfg["batch_size"] / self.cfg["train"]["base_batch_size"]) ** power
-
-    def lr_factor(self, step: int) -> float:
-        """Linear warm-up over warmup_steps, then constant or cosine decay to zero."""
-        warmup = self.cfg["train"]["warmup_steps"]
-        if step < warmup:
-            return (step + 1) / warmup
-        if self.cfg["train"]["schedule"] == "constant":
-            return 1.0
-        progress = (step - warmup) / max(1, self.total_steps - warmup)
-        return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
 
     def to_device(self, split: Split | Stream) -> dict[str, torch.Tensor | None]:
         if isinstance(split, Stream):
@@ -161,7 +141,7 @@ class Trainer:
             self.record_initial_loss()
         self.model.train()
         try:
-            with self.progress_bar() as progress:
+            with progress_bar(self.show_progress) as progress:
                 task = progress.add_task(
                     self.run.run_id,
                     total=self.total_steps,
@@ -499,124 +479,6 @@ class Trainer:
         self.train_s, self.wall_s = state["train_s"], state["wall_s"]
         self.first_step = state.get("first_step")
         self.resumed_from = state["step"]
-
-    def generating_note(self, data: dict) -> contextlib.AbstractContextManager:
-        """A spinner while a first run on this machine generates its data set (seconds, once;
-        otherwise the screen stays blank)."""
-        if not (self.show_progress and will_generate(data)):
-            return contextlib.nullcontext()
-        message = f"generating {data['name']} once, cached in {cache_dir()}"
-        return Console(stderr=True).status(message)
-
-    def progress_bar(self) -> Progress:
-        """One live line: run id, bar, steps, loss, validation accuracy, speed, elapsed. At 80
-        columns the steps and speed stay whole; the run id is shortened first (RunIdColumn)."""
-        console = Console(stderr=True)
-        return Progress(
-            RunIdColumn(console),
-            BarColumn(bar_width=BAR_WIDTH),
-            MofNCompleteColumn(),
-            TextColumn("loss {task.fields[loss]}"),
-            TextColumn("val acc {task.fields[val]}"),
-            TextColumn("{task.fields[speed]} steps/s"),
-            TimeElapsedColumn(),
-            console=console,
-            disable=not self.show_progress,
-        )
-
-
-def muon_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
-    """The parameters Muon updates: the 2-D weight matrices of the residual sublayers
-    (attention's qkv and output projections, the MLP's two layers), as in Jordan et al.'s Muon
-    (2024, "Muon: an optimizer for hidden layers in neural networks") and Moonlight (Liu et
-    al. 2025, "Muon is Scalable for LLM Training"): the embeddings, the head, the norms
-    (QK-norm's gains, AdaLN's projection) and every bias stay with AdamW."""
-    found = {}
-    for unit in model.modules():
-        if isinstance(unit, ResidualUnit):
-            for p in unit.sublayer.parameters():
-                if p.dim() == 2 and p.requires_grad:
-                    found[id(p)] = p
-    return list(found.values())
-
-
-def build_optimizers(
-    model: torch.nn.Module, train: dict, lr_scale: float, fused: bool
-) -> tuple[torch.optim.Optimizer, torch.optim.Optimizer | None]:
-    """The run's optimizer (AdamW or SGD; weight decay on parameters of 2 dimensions or more)
-    and, for ``train.optimizer=muon``, torch.optim.Muon on ``muon_parameters`` with AdamW on
-    the rest (at train.lr; Muon at train.muon_lr and train.muon_momentum, Nesterov, the same
-    decoupled weight decay). ``train.muon_lr=null``: Muon at train.lr with Moonlight's update
-    scaling (0.2 sqrt(max(A, B)), torch's ``match_rms_adamw``), which makes its update RMS
-    AdamW's so that one rate serves both (Liu et al. 2025); a sweep over train.lr then moves
-    both. Both rates are scaled by ``lr_scale`` (train.lr_scaling)."""
-    muon = None
-    params = list(model.parameters())
-    if train["optimizer"] == "muon":
-        hidden = muon_parameters(model)
-        if not hidden:
-            raise ValueError(
-                "train.optimizer=muon found no 2-D weight matrix in a residual sublayer "
-                "(normbench.layers.models.ResidualUnit) of this model"
-            )
-        matched = train["muon_lr"] is None
-        muon = torch.optim.Muon(
-            hidden,
-            lr=(train["lr"] if matched else train["muon_lr"]) * lr_scale,
-            momentum=train["muon_momentum"],
-            weight_decay=train["weight_decay"],
-            adjust_lr_fn="match_rms_adamw" if matched else "original",
-        )
-        taken = {id(p) for p in hidden}
-        params = [p for p in params if id(p) not in taken]
-    groups = [
-        {"params": [p for p in params if p.dim() >= 2], "weight_decay": train["weight_decay"]},
-        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
-    ]
-    lr = train["lr"] * lr_scale
-    if train["optimizer"] == "sgd":
-        return torch.optim.SGD(groups, lr=lr, momentum=train["momentum"], fused=fused), None
-    return torch.optim.AdamW(groups, lr=lr, fused=fused), muon
-
-
-BAR_WIDTH = 12
-
-
-class RunIdColumn(ProgressColumn):
-    """The run id in what the line leaves of the terminal's width, shortened from the left
-    (``…-s0-35545803``: the seed and hash that tell runs apart), dropped when not even the hash
-    fits: the steps and speed come first."""
-
-    def __init__(self, console: Console):
-        super().__init__()
-        self.console = console
-
-    def render(self, task: Task) -> Text:
-        return Text(fitted_id(task.description, self.console.width - line_width(task)), "bold")
-
-
-def line_width(task: Task) -> int:
-    """The width of everything on the live line but the run id (one space between columns)."""
-    total = len(str(int(task.total or 0)))
-    cells = [
-        BAR_WIDTH,
-        2 * total + 1,  # 3000/3000
-        len(f"loss {task.fields['loss']}"),
-        len(f"val acc {task.fields['val']}"),
-        len(f"{task.fields['speed']} steps/s"),
-        len("0:00:00"),
-    ]
-    return sum(cells) + len(cells)  # the run id's separator included
-
-
-def fitted_id(run_id: str, room: int) -> str:
-    """``run_id`` in ``room`` characters: whole, or its end after an ellipsis (at least the
-    hash), or nothing."""
-    if len(run_id) <= room:
-        return run_id
-    if room < 1 + len(run_id.rsplit("-", 1)[-1]):
-        return ""
-    return "…" + run_id[len(run_id) - room + 1 :]
 
 
 def z_loss(logits: torch.Tensor) -> torch.Tensor:

@@ -24,9 +24,9 @@ from normbench.layers.models import (
     build_model,
     count_parameters,
     post_ln_blocks,
-    standardize,
 )
 from normbench.layers.norms import Norm, make_norm
+from normbench.layers.weight_std import standardize
 from normbench.training.run import run_experiment
 
 

@@ -16,7 +16,7 @@ from normbench.experiment.compose import compose
 from normbench.layers.models import seeded_model
 from normbench.layers.norms import Norm
 from normbench.store.rundir import run_id
-from normbench.training.trainer import build_optimizers
+from normbench.training.optimizers import build_optimizers
 
 
 def model_of(*overrides: str, data: str = "mnist1d") -> torch.nn.Module:

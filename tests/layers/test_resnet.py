@@ -11,8 +11,9 @@ from normbench.core.errors import UsageError
 from normbench.data.datasets import input_shape
 from normbench.experiment.compose import compose
 from normbench.experiment.options import group_options
-from normbench.layers.models import BasicBlock, ResNet, build_model
+from normbench.layers.models import build_model
 from normbench.layers.norms import Norm
+from normbench.layers.resnet import BasicBlock, ResNet
 from normbench.training.run import run_experiment
 
 

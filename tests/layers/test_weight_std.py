@@ -11,8 +11,9 @@ from torch import nn
 from normbench.core.errors import UsageError
 from normbench.data.datasets import input_shape
 from normbench.experiment.compose import compose
-from normbench.layers.models import StdConv1d, StdConv2d, StdLinear, build_model
+from normbench.layers.models import build_model
 from normbench.layers.norms import Norm
+from normbench.layers.weight_std import StdConv1d, StdConv2d, StdLinear
 
 WEIGHTS = (nn.Linear, nn.Conv1d, nn.Conv2d)
 

@@ -8,7 +8,7 @@ from io import StringIO
 import pytest
 from rich.console import Console
 
-from normbench.training.trainer import Trainer, fitted_id
+from normbench.training.progress import fitted_id, progress_bar
 
 RUN_ID = "transformer-layernorm-pre-fp32-b32-s0-5c3bb75c"
 
@@ -17,9 +17,7 @@ def live_line(width: int, run_id: str = RUN_ID) -> str:
     """The line as the trainer draws it at the end of a 3000-step run, at ``width`` columns."""
     out = StringIO()
     console = Console(file=out, width=width)
-    trainer = Trainer.__new__(Trainer)
-    trainer.show_progress = True
-    progress = trainer.progress_bar()
+    progress = progress_bar(show=True)
     progress.columns[0].console = console  # the width it fits: this console's, not stderr's
     progress.add_task(run_id, total=3000, completed=3000, loss="2.345", val="0.312", speed="1234")
     console.print(progress.make_tasks_table(progress.tasks))

@@ -14,8 +14,8 @@ from normbench.experiment.compose import compose
 from normbench.layers.models import build_model
 from normbench.store.rundir import RunDir, run_id
 from normbench.training import checkpoint
+from normbench.training.optimizers import build_optimizers
 from normbench.training.run import run_experiment
-from normbench.training.trainer import build_optimizers
 
 
 def names(model, optimizer) -> set[str]:
