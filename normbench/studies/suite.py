@@ -4,6 +4,7 @@ aggregate (normbench.report.across)."""
 
 from __future__ import annotations
 
+from normbench.core.errors import UsageError
 from normbench.report import plots
 from normbench.report.across import across
 from normbench.report.base import Method
@@ -40,7 +41,10 @@ def suite(ctx: Context) -> str:
     runs, scale = ctx.runs, ctx.scale
     method = Method(reference=("norm=layernorm",))
     result = build(load(runs, "suite"), by=["norm.name"], method=method)
-    result.across = across(result, ["data"])
+    try:
+        result.across = across(result, ["data"])
+    except UsageError as err:  # fewer than two workloads trained past chance: a finding too
+        return "\n".join([*_opening(scale), "", f"{verdict(None)} Not aggregated: {err}."])
     table = result.across.table
     out = ctx.img / "suite"
     out.mkdir(parents=True, exist_ok=True)
@@ -66,17 +70,7 @@ def suite(ctx: Context) -> str:
     ]
     return "\n".join(
         [
-            "## One answer across workloads: is any norm better than LayerNorm? (the suite)",
-            "",
-            "**Question.** Across four workloads where norms matter for different reasons — "
-            "the CNN on MNIST-1D at per-device batch 4, the Transformer on padded tokens, the "
-            "causal language model on the standard library, the CNN on real 8x8 digits — does "
-            "any shipped norm beat LayerNorm, and which are worse? (rliable's probability of "
-            "improvement and IQM, AlgoPerf's performance profiles, normbench's paired verdicts "
-            "per workload.)",
-            "",
-            f"**Command.** `{command_of(SUITE, scale)}`; "
-            "`normbench report --sweep suite --across data --reference norm=layernorm`",
+            *_opening(scale),
             "",
             md(table, COLUMNS),
             "",
@@ -97,3 +91,20 @@ def suite(ctx: Context) -> str:
             "one learning rate; a norm that needs its own learning rate is not given it.",
         ]
     )
+
+
+def _opening(scale: str) -> list[str]:
+    """The section's title, question and command: the same whether or not it aggregates."""
+    return [
+        "## One answer across workloads: is any norm better than LayerNorm? (the suite)",
+        "",
+        "**Question.** Across four workloads where norms matter for different reasons — "
+        "the CNN on MNIST-1D at per-device batch 4, the Transformer on padded tokens, the "
+        "causal language model on the standard library, the CNN on real 8x8 digits — does "
+        "any shipped norm beat LayerNorm, and which are worse? (rliable's probability of "
+        "improvement and IQM, AlgoPerf's performance profiles, normbench's paired verdicts "
+        "per workload.)",
+        "",
+        f"**Command.** `{command_of(SUITE, scale)}`; "
+        "`normbench report --sweep suite --across data --reference norm=layernorm`",
+    ]

@@ -16,6 +16,8 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from normbench.core.errors import StoreError
+from normbench.core.files import YAML_LIMIT, read_text
 from normbench.sweeps.grid import Job, Sweep
 from normbench.sweeps.presets import preset_path
 
@@ -40,7 +42,11 @@ def preset_question(preset: str) -> str:
     """The comment a preset file opens with (its question, what it decides, what it took), as
     one paragraph."""
     lines = []
-    for line in preset_path(preset).read_text(errors="replace").splitlines():
+    try:  # by the trusted reader, as load_preset reads it: presets are shared files
+        text = read_text(preset_path(preset), YAML_LIMIT)
+    except (StoreError, OSError):
+        return ""
+    for line in text.splitlines():
         if not line.startswith("#"):
             break
         lines.append(line.lstrip("#").strip())
