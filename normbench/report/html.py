@@ -24,6 +24,7 @@ from normbench import __version__
 from normbench.report import render
 from normbench.report.plots import Drawing
 from normbench.report.tables import Method, Report, Section
+from normbench.store.rundir import atomic_write
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 # render.VERDICT_STYLE's rich colour names as CSS colours readable on white.
@@ -77,7 +78,7 @@ def write_html(
 ) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     html = page(report, drawings, report_argv, sweep_argvs, across)
-    path.write_text(html, encoding="utf-8")
+    atomic_write(path, html)  # a write cut short leaves the previous page, not a fragment
     return path
 
 
