@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 from typing import Annotated
@@ -300,8 +301,18 @@ def runs_export(
             else:
                 typer.echo(f"{store.export(run)} {render.plain(run.run_id)}")
             exported += 1
-        except (OSError, StoreError) as err:
-            reason = render.plain(str(err) if isinstance(err, StoreError) else err.strerror)
+        except OSError as err:
+            if err.errno in (errno.ENOSPC, errno.EDQUOT):  # every run after would fail too
+                raise fail(
+                    f"--to {to} {render.plain(destination)}: no space left on device "
+                    f"({exported} run(s) exported, {render.plain(row['run_id'])} not)"
+                ) from None
+            reason = render.plain(err.strerror or str(err))
+            typer.secho(
+                f"warning: skipped {render.plain(row['run_id'])}: {reason}", fg="yellow", err=True
+            )
+        except StoreError as err:
+            reason = render.plain(str(err))
             typer.secho(
                 f"warning: skipped {render.plain(row['run_id'])}: {reason}", fg="yellow", err=True
             )
