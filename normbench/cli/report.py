@@ -129,6 +129,8 @@ def report(
         if html is not None:
             check_out(html, "html", "--html")
         if plots is not None:
+            if str(plots) in ("", "."):
+                raise UsageError(f"--plots {plots}: name a directory for the figures, e.g. img")
             check_folder(plots, "--plots")
         if profile is not None and across is None:
             raise UsageError(f"--profile {profile}: for the table across workloads; add --across")
@@ -219,6 +221,8 @@ def check_out(out: Path, fmt: str, option: str = "--out") -> None:
         raise UsageError(f"{option} {out}: writes csv, markdown or json; add --format")
     if str(out) in ("", ".") or out.is_dir():
         raise UsageError(f"{option} {out}: a directory; valid: a file name")
+    if out.exists() and not out.is_file():  # /dev/null, a FIFO: never replaced by a file
+        raise UsageError(f"{option} {out}: not a regular file; valid: a file name")
     check_folder(out.parent, option, out)
 
 
