@@ -320,6 +320,10 @@ def _report(
         if value is not None and option.parse is not None:
             value = option.parse(value)
         steps[option.step][option.parameter] = value
+    if options.get("profile") is not None and options.get("across") is None:
+        raise UsageError(
+            f"--profile {options['profile']}: for the table across workloads; add --across"
+        )
     where, filters = _where(runs_dir, filters)
     method = Method.from_options(**steps["method"])
     selection, design, _ = select_runs(where, filters, **steps["select"])

@@ -119,7 +119,7 @@ SAMPLES = {
     "table": "batch_sensitivity",
     "reference": "norm=groupnorm",
     "across": "data",
-    "profile": "time",  # alone it changes nothing: both give the same report
+    "profile": "time",  # alone it is refused by both, in the same words
 }
 # Flags that change how a report is shown, not what it holds.
 DISPLAY_FLAGS = {"--format", "--out", "--plots", "--html", "--x", "--runs-dir", "--help"}
