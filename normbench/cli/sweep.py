@@ -104,6 +104,15 @@ def sweep(
         if max_runs < 1:
             raise UsageError(f"--max-runs {max_runs}: valid: an integer >= 1")
         settings = launcher_settings(launcher, settings_overrides)
+        if dry_run and not until_decided:  # streamed: checked from the jobs' overrides
+            devices, folders = precheck.settings_of(preset, overrides, max_runs)
+            if launcher == "local":
+                _check_devices(devices)
+            precheck.destinations(folders)
+            planning.print_plan(
+                Console(), preset, overrides, runs_dir, Rerun(force, rerun_stale), max_runs
+            )
+            return
         grid = grids.expand(preset, overrides, max_runs)
         if launcher == "local":
             _check_devices({job.cfg["device"] for job in grid.jobs})
@@ -111,7 +120,7 @@ def sweep(
         plan = adaptive.design(grid, max_seeds, method) if until_decided else None
         if plan is not None:  # what later rounds need, before the first trains
             precheck.until_decided(grid, plan)
-        precheck.destinations(grid)
+        precheck.destinations({job.cfg["log"]["tensorboard"] for job in grid.jobs})
         if dry_run:
             planning.print_plan(
                 Console(), preset, overrides, runs_dir, Rerun(force, rerun_stale), max_runs
