@@ -163,7 +163,11 @@ def metrics(
     from normbench.store.rundir import METRIC_COLUMNS, RunDir
 
     where, table, keys = _selected(runs_dir, filters, sweep, tag)
-    front = ["run_id", *keys, "seed"]
+    # a config key named like a metric column (a plugin's top-level `step`) is `config.step`:
+    # it must not overwrite the logged values
+    renamed = {k: f"config.{k}" for k in keys if k in METRIC_COLUMNS}
+    table = table.rename(columns=renamed)
+    front = ["run_id", *(renamed.get(k, k) for k in keys), "seed"]
     frames = []
     for run in table.reindex(columns=front).to_dict("records"):
         try:

@@ -119,7 +119,7 @@ SAMPLES = {
     "table": "batch_sensitivity",
     "reference": "norm=groupnorm",
     "across": "data",
-    "profile": "time",  # alone it changes nothing: both give the same report
+    "profile": "time",  # alone it is refused by both, in the same words
 }
 # Flags that change how a report is shown, not what it holds.
 DISPLAY_FLAGS = {"--format", "--out", "--plots", "--html", "--x", "--runs-dir", "--help"}
@@ -204,3 +204,26 @@ def test_learning_curves_are_the_reports_figures(store):
     }
     with pytest.raises(api.UsageError, match="--x hours: valid: steps"):
         api.learning_curves(store, x="hours")
+
+
+def test_a_config_key_named_like_a_metric_column_does_not_overwrite_it(tmp_path):
+    """A config whose top-level key is `step` or `val_acc` (a plugin's): api.metrics() keeps
+    the logged values and names the config's `config.step`."""
+    from normbench.store.rundir import RunDir
+
+    runs = tmp_path / "runs"
+    for seed in range(2):
+        run = RunDir(runs, make_run(runs, ["norm=layernorm", f"seed={seed}"]))
+        cfg = run.read_config()
+        nested: dict = {}
+        for dotted, value in {**cfg, "step": 100 + seed, "val_acc": -1.0 - seed}.items():
+            *parents, leaf = dotted.split(".")
+            node = nested
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[leaf] = value
+        run.write_config(nested)
+    frame = api.metrics(runs)
+    assert frame["step"].tolist() == [10, 20, 30, 10, 20, 30]
+    assert frame["val_acc"].max() < 1 and frame["val_acc"].min() > 0
+    assert sorted(set(frame["config.step"])) == [100, 101]

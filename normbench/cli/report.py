@@ -132,6 +132,12 @@ def report(
             raise UsageError(f"--format {fmt}: valid: rich, csv, markdown, json")
         if out is not None:
             check_out(out, fmt)
+        if html is not None:
+            check_out(html, "html", "--html")
+        if plots is not None:
+            if str(plots) in ("", "."):
+                raise UsageError(f"--plots {plots}: name a directory for the figures, e.g. img")
+            check_folder(plots, "--plots")
         if profile is not None and across is None:
             raise UsageError(f"--profile {profile}: for the table across workloads; add --across")
         check_grouping(by, best_over)
@@ -236,23 +242,48 @@ def report(
                 write_html(html, result, drawings, sys.argv, sweep_commands, overall, extra)
                 typer.echo(f"wrote {html}", err=True)
         except OSError as err:
-            raise fail(f"cannot write {err.filename}: {err.strerror}") from None
+            where = err.filename or (html if plots is None else plots)
+            raise fail(f"cannot write {where}: {err.strerror}") from None
 
 
-def check_out(out: Path, fmt: str) -> None:
-    """``--out`` before any work: a file (not a directory, not ''), in a directory that is or
-    can be made writable, and a format that writes text (rich is for the terminal)."""
+def check_out(out: Path, fmt: str, option: str = "--out") -> None:
+    """A file to write (``--out``, ``--html``), before any work: not a directory, not '', in
+    a directory that is or can be made writable; for ``--out`` a format that writes text
+    (rich is for the terminal)."""
+    from normbench.core.errors import UsageError
+
+    if fmt == "rich":
+        raise UsageError(f"{option} {out}: writes csv, markdown or json; add --format")
+    if str(out) in ("", ".") or out.is_dir():
+        raise UsageError(f"{option} {out}: a directory; valid: a file name")
+    if out.exists() and not out.is_file():  # /dev/null, a FIFO: never replaced by a file
+        raise UsageError(f"{option} {out}: not a regular file; valid: a file name")
+    check_folder(out.parent, option, out)
+
+
+def check_folder(folder: Path, option: str, named: Path | None = None) -> None:
+    """A directory to write in (``--plots``, or a file's), before any work: one that exists
+    or can be made, writable."""
     import os
 
     from normbench.core.errors import UsageError
 
-    if fmt == "rich":
-        raise UsageError(f"--out {out}: writes csv, markdown or json; add --format")
-    if str(out) in ("", ".") or out.is_dir():
-        raise UsageError(f"--out {out}: a directory; valid: a file name")
-    parent = next(p for p in (out.parent, *out.parent.parents) if p.exists() or p == Path("/"))
-    if not os.access(parent, os.W_OK):
-        raise UsageError(f"--out {out}: cannot write in {parent} (not writable)")
+    named = named or folder
+    existing = next(p for p in (folder, *folder.parents) if p.exists() or p == Path("/"))
+    if not existing.is_dir():
+        raise UsageError(f"{option} {named}: {existing} is not a directory")
+    if not os.access(existing, os.W_OK) or _read_only(existing):
+        raise UsageError(f"{option} {named}: cannot write in {existing} (not writable)")
+
+
+def _read_only(path: Path) -> bool:
+    """A read-only file system (root's os.access says writable there too)."""
+    import os
+
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def check_grouping(by: str | None, best_over: str | None) -> None:

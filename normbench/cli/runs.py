@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 from typing import Annotated
@@ -345,8 +346,16 @@ def runs_export(
             else:
                 typer.echo(f"{store.export(run)} {plain(run.run_id)}")
             exported += 1
-        except (OSError, StoreError) as err:
-            reason = plain(str(err) if isinstance(err, StoreError) else err.strerror)
+        except OSError as err:
+            if err.errno in (errno.ENOSPC, errno.EDQUOT):  # every run after would fail too
+                raise fail(
+                    f"--to {to} {plain(destination)}: no space left on device "
+                    f"({exported} run(s) exported, {plain(row['run_id'])} not)"
+                ) from None
+            reason = plain(err.strerror or str(err))
+            typer.secho(f"warning: skipped {plain(row['run_id'])}: {reason}", fg="yellow", err=True)
+        except StoreError as err:
+            reason = plain(str(err))
             typer.secho(f"warning: skipped {plain(row['run_id'])}: {reason}", fg="yellow", err=True)
     where = destination if store is None else f"{destination}, experiment {experiment}"
     typer.echo(f"exported {exported} run(s) to {to} {plain(where)}")

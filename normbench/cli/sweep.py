@@ -160,15 +160,24 @@ def sweep(
                 max_seeds=max_seeds if until_decided else None,
                 method=method,
             )
+        if dry_run and not until_decided:  # streamed: checked from the jobs' overrides
+            devices, folders = precheck.settings_of(preset, overrides, max_runs)
+            if launcher == "local":
+                check_devices(devices)
+            precheck.destinations(folders)
+            planning.print_plan(console, preset, overrides, runs_dir, rerun, max_runs)
+            if preset is None:
+                console.print(live.no_preset_note(arguments), soft_wrap=True, highlight=False)
+            return
         grid = grids.expand(preset, overrides, max_runs)
         grid.name = name or grid.name
         plan = adaptive.design(grid, max_seeds, method) if until_decided else None
         if plan is not None:  # what later rounds need, before the first trains
             precheck.until_decided(grid, plan)
-        precheck.destinations(grid)
+        precheck.destinations({job.cfg["log"]["tensorboard"] for job in grid.jobs})
         if dry_run:
             if launcher == "local":
-                check_devices(grid.jobs)
+                check_devices({job.cfg["device"] for job in grid.jobs})
             planning.print_plan(console, preset, overrides, runs_dir, rerun, max_runs)
             if preset is None:
                 console.print(live.no_preset_note(arguments), soft_wrap=True, highlight=False)

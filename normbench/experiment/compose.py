@@ -455,6 +455,8 @@ def validate(cfg: dict, keys: dict[str, Key] | None = None) -> dict:
         (cfg[section] if section else cfg)[leaf] = value
     _identify_data(cfg)
     if cfg["log"]["tensorboard"] is not None:  # a sweep's jobs may start in another directory
+        if not str(cfg["log"]["tensorboard"]).strip():
+            raise UsageError("log.tensorboard='': name a directory, e.g. log.tensorboard=board")
         cfg["log"]["tensorboard"] = str(Path(cfg["log"]["tensorboard"]).expanduser().resolve())
     for rule in RULES:
         message = rule.violation(cfg)

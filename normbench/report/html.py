@@ -26,6 +26,7 @@ from normbench.report.base import Method, Report, Section
 from normbench.report.plots import Drawing
 from normbench.report.terminal import RICH_TABLES, VERDICT_STYLE, across_rich, diagnostics_rich
 from normbench.report.text import DIAGNOSTICS_WHEN, across_title, settings_text, short
+from normbench.store.rundir import atomic_write
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 # VERDICT_STYLE's rich colour names as CSS colours readable on white.
@@ -82,7 +83,7 @@ def write_html(
     section, normbench.report.tuning)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     html = page(report, drawings, report_argv, sweep_argvs, across, extra)
-    path.write_text(html, encoding="utf-8")
+    atomic_write(path, html)  # a write cut short leaves the previous page, not a fragment
     return path
 
 

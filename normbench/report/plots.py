@@ -29,7 +29,7 @@ from normbench.core.files import read_parquet
 from normbench.core.text import plain
 from normbench.report.base import Method, Report, Section, groups, label
 from normbench.report.text import batch_sizes, bounded_interval, settings_text, short
-from normbench.store.rundir import MAX_BYTES
+from normbench.store.rundir import MAX_BYTES, atomic_write
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -144,13 +144,13 @@ def write_pngs(
     written = []
     for drawing in across:
         path = out_dir / f"{drawing.name}.png"
-        path.write_bytes(drawing.png)
+        atomic_write(path, drawing.png)
         written.append(path)
     for section, drawn in zip(report.sections, drawings, strict=True):
         suffix = _suffix(section) if len(report.sections) > 1 else ""
         for drawing in drawn:
             path = out_dir / f"{drawing.name}{suffix}.png"
-            path.write_bytes(drawing.png)
+            atomic_write(path, drawing.png)
             written.append(path)
     return written
 

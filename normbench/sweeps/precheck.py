@@ -9,23 +9,43 @@ from collections import defaultdict
 from pathlib import Path
 
 from normbench.core.errors import UsageError
-from normbench.experiment.schema import SCHEMA, experiment, flatten
+from normbench.experiment.schema import DEVICES, SCHEMA, experiment, flatten
 from normbench.report.base import label
 from normbench.report.convergence import reference_indices
 from normbench.sweeps.adaptive import Design, group_key
-from normbench.sweeps.grid import Sweep
+from normbench.sweeps.grid import Sweep, grid_overrides
 
 MAX_SEED = SCHEMA["seed"].maximum  # numpy's and torch's seed range
 
 
-def destinations(sweep: Sweep) -> None:
+def destinations(folders: set[str | None]) -> None:
     """Every ``log.tensorboard`` directory the runs will write, usable now."""
-    folders = {job.cfg["log"]["tensorboard"] for job in sweep.jobs} - {None}
+    folders = folders - {None}
     if folders:
         from normbench.trackers.tensorboard import check_destination
 
         for folder in sorted(folders):
             check_destination(Path(folder), "log.tensorboard=")
+
+
+def settings_of(
+    preset: str | None, overrides: list[str], max_runs: int
+) -> tuple[set[str], set[str | None]]:
+    """The devices and ``log.tensorboard`` directories a grid's jobs name, read from their
+    overrides without composing them (a ``--dry-run`` streams its plan as it composes):
+    a job that names no device gets the default, ``auto``; a value that is no device is left
+    to the plan, which refuses it as it composes the job."""
+    devices, folders = set(), set()
+    for job in grid_overrides(preset, overrides, max_runs)[1]:
+        given = dict(override.split("=", 1) for override in job if "=" in override)
+        if given.get("device", "auto") in DEVICES:  # any other value: refused as it composes
+            devices.add(given.get("device", "auto"))
+        if "log.tensorboard" in given:
+            folder = given["log.tensorboard"]
+            if not folder.strip():
+                raise UsageError("log.tensorboard='': name a directory, e.g. log.tensorboard=board")
+            folders.add(str(Path(folder).expanduser().resolve()))
+    return devices, folders
 
 
 def until_decided(sweep: Sweep, plan: Design) -> None:

@@ -41,9 +41,9 @@ class Launch:
     rerun: Rerun = field(default_factory=Rerun)
 
 
-def check_devices(jobs: list[Job]) -> None:
+def check_devices(devices: set[str]) -> None:
     """A device the sweep names must exist here (imports torch only when one is named)."""
-    wanted = {job.cfg["device"] for job in jobs} - {"auto", "cpu"}
+    wanted = set(devices) - {"auto", "cpu"}
     if wanted:
         from normbench.training.run import resolve_device
 
@@ -72,7 +72,7 @@ class Session:
         extra: dict[str, Any] | None = None,
     ):
         if launch.launcher == "local":
-            check_devices(grid.jobs)
+            check_devices({job.cfg["device"] for job in grid.jobs})
         self.grid, self.runs_dir, self.launch, self.console = grid, runs_dir, launch, console
         self.planned = planning.plan(grid, runs_dir, launch.rerun)
         if launch.launcher != "local":

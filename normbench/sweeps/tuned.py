@@ -419,7 +419,7 @@ def session(
     (a report of it reads the confirmation runs only) and says which phase it is in."""
     grid = tuned.grid
     if launch.launcher == "local":
-        check_devices(grid.jobs)
+        check_devices({job.cfg["device"] for job in grid.jobs})
     start = {"tuning": state(tuned, "tuning", 1, [], [])}
     shell = Sweep(grid.name, grid.version, [], grid.axes)
     return Session(shell, runs_dir, launch, console, runner=runner, command=command, extra=start)

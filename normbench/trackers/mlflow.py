@@ -20,6 +20,7 @@ extra); what MLflow refuses in a run is a StoreError naming the run.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -52,6 +53,28 @@ def requires(uri: str) -> tuple[str, ...]:
     return ("mlflow", "sqlalchemy", "alembic") if scheme in DATABASES else ("mlflow",)
 
 
+# The first request to a tracking server, with few retries: mlflow's own (7, backoff 2) keep
+# a URI nobody answers silent for minutes. Later requests keep mlflow's (or the user's) own,
+# which ride out a server's rate limit.
+FIRST_CONTACT = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "15",
+}
+
+
+@contextlib.contextmanager
+def first_contact() -> Iterator[None]:
+    """FIRST_CONTACT's settings for the block, where the environment does not set them."""
+    unset = [key for key in FIRST_CONTACT if key not in os.environ]
+    os.environ.update({key: FIRST_CONTACT[key] for key in unset})
+    try:
+        yield
+    finally:
+        for key in unset:
+            os.environ.pop(key, None)
+
+
 class MlflowExport:
     """An MLflow tracking store (``sqlite:///runs.db``, ``http://host:5000``, ...) and the
     experiment normbench's runs go to."""
@@ -61,7 +84,8 @@ class MlflowExport:
 
         try:
             self.client = MlflowClient(tracking_uri=uri)
-            found = self.client.get_experiment_by_name(experiment)
+            with first_contact():
+                found = self.client.get_experiment_by_name(experiment)
             self.experiment_id = (
                 found.experiment_id if found else self.client.create_experiment(experiment)
             )

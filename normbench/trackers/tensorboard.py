@@ -11,9 +11,11 @@ writer and protocol buffers (the ``tracking`` extra), not TensorFlow and not tor
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from normbench.core.errors import UsageError
@@ -103,11 +105,32 @@ def export(run: TrackedRun, log_dir: Path) -> Path:
     """Write one run's event file under ``log_dir`` (replacing an earlier export of it);
     each step at the run's start time plus its elapsed seconds, so TensorBoard's relative
     time axis is the run's own."""
-    events = RunEvents(log_dir, run.run_id, run.config, run.tags)
-    start = run.started if run.started is not None else time.time()
-    try:
-        for step, values in rows(run.metrics):
-            events.add({"step": step, **values}, start + values.get("elapsed_s", 0.0))
-    finally:
-        events.close()
+    with writer_errors_raised():
+        events = RunEvents(log_dir, run.run_id, run.config, run.tags)
+        start = run.started if run.started is not None else time.time()
+        try:
+            for step, values in rows(run.metrics):
+                events.add({"step": step, **values}, start + values.get("elapsed_s", 0.0))
+        finally:
+            events.close()
     return events.path
+
+
+@contextlib.contextmanager
+def writer_errors_raised() -> Iterator[None]:
+    """TensorBoard's writer thread prints its error (a full disk) as a traceback, then the
+    writer raises it again at the next write or close, where the caller reports it in one
+    line: the printing is left out for the block."""
+    from tensorboard.summary.writer.event_file_writer import _AsyncWriterThread
+
+    previous = threading.excepthook
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if not isinstance(args.thread, _AsyncWriterThread):
+            previous(args)
+
+    threading.excepthook = hook
+    try:
+        yield
+    finally:
+        threading.excepthook = previous

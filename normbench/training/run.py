@@ -105,6 +105,8 @@ def _run_locked(
     progress: bool,
     labels: Labels | None,
 ) -> Outcome:
+    """run_experiment's work: a finished run in a read-only runs directory is skipped without
+    a lock (none can be taken there); otherwise under the run's lock, as its docstring says."""
     if not os.access(run.path.parent, os.W_OK):  # read-only: no lock to take, nothing to write
         previous = run.read_meta()
         if run.path.parent.is_dir() and not run.needs_training(previous, cfg, rerun or Rerun()):

@@ -454,3 +454,175 @@ def test_a_huge_range_filter_is_never_expanded(seeds_store, tmp_path, command):
             len(api.runs(seeds_store, "seed=range(0,10000000000)", "train.lr=range(0.1,1,0.2)"))
             == 5
         )
+
+
+# ------------------------------------------- diverged and all-chance sections, every output
+OUTCOME = st.sampled_from(["diverged", "chance", "below", "learned", "failed"])
+
+
+def outcome_run(runs: Path, overrides: list[str], outcome: str) -> None:
+    """A run of the store whose result is ``outcome``: diverged at its first step (NaN loss),
+    exactly at chance (0.1), below it, clear of it, or failed."""
+    if outcome == "diverged":
+        make_run(runs, overrides, status="diverged", acc=None, losses=(float("nan"),))
+    elif outcome == "failed":
+        make_run(runs, overrides, status="failed", acc=None, error="boom")
+    else:
+        make_run(runs, overrides, acc={"chance": 0.1, "below": 0.05, "learned": 0.8}[outcome])
+
+
+@settings(FUZZ, max_examples=12)
+@given(st.lists(OUTCOME, min_size=8, max_size=8))
+def test_every_output_of_sections_that_diverged_or_sit_at_chance(tmp_path_factory, outcomes):
+    """Two workloads x two norms x two seeds, each run's outcome drawn: every format and
+    `--across data` answer (exit 0, or one line when nothing is usable), no traceback and no
+    numpy warning."""
+    runs = tmp_path_factory.mktemp("outcomes") / "runs"
+    cells = [
+        (d, n, s) for d in ("mnist1d", "digits") for n in ("layernorm", "rmsnorm") for s in (0, 1)
+    ]
+    for (data, norm, seed), outcome in zip(cells, outcomes, strict=True):
+        outcome_run(runs, [f"data={data}", f"norm={norm}", f"seed={seed}"], outcome)
+    for arguments in (
+        [],
+        ["--format", "json"],
+        ["--format", "csv"],
+        ["--format", "markdown"],
+        ["--across", "data"],
+        ["--across", "data", "--format", "json"],
+    ):
+        result = runner.invoke(app, ["report", str(runs), *arguments], env={"COLUMNS": "120"})
+        shown = (outcomes, arguments, result.output[-1500:])
+        assert result.exception is None or isinstance(result.exception, SystemExit), (
+            *shown,
+            repr(result.exception),
+        )
+        assert result.exit_code in (0, 2) and "Traceback" not in result.output, shown
+        assert "RuntimeWarning" not in result.output, shown
+        if result.exit_code == 2:
+            assert result.output.count("normbench: error:") == 1, shown
+
+
+def test_figures_of_sections_that_diverged_or_sit_at_chance(tmp_path):
+    """One workload every run diverged in, one every run sits at chance in: the figures and
+    the page are drawn (the PNGs really encoded)."""
+    runs = tmp_path / "runs"
+    for data, outcome in (("mnist1d", "diverged"), ("digits", "chance")):
+        for norm in ("layernorm", "rmsnorm"):
+            outcome_run(runs, [f"data={data}", f"norm={norm}"], outcome)
+    page, figures = tmp_path / "r.html", tmp_path / "img"
+    result = runner.invoke(app, ["report", str(runs), "--plots", str(figures), "--html", str(page)])
+    assert result.exit_code == 0, result.output
+    assert page.is_file() and len(list(figures.glob("*.png"))) >= 4
+
+
+# --------------------------------------- unwritable and odd destinations, every writing option
+WRITERS = {
+    "report --out": ["report", "{runs}", "--format", "csv", "--out", "{dest}"],
+    "report --html": ["report", "{runs}", "--html", "{dest}"],
+    "report --plots": ["report", "{runs}", "--plots", "{dest}"],
+    "runs export": ["runs", "export", "--to", "tensorboard", "{dest}", "{runs}"],
+    "run log.tensorboard": [
+        "run",
+        "model=cnn",
+        "log.tensorboard={dest}",
+        "--cfg",
+        "--runs-dir",
+        "{runs}",
+    ],
+    "sweep log.tensorboard": [
+        "sweep",
+        "model=cnn",
+        "seed=0,1",
+        "log.tensorboard={dest}",
+        "--dry-run",
+        "--runs-dir",
+        "{runs}",
+    ],
+    "findings --out": ["findings", "--smoke", "--out", "{dest}", "--runs-dir", "{root}/fruns"],
+}
+ODD = ["", "/dev/null", "{root}/to-null", "{root}/file/inside", "{runs}", "{root}/dir"]
+
+
+@pytest.mark.parametrize("destination", ODD)
+@pytest.mark.parametrize("writer", list(WRITERS))
+def test_every_writing_option_refuses_an_odd_destination_in_one_line(tmp_path, writer, destination):
+    """A directory, '', /dev/null (or a link to it), a path through a file, the runs
+    directory: each option that writes says in one line why it cannot, before any work, and
+    writes nothing (a directory is a fine destination for --plots and for log.tensorboard)."""
+    if "tensorboard" in writer or "export" in writer:
+        pytest.importorskip("tensorboard")
+    root = tmp_path
+    runs = root / "runs"
+    make_run(runs, ["norm=layernorm"])
+    (root / "file").write_text("")
+    (root / "to-null").symlink_to("/dev/null")
+    (root / "dir").mkdir()
+    # an existing directory is a fine place for figures, event files (outside the runs)
+    # an existing directory is a fine place for figures and event files (outside the runs)
+    folder_ok = {"report --plots", "run log.tensorboard", "sweep log.tensorboard", "runs export"}
+    dest = destination.format(root=root, runs=runs)
+    fields = {"runs": runs, "root": root, "dest": dest}
+    before = snapshot(root)
+    result = runner.invoke(app, [part.format(**fields) for part in WRITERS[writer]])
+    shown = (writer, dest, result.output[-1500:], repr(result.exception))
+    assert result.exception is None or isinstance(result.exception, SystemExit), shown
+    assert "Traceback" not in result.output, shown
+    fine = destination == "{root}/dir" or (destination == "{runs}" and "export" not in writer)
+    if writer in folder_ok and fine:
+        assert result.exit_code == 0, shown
+        return
+    assert result.exit_code == 2 and result.output.count("normbench: error:") == 1, shown
+    assert snapshot(root) == before and not (root / "fruns").exists(), shown
+    assert os.path.exists("/dev/null") and not os.path.isfile("/dev/null")
+
+
+# ------------------------------------------------------------ sweep records, hostile designs
+DESIGN_VALUE = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**30), 10**30),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=5),
+    st.lists(
+        st.floats(allow_nan=False, allow_infinity=False, min_value=-2, max_value=2), max_size=6
+    ),
+)
+DESIGN = st.one_of(
+    st.fixed_dictionaries({"looks": DESIGN_VALUE}),
+    st.fixed_dictionaries(
+        {
+            "until_decided": st.one_of(
+                DESIGN_VALUE,
+                st.fixed_dictionaries({"fractions": DESIGN_VALUE, "looks_taken": DESIGN_VALUE}),
+            )
+        }
+    ),
+)
+
+
+@settings(FUZZ, max_examples=40)
+@given(DESIGN)
+def test_a_sweep_record_with_a_hostile_design_is_one_line_or_a_sound_report(
+    pristine, tmp_path_factory, design
+):
+    """Whatever a record says its sequential design was: exit 0 with levels a test can use
+    (in (0, 1)), or one line."""
+    root = tmp_path_factory.mktemp("design")
+    runs = root / "runs"
+    shutil.copytree(pristine, runs, symlinks=True)
+    path = next((runs / "sweeps").iterdir())
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({**record, **design}))
+    with limited(30):
+        result = runner.invoke(app, ["report", str(runs), "--sweep", "s", "--format", "json"])
+    assert result.exception is None or isinstance(result.exception, SystemExit), (
+        design,
+        repr(result.exception),
+    )
+    assert result.exit_code in (0, 2), (design, result.output)
+    if result.exit_code == 2:
+        assert result.output.count("\n") == 1, (design, result.output)
+        return
+    method = json.loads(result.stdout)["method"]
+    assert 0 < method["alpha_this_look"] <= method["alpha"] and 0 < method["ci_level"] < 1

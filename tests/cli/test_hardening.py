@@ -612,3 +612,24 @@ def test_an_empty_sweep_preset_is_refused(tmp_path):
         result = runner.invoke(app, ["sweep", "", *dry_run, "--runs-dir", str(tmp_path / "r")])
         one_line_error(result, "sweep '': valid: a preset's name or file")
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    ("option", "where", "words"),
+    [
+        ("--html", "{tmp}", "a directory; valid: a file name"),
+        ("--html", "", "--html .: a directory"),
+        ("--html", "{tmp}/file/r.html", "is not a directory"),
+        ("--plots", "{tmp}/file", "is not a directory"),
+        ("--plots", "{tmp}/file/img", "is not a directory"),
+    ],
+)
+def test_odd_figure_destinations_are_one_line_before_drawing(tmp_path, option, where, words):
+    from helpers import make_run
+
+    runs = tmp_path / "runs"
+    make_run(runs, ["norm=layernorm"])
+    (tmp_path / "file").write_text("")
+    result = runner.invoke(app, ["report", str(runs), option, where.format(tmp=tmp_path)])
+    one_line_error(result, option, words)
+    assert "drawing figure" not in result.output

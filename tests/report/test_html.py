@@ -163,7 +163,7 @@ def test_diagnostics_tables_and_the_depth_figure_when_asked(hostile):
 def test_an_unwritable_html_path_is_a_one_line_error(hostile, tmp_path):
     result = runner.invoke(app, ["report", str(hostile), "--html", str(tmp_path)])
     assert result.exit_code == 2 and "Traceback" not in result.output
-    assert f"normbench: error: cannot write {tmp_path}: Is a directory" in result.output
+    assert f"normbench: error: --html {tmp_path}: a directory; valid: a file name" in result.output
 
 
 def test_shell_lines_of_recorded_commands():

@@ -123,3 +123,18 @@ def test_an_export_cut_short_leaves_no_half_made_mlflow_run(tmp_path, monkeypatc
         export(runs, uri)
         found = mlflow.search_runs(experiment_names=["normbench"])
         assert len(found) == 2 and set(found["status"]) == {"FINISHED"}
+
+
+def test_an_unreachable_tracking_server_is_one_line_within_seconds(tmp_path):
+    """Nothing listens on port 9: mlflow's own retries would keep the export silent for
+    minutes; the first contact gives up after one retry (a minute at most here)."""
+    from helpers import limited
+
+    runs = tmp_path / "runs"
+    make_run(runs, ["norm=batchnorm"])
+    with limited(60):
+        result = runner.invoke(
+            app, ["runs", "export", "--to", "mlflow", "http://127.0.0.1:9", str(runs)]
+        )
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1
+    assert "--to mlflow http://127.0.0.1:9: cannot use this tracking store" in result.output

@@ -73,3 +73,31 @@ def test_a_sweep_on_a_full_disk_is_one_line_before_any_run(disk):
     assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
     assert "cannot write the sweep record in" in result.output
     assert "No space left on device" in result.output
+
+
+def test_report_html_on_a_full_disk_names_the_file_and_keeps_the_old_page(disk, tmp_path):
+    mount, fill = disk
+    runs = tmp_path / "runs"
+    make_run(runs, ["norm=layernorm"])
+    page = mount / "report.html"
+    page.write_text("the previous report")
+    fill()
+    result = runner.invoke(app, ["report", str(runs), "--html", str(page)])
+    assert result.exit_code == 2, result.output
+    assert f"normbench: error: cannot write {page}: No space left on device" in result.output
+    assert page.read_text() == "the previous report"
+
+
+def test_a_tensorboard_export_onto_a_full_disk_is_one_line(disk, tmp_path):
+    pytest.importorskip("tensorboard")
+    mount, fill = disk
+    runs = tmp_path / "runs"
+    for seed in range(2):
+        make_run(runs, ["norm=layernorm", f"seed={seed}"])
+    fill()
+    result = runner.invoke(
+        app, ["runs", "export", "--to", "tensorboard", str(mount / "tb"), str(runs)]
+    )
+    assert result.exit_code == 2, result.output
+    assert "no space left on device (0 run(s) exported" in result.output
+    assert "Traceback" not in result.output and "Exception in thread" not in result.output
