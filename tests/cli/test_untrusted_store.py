@@ -135,7 +135,7 @@ def test_runs_show_and_diff_read_a_config_through_the_trusted_reader(store, plan
     else:
         config.symlink_to("/dev/zero")
     for command in (["show", ids[0]], ["diff", ids[0], ids[1]]):
-        result = invoke("runs", *command, "--runs-dir", str(runs), seconds=20)
+        result = invoke("runs", *command, "--runs-dir", str(runs), seconds=60)
         assert "TOP SECRET" not in result.output
         if planted == "alias bomb" and command[0] == "show":  # shown as text, never expanded
             assert result.exit_code == 0 and "*a" in result.output
@@ -271,7 +271,7 @@ def test_a_fifo_as_data_path_is_one_line_not_a_hang(tmp_path):
 def test_an_alias_bomb_preset_is_refused_at_once(tmp_path):
     preset = tmp_path / "bomb.yaml"
     preset.write_text("params:\n" + "".join(f"  {line}\n" for line in BOMB.splitlines()))
-    result = invoke("sweep", str(preset), "--dry-run", "--runs-dir", str(tmp_path), seconds=10)
+    result = invoke("sweep", str(preset), "--dry-run", "--runs-dir", str(tmp_path), seconds=60)
     one_line(result, "YAML aliases are not allowed")
     assert not (tmp_path / "sweeps").exists()
 
