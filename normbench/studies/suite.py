@@ -37,6 +37,16 @@ COLUMNS = [
 ]
 
 
+LIMITS = (
+    "**What this does not show.** Four workloads are few: the stratified bootstrap "
+    "resamples seeds within them and holds them fixed, so an interval says how sure "
+    "these four workloads are, not how another workload would come out. Norms missing "
+    "from a workload (sequence statistics on the causal model) count as never reaching "
+    "its target in the profile and are named. Each workload runs a few hundred steps at "
+    "one learning rate; a norm that needs its own learning rate is not given it."
+)
+
+
 def suite(ctx: Context) -> str:
     runs, scale = ctx.runs, ctx.scale
     method = Method(reference=("norm=layernorm",))
@@ -44,7 +54,9 @@ def suite(ctx: Context) -> str:
     try:
         result.across = across(result, ["data"])
     except UsageError as err:  # fewer than two workloads trained past chance: a finding too
-        return "\n".join([*_opening(scale), "", f"{verdict(None)} Not aggregated: {err}."])
+        return "\n".join(
+            [*_opening(scale), "", f"{verdict(None)} Not aggregated: {err}.", "", LIMITS]
+        )
     table = result.across.table
     out = ctx.img / "suite"
     out.mkdir(parents=True, exist_ok=True)
@@ -83,12 +95,7 @@ def suite(ctx: Context) -> str:
             f"interval above 1/2 across the workloads: {', '.join(above) or 'none'}; below 1/2 "
             f"(LayerNorm better): {', '.join(below) or 'none'}.",
             "",
-            "**What this does not show.** Four workloads are few: the stratified bootstrap "
-            "resamples seeds within them and holds them fixed, so an interval says how sure "
-            "these four workloads are, not how another workload would come out. Norms missing "
-            "from a workload (sequence statistics on the causal model) count as never reaching "
-            "its target in the profile and are named. Each workload runs a few hundred steps at "
-            "one learning rate; a norm that needs its own learning rate is not given it.",
+            LIMITS,
         ]
     )
 
