@@ -23,7 +23,7 @@ from normbench.studies.study import Context, arguments, command_of
 from normbench.sweeps import grid as grids
 from normbench.sweeps import plan as planning
 from normbench.sweeps import tuned
-from normbench.sweeps.launchers import LocalLauncher
+from normbench.sweeps.local import LocalLauncher
 from normbench.sweeps.session import Launch, Session
 
 # The document's sections in order, and every study whose sweep they read.

@@ -1,6 +1,7 @@
 """sweeps: grids of runs. Expansion of presets and overrides (grid), the plan and the sweep's
-record (plan), the live view (live), the launchers that train runs locally or through
-submitit (launchers), and seeds until decided (adaptive).
+record (plan), the live view (live), the launchers that train runs (launchers picks one;
+local, the worker pool; cluster, submitit; jobs, what they share), and seeds until decided
+(adaptive).
 
 Owns: running many runs. May import: every role below it (core, data, layers, experiment,
 store, training, report).

@@ -16,9 +16,11 @@ from typer.testing import CliRunner
 
 from normbench.cli import app
 from normbench.store.rundir import Rerun, RunDir
+from normbench.sweeps.cluster import SubmititLauncher
 from normbench.sweeps.grid import expand
-from normbench.sweeps.launchers import LocalLauncher, SubmititLauncher, launcher_settings
+from normbench.sweeps.launchers import launcher_settings
 from normbench.sweeps.live import LiveView
+from normbench.sweeps.local import LocalLauncher
 
 runner = CliRunner()
 

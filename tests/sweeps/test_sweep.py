@@ -18,8 +18,9 @@ from normbench.cli import app
 from normbench.core.errors import UsageError
 from normbench.report.stats import look_alpha
 from normbench.store.rundir import RunDir
+from normbench.sweeps.cluster import SubmititLauncher, submitit_parameters
 from normbench.sweeps.grid import expand
-from normbench.sweeps.launchers import SubmititLauncher, launcher_settings, submitit_parameters
+from normbench.sweeps.launchers import launcher_settings
 from normbench.sweeps.presets import load_preset, presets
 
 runner = CliRunner()
