@@ -334,7 +334,7 @@ def _report(
     from normbench.report.diagnostics import attach_diagnostics
     from normbench.report.sections import build
     from normbench.report.tuning import tuning_of
-    from normbench.store.catalog import as_columns, best_over_column, select_runs
+    from normbench.store.catalog import as_columns, best_over_column, check_grouping, select_runs
 
     unknown = sorted(set(options) - set(REPORT_OPTIONS))
     if unknown:
@@ -362,6 +362,7 @@ def _report(
     method = Method.from_options(**steps["method"])
     selection, design, _ = select_runs(where, filters, **steps["select"])
     _warn(selection.warnings)
+    check_grouping(steps["build"]["by"] or [], steps["build"]["best_over_key"])
     if steps["build"]["by"]:
         steps["build"]["by"] = as_columns(steps["build"]["by"], selection.runs)
     if steps["build"]["best_over_key"] and not selection.runs.empty:

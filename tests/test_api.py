@@ -227,3 +227,10 @@ def test_a_config_key_named_like_a_metric_column_does_not_overwrite_it(tmp_path)
     assert frame["step"].tolist() == [10, 20, 30, 10, 20, 30]
     assert frame["val_acc"].max() < 1 and frame["val_acc"].min() > 0
     assert sorted(set(frame["config.step"])) == [100, 101]
+
+
+def test_report_refuses_grouping_by_a_runs_own_field_as_the_command_line_does(tmp_path):
+    from normbench.core.errors import UsageError
+
+    with pytest.raises(UsageError, match="--by run_id: not a config key"):
+        api.report(tmp_path, by="run_id")

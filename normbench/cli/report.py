@@ -140,7 +140,7 @@ def report(
             check_folder(plots, "--plots")
         if profile is not None and across is None:
             raise UsageError(f"--profile {profile}: for the table across workloads; add --across")
-        check_grouping(by, best_over)
+        catalog.check_grouping(by.split(",") if by else [], best_over)
         if x is not None:
             from normbench.report.plots import check_x
 
@@ -284,19 +284,3 @@ def _read_only(path: Path) -> bool:
         return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
     except OSError:
         return False
-
-
-def check_grouping(by: str | None, best_over: str | None) -> None:
-    """``--by`` and ``--best-over`` take config keys: a run's own fields (its id, status,
-    results, seed) would make groups of one run, or keep each group's luckiest seed."""
-    from normbench.core.errors import UsageError
-    from normbench.store.index import RUN_FIELDS
-
-    for option, keys in (("--by", by.split(",") if by else []), ("--best-over", [best_over])):
-        bad = [key for key in keys if key is not None and (key in RUN_FIELDS or not key)]
-        if bad:
-            raise UsageError(
-                f"{option} {bad[0] or repr('')}: not a config key to group by (a run's id, "
-                "status, seed and results are what groups are compared on); valid: a config "
-                "key, e.g. norm or train.lr"
-            )

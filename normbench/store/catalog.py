@@ -25,6 +25,7 @@ from normbench.store.index import (
     COLUMNS,
     PROVENANCE_FIELDS,
     RECORD_FIELDS,
+    RUN_FIELDS,
     STAMP,
     SUMMARY_FIELDS,
     Index,
@@ -255,3 +256,16 @@ def select_runs(
     selection = load_runs(runs_dir)
     ids, design, commands = sweep_run_ids(runs_dir, sweep) if sweep is not None else (None, {}, [])
     return select(selection, list(filters), ids, tag), design, commands
+
+
+def check_grouping(by: list[str], best_over: str | None) -> None:
+    """``--by`` and ``--best-over`` take config keys: a run's own fields (its id, status,
+    results, seed) would make groups of one run, or keep each group's luckiest seed."""
+    for option, keys in (("--by", by), ("--best-over", [best_over])):
+        bad = [key for key in keys if key is not None and (key in RUN_FIELDS or not key)]
+        if bad:
+            raise UsageError(
+                f"{option} {bad[0] or repr('')}: not a config key to group by (a run's id, "
+                "status, seed and results are what groups are compared on); valid: a config "
+                "key, e.g. norm or train.lr"
+            )
