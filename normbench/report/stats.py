@@ -276,34 +276,46 @@ def _pairwise(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every pair (i, j), i before j in ``testable``: the pairs (an array of two columns),
     ``difference(groups[i], groups[j], resolution)``'s diff, se and df. 500 groups are 124,750
-    pairs: one ``difference`` each took 0.1 ms, so pairs of groups with the same seeds (every
-    pair, unless seeds were drawn until decided) are computed a row of pairs at a time, with
-    the same numpy operations on the same numbers as ``difference`` (the same floats:
-    tests/report/test_stats.py compares them); other pairs go through ``difference``."""
-    seeds = {i: tuple(sorted(groups[i])) for i in testable}
-    table = {i: np.array([groups[i][s] for s in seeds[i]], dtype=float) for i in testable}
+    pairs, and one ``difference`` each took 0.1 ms: here the paired ones of a group are
+    computed at once, those sharing as many seeds stacked into one array (a row each: its
+    common seeds' values in seed order), with the same numpy operations on the same numbers
+    as ``difference``, so the same floats (tests/report/test_stats.py compares them). Pairs
+    sharing fewer than two seeds (unpaired) go through ``difference``."""
+    seeds = sorted({s for i in testable for s in groups[i]})
+    column = {s: c for c, s in enumerate(seeds)}
+    values = np.zeros((len(groups), len(seeds)))
+    has = np.zeros((len(groups), len(seeds)), dtype=bool)
+    for i in testable:
+        at = [column[s] for s in groups[i]]
+        values[i, at] = list(groups[i].values())
+        has[i, at] = True
     floor = resolution / math.sqrt(3)
     pairs, diff, se, df = [], [], [], []
     for n, i in enumerate(testable):
-        later = testable[n + 1 :]
-        same = [j for j in later if seeds[j] == seeds[i]]
-        if same:
-            a, b = table[i], np.stack([table[j] for j in same])
-            d = a - b
-            scale = (np.abs(a) + np.abs(b)).max(axis=1)
+        later = np.array(testable[n + 1 :], dtype=int)
+        if not len(later):
+            break
+        common = has[i] & has[later]
+        shared = common.sum(axis=1)
+        spread = values[i] - values[later]
+        size = np.abs(values[i]) + np.abs(values[later])
+        row_diff, row_se, row_df = (np.zeros(len(later)) for _ in range(3))
+        for count in np.unique(shared[shared >= 2]).tolist():
+            rows = np.flatnonzero(shared == count)
+            d = spread[rows][common[rows]].reshape(-1, count)
+            scale = size[rows][common[rows]].reshape(-1, count).max(axis=1)
             sd = d.std(ddof=1, axis=1)
             sd = np.maximum(np.where(sd <= ROUND_OFF * scale, 0.0, sd), floor)
-            count = len(a)
-            pairs += [(i, j) for j in same]
-            diff.append(d.mean(axis=1))
-            se.append(np.where(sd == 0, 0.0, sd / math.sqrt(count)))
-            df.append(np.where(sd == 0, math.inf, float(count - 1)))
-        for j in (j for j in later if seeds[j] != seeds[i]):
-            one = difference(groups[i], groups[j], resolution)
-            pairs.append((i, j))
-            diff.append([one.diff])
-            se.append([one.se])
-            df.append([one.df])
+            row_diff[rows] = d.mean(axis=1)
+            row_se[rows] = np.where(sd == 0, 0.0, sd / math.sqrt(count))
+            row_df[rows] = np.where(sd == 0, math.inf, float(count - 1))
+        for row in np.flatnonzero(shared < 2).tolist():
+            one = difference(groups[i], groups[int(later[row])], resolution)
+            row_diff[row], row_se[row], row_df[row] = one.diff, one.se, one.df
+        pairs += [(i, j) for j in later.tolist()]
+        diff.append(row_diff)
+        se.append(row_se)
+        df.append(row_df)
     if not pairs:
         empty = np.zeros(0)
         return np.zeros((0, 2), dtype=int), empty, empty, empty
