@@ -270,6 +270,14 @@ def labels(values: pd.Series) -> pd.Series:
     if pd.api.types.infer_dtype(values, skipna=False) in HOMOGENEOUS:
         distinct = pd.unique(values)
         return values.map(dict(zip(distinct, map(label, distinct), strict=True)))
+    keys = list(zip(map(type, values), values, strict=True))
+    try:  # a label per distinct (type, value), looked up at C speed: 100,000 values
+        shown_of = {key: label(key[1]) for key in set(keys)}
+    except TypeError:  # a list among them: value by value
+        pass
+    else:
+        shown = list(map(shown_of.__getitem__, keys))
+        return pd.Series(shown, index=values.index, dtype=object, name=values.name)
     seen: dict[tuple, str] = {}
     shown = []
     for value in values:
