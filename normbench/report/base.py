@@ -200,7 +200,7 @@ def varying_keys(runs: pd.DataFrame) -> list[str]:
     """Config keys whose value differs across the runs (seed, execution and observation keys
     aside), group names first."""
     config = [c for c in runs.columns if c not in NOT_CONFIG and c not in NOT_GROUPING]
-    varying = [c for c in config if labels(runs[c]).nunique() > 1]
+    varying = [c for c in config if label_count(runs[c]) > 1]
     varying = [c for c in varying if not _implied_by_norm(runs, c)]
     return sorted(varying, key=lambda c: (not c.endswith(".name"), c))
 
@@ -237,7 +237,7 @@ def fold_norm_options(runs: pd.DataFrame) -> pd.DataFrame:
     reader names the norm: ``mynorms:PowerNorm(p=2)``; keys that exist only because one norm
     takes them are no columns of their own (varying_keys leaves them out). Runs without such
     options are returned as they are."""
-    options = [k for k in norm_options(runs) if labels(runs[k]).nunique() > 1]
+    options = [k for k in norm_options(runs) if label_count(runs[k]) > 1]
     if not options or "norm.name" not in runs:
         return runs
     shown = {k: labels(runs[k]) for k in options}
@@ -289,6 +289,16 @@ def labels(values: pd.Series) -> pd.Series:
             text = label(value)
         shown.append(text)
     return pd.Series(shown, index=values.index, dtype=object, name=values.name)
+
+
+def label_count(values: pd.Series) -> int:
+    """``labels(values).nunique()`` from the distinct values alone: deciding which of a
+    section's config columns vary labelled 100,000 values a column."""
+    try:
+        distinct = set(zip(map(type, values), values, strict=True))
+    except TypeError:  # a list among them
+        return labels(values).nunique()
+    return len({label(value) for _, value in distinct})
 
 
 def groups(runs: pd.DataFrame, keys: list[str]) -> list[tuple[dict, pd.DataFrame]]:
