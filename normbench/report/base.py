@@ -331,6 +331,14 @@ def _plain(value):
     return value
 
 
+def narrowed(part: pd.DataFrame, *columns: str) -> pd.DataFrame:
+    """``part`` with only the columns ``seeded_results`` reads (seed, status, num_classes)
+    and ``columns``, those it has: a table filtering a group's runs per cell (a batch size, a
+    learning rate) copied every config column of every cell."""
+    keep = dict.fromkeys(("seed", "status", "num_classes", *columns))
+    return part[[c for c in keep if c in part]]
+
+
 def results(part: pd.DataFrame, column: str, metric: Metric, method: Method) -> np.ndarray:
     """A group's results in seed order: complete runs' values, diverged runs at chance (or
     dropped with ``--diverged exclude``); failed and unfinished runs are never results."""
@@ -348,11 +356,11 @@ def seeded_results(part: pd.DataFrame, column: str, metric: Metric, method: Meth
     100,000 runs holds hundreds.)"""
     if "seed" in part and not part["seed"].is_monotonic_increasing:
         part = part.sort_values("seed")
-    seeds = part.get("seed", part.index)
-    values = part[column] if column in part else [None] * len(part)
+    seeds = part.get("seed", part.index).tolist()
+    values = part[column].tolist() if column in part else [None] * len(part)
     by_seed: dict[int, list[float]] = {}
     for seed, status, value, classes in zip(
-        seeds, part["status"], values, part["num_classes"], strict=True
+        seeds, part["status"].tolist(), values, part["num_classes"].tolist(), strict=True
     ):
         if status == "diverged" and method.diverged == "chance":
             by_seed.setdefault(int(seed), []).append(metric.chance(float(classes)))

@@ -20,6 +20,7 @@ from normbench.report.base import (
     groups,
     label,
     labels,
+    narrowed,
     results,
 )
 from normbench.report.convergence import reference_indices
@@ -47,9 +48,10 @@ def stability_table(
     rows = []
     for values, part in groups(runs, row_keys):
         row, stable = {**values}, None
-        at = labels(part[axis])
+        at = labels(part[axis]).to_numpy()
+        slim = narrowed(part, metric.column, "unigram_bpb")
         for value in axis_values:
-            cell = part[at == label(value)]
+            cell = slim[at == label(value)]
             by_seed: dict[int, bool] = {}  # a seed trained when each of its runs did
             for seed, status, final, classes, unigram in zip(
                 cell["seed"],
