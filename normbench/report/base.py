@@ -200,7 +200,7 @@ def varying_keys(runs: pd.DataFrame) -> list[str]:
     """Config keys whose value differs across the runs (seed, execution and observation keys
     aside), group names first."""
     config = [c for c in runs.columns if c not in NOT_CONFIG and c not in NOT_GROUPING]
-    varying = [c for c in config if labels(runs[c]).nunique() > 1]
+    varying = [c for c in config if label_count(runs[c]) > 1]
     varying = [c for c in varying if not _implied_by_norm(runs, c)]
     return sorted(varying, key=lambda c: (not c.endswith(".name"), c))
 
@@ -237,7 +237,7 @@ def fold_norm_options(runs: pd.DataFrame) -> pd.DataFrame:
     reader names the norm: ``mynorms:PowerNorm(p=2)``; keys that exist only because one norm
     takes them are no columns of their own (varying_keys leaves them out). Runs without such
     options are returned as they are."""
-    options = [k for k in norm_options(runs) if labels(runs[k]).nunique() > 1]
+    options = [k for k in norm_options(runs) if label_count(runs[k]) > 1]
     if not options or "norm.name" not in runs:
         return runs
     shown = {k: labels(runs[k]) for k in options}
@@ -270,6 +270,14 @@ def labels(values: pd.Series) -> pd.Series:
     if pd.api.types.infer_dtype(values, skipna=False) in HOMOGENEOUS:
         distinct = pd.unique(values)
         return values.map(dict(zip(distinct, map(label, distinct), strict=True)))
+    keys = list(zip(map(type, values), values, strict=True))
+    try:  # a label per distinct (type, value), looked up at C speed: 100,000 values
+        shown_of = {key: label(key[1]) for key in set(keys)}
+    except TypeError:  # a list among them: value by value
+        pass
+    else:
+        shown = list(map(shown_of.__getitem__, keys))
+        return pd.Series(shown, index=values.index, dtype=object, name=values.name)
     seen: dict[tuple, str] = {}
     shown = []
     for value in values:
@@ -281,6 +289,16 @@ def labels(values: pd.Series) -> pd.Series:
             text = label(value)
         shown.append(text)
     return pd.Series(shown, index=values.index, dtype=object, name=values.name)
+
+
+def label_count(values: pd.Series) -> int:
+    """``labels(values).nunique()`` from the distinct values alone: deciding which of a
+    section's config columns vary labelled 100,000 values a column."""
+    try:
+        distinct = set(zip(map(type, values), values, strict=True))
+    except TypeError:  # a list among them
+        return labels(values).nunique()
+    return len({label(value) for _, value in distinct})
 
 
 def groups(runs: pd.DataFrame, keys: list[str]) -> list[tuple[dict, pd.DataFrame]]:
@@ -313,6 +331,14 @@ def _plain(value):
     return value
 
 
+def narrowed(part: pd.DataFrame, *columns: str) -> pd.DataFrame:
+    """``part`` with only the columns ``seeded_results`` reads (seed, status, num_classes)
+    and ``columns``, those it has: a table filtering a group's runs per cell (a batch size, a
+    learning rate) copied every config column of every cell."""
+    keep = dict.fromkeys(("seed", "status", "num_classes", *columns))
+    return part[[c for c in keep if c in part]]
+
+
 def results(part: pd.DataFrame, column: str, metric: Metric, method: Method) -> np.ndarray:
     """A group's results in seed order: complete runs' values, diverged runs at chance (or
     dropped with ``--diverged exclude``); failed and unfinished runs are never results."""
@@ -330,11 +356,11 @@ def seeded_results(part: pd.DataFrame, column: str, metric: Metric, method: Meth
     100,000 runs holds hundreds.)"""
     if "seed" in part and not part["seed"].is_monotonic_increasing:
         part = part.sort_values("seed")
-    seeds = part.get("seed", part.index)
-    values = part[column] if column in part else [None] * len(part)
+    seeds = part.get("seed", part.index).tolist()
+    values = part[column].tolist() if column in part else [None] * len(part)
     by_seed: dict[int, list[float]] = {}
     for seed, status, value, classes in zip(
-        seeds, part["status"], values, part["num_classes"], strict=True
+        seeds, part["status"].tolist(), values, part["num_classes"].tolist(), strict=True
     ):
         if status == "diverged" and method.diverged == "chance":
             by_seed.setdefault(int(seed), []).append(metric.chance(float(classes)))

@@ -18,6 +18,7 @@ from normbench.report.base import (
     Metric,
     frame,
     groups,
+    narrowed,
     resolution,
     results,
     scored,
@@ -66,8 +67,10 @@ def batch_table(
         )
         row = {**values}
         cells = {}
+        slim = narrowed(part, metric.column)
+        at = part["device_batch"].to_numpy()
         for size in sizes:
-            cell = part if same_runs else part[part["device_batch"] == size]
+            cell = slim if same_runs else slim[at == size]
             cells[size] = results(cell, metric.column, metric, method)
             mean, ci = stats.mean_ci(cells[size])
             row.update({f"b{size}_mean": mean, f"b{size}_ci95": ci, f"b{size}_n": len(cells[size])})
@@ -79,9 +82,7 @@ def batch_table(
         pairs.append(
             tuple(
                 scored(
-                    seeded_results(
-                        part[part["device_batch"] == size], metric.column, metric, method
-                    ),
+                    seeded_results(slim[at == size], metric.column, metric, method),
                     metric,
                 )
                 for size in (reference, smallest)

@@ -187,8 +187,9 @@ GROUP_NAMES = ("model", "norm", "placement", "data", "precision")
 
 
 def mixed_provenance(part: pd.DataFrame) -> str:
-    """Which of code, torch version and device differ among a group's results ('' if none)."""
-    finished = part[part["status"].isin(RESULT_STATUSES)]
+    """Which of code, torch version and device differ among a group's results ('' if none).
+    (Column by column: filtering the whole part copied every column, 500 groups' worth.)"""
+    finished = part["status"].isin(RESULT_STATUSES).to_numpy()
     mixed = [
         name
         for name, column in (
@@ -196,7 +197,7 @@ def mixed_provenance(part: pd.DataFrame) -> str:
             ("torch", "torch_version"),
             ("device", "device_used"),
         )
-        if column in finished and len({label(value) for value in finished[column]}) > 1
+        if column in part and len({label(value) for value in part[column][finished]}) > 1
     ]
     return ",".join(mixed)
 

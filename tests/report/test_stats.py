@@ -57,6 +57,35 @@ def test_holm_adjusts_step_down_and_keeps_tests_not_made():
     )
 
 
+def test_all_pairs_at_once_are_the_same_floats_as_one_difference_each():
+    """compare_with_best computes every pair's difference at once (stats._pairwise): the
+    same numbers bit for bit as ``difference``, over equal, overlapping, disjoint and
+    quantised seed sets, and identical results (no noise) alike."""
+    rng = np.random.default_rng(3)
+    groups = [{s: float(rng.normal(0.8, 0.05)) for s in range(30)} for _ in range(4)]
+    groups += [
+        {int(s): round(float(rng.normal(0.8, 0.05)), 2) for s in rng.choice(40, 25, replace=False)}
+        for _ in range(4)
+    ]
+    groups += [
+        {s + 100: 0.5 for s in range(3)},
+        {s + 100: 0.5 for s in range(3)},
+        {7: 0.5, 200: 0.6},
+    ]
+    for resolution in (0.0, 0.01):
+        testable = list(range(len(groups)))
+        pairs, diff, se, df = stats._pairwise(groups, testable, resolution)
+        assert len(pairs) == len(groups) * (len(groups) - 1) // 2
+        for (i, j), *got in zip(pairs.tolist(), diff, se, df, strict=True):
+            one = stats.difference(groups[i], groups[j], resolution)
+            assert got == [one.diff, one.se, one.df]
+        p = stats._p_two_sided_all(diff, se, df)
+        assert p.tolist() == [
+            stats.p_two_sided(stats.difference(groups[i], groups[j], resolution))
+            for i, j in pairs.tolist()
+        ]
+
+
 def test_identical_results_are_not_a_noise_free_measurement():
     """The issue's three inputs: none may give a verdict with p = 0."""
     # 1. compare_with_best([.95, .95], [.93, .93]) used to be "worse" with p = 0
