@@ -97,6 +97,18 @@ def run_experiment(
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)  # a full disk, or a full quota
 
 
+def kept_outcome(run: RunDir, previous: dict, cfg: dict) -> Outcome:
+    """The Outcome of a finished run that is kept, not trained again."""
+    return Outcome(
+        run.run_id,
+        run.path,
+        previous["status"],
+        previous.get("summary", {}),
+        skipped=True,
+        stale=is_stale(previous, cfg),
+    )
+
+
 def _run_locked(
     cfg: dict,
     run: RunDir,
@@ -110,14 +122,7 @@ def _run_locked(
     if not os.access(run.path.parent, os.W_OK):  # read-only: no lock to take, nothing to write
         previous = run.read_meta()
         if run.path.parent.is_dir() and not run.needs_training(previous, cfg, rerun or Rerun()):
-            return Outcome(
-                run.run_id,
-                run.path,
-                previous["status"],
-                previous.get("summary", {}),
-                skipped=True,
-                stale=is_stale(previous, cfg),
-            )
+            return kept_outcome(run, previous, cfg)
     clean_staging(run.path.parent)
     with run.lock():  # another process training this run: wait for it, then look again
         previous = run.read_meta()
@@ -125,14 +130,7 @@ def _run_locked(
             if labels:
                 run.write_meta(labels.apply(previous))
                 record_run(run.path.parent, run.run_id)
-            return Outcome(
-                run.run_id,
-                run.path,
-                previous["status"],
-                previous.get("summary", {}),
-                skipped=True,
-                stale=is_stale(previous, cfg),
-            )
+            return kept_outcome(run, previous, cfg)
         kept = Labels(tuple((previous or {}).get("tags") or ()), (previous or {}).get("note"))
         labels = labels or Labels()
         labels = Labels(kept.tags + labels.tags, labels.note or kept.note)
