@@ -18,7 +18,17 @@ from normbench.core.errors import UsageError
 from normbench.report.base import Method
 from normbench.store import records
 from normbench.store.rundir import Rerun
-from normbench.studies import batch, claims, depth, dyt, placement, precision, qk_norm, suite
+from normbench.studies import (
+    batch,
+    claims,
+    depth,
+    dyt,
+    muon,
+    placement,
+    precision,
+    qk_norm,
+    suite,
+)
 from normbench.studies.study import Context, arguments, command_of
 from normbench.sweeps import grid as grids
 from normbench.sweeps import plan as planning
@@ -37,6 +47,7 @@ SECTIONS = (
     claims.claims,
     depth.lns,
     qk_norm.qk_norm,
+    muon.muon,
     suite.suite,
 )
 STUDIES = (
@@ -46,6 +57,7 @@ STUDIES = (
     *precision.STUDIES,
     *claims.STUDIES,
     *qk_norm.STUDIES,
+    *muon.STUDIES,
     *suite.STUDIES,
 )
 

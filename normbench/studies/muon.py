@@ -1,0 +1,259 @@
+"""Norms under Muon (Jordan et al. 2024; Liu et al. 2025, Moonlight), the optimizer of 2025's
+large language-model runs, on the muon preset: does the largest attention logit grow under
+Muon without QK-norm (Kimi Team 2025 clipped it: MuonClip), do QK-norm or Peri-LN hold it, and
+is a norm's LR sensitivity (Wortsman et al. 2023) different under Muon than under AdamW?
+
+Every comparison is paired by seed (the seed fixes the data order and the initial weights, so
+the two optimizers start from the same network) and decided by the report's statistics.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from normbench.report import stats
+from normbench.report.base import Method, Section, label
+from normbench.report.sections import build
+from normbench.report.text import fmt, with_ci
+from normbench.store.rundir import RunDir
+from normbench.studies.study import (
+    LABEL_RULE,
+    Context,
+    Prediction,
+    Study,
+    command_of,
+    load,
+    md,
+    predictions_text,
+    section_of,
+    verdict,
+)
+from normbench.studies.study import label as label_of
+
+MUON = Study(
+    "muon",
+    ["muon"],
+    ["seed=0,1", "train.max_steps=200"],
+    data="pysource",
+    smoke=("train.lr=0.01,1.0",),
+)
+STUDIES = (MUON,)
+KEYS = ["norm.name", "placement.name", "model.qk_norm"]  # a group; the optimizer is the pair
+OPTIMIZERS = ("adamw", "muon")
+# The logit's growth is compared on a log10 scale: "equivalent" means within a factor of 2.
+GROWTH_MARGIN = math.log10(2.0)
+
+
+def group_name(norm: str, placement: str, qk_norm: str) -> str:
+    """A reader's name for a group of the preset: Pre-LN, Pre-LN + QK-norm, Peri-LN, ..."""
+    base = {"layernorm": "LN", "rmsnorm": "RMSNorm", "dyt": "DyT"}.get(norm, norm)
+    where = "Peri" if placement == "sandwich" else placement.capitalize()  # peri's run name
+    name = f"{where}-{base}"
+    return name + (" + QK-norm" if qk_norm not in ("none", "-", "None") else "")
+
+
+def muon(ctx: Context) -> str:
+    selection = load(ctx.runs, "muon")
+    method = Method(reference=("train.optimizer=adamw",))
+    result = build(selection, by=[*KEYS, "train.optimizer", "train.lr"], method=method)
+    section = section_of(result)
+    table = section.tables["lr_stability"]
+    sensitivity = sensitivity_rows(table)
+    growth = logit_growth(ctx.runs, section)
+    comparisons = growth_comparisons(growth)
+    held = [
+        Prediction("Pre-LN + QK-norm against Pre-LN under Muon", "better", comparisons["qk"]),
+        Prediction("Peri-LN against Pre-LN under Muon", "better", comparisons["peri"]),
+    ]
+    against_adamw = [Prediction("Muon against AdamW, Pre-LN", "worse", comparisons["optimizer"])]
+    steps, every = (int(section.runs[k].max()) for k in ("train.max_steps", "train.eval_every"))
+    decided = [row for row in sensitivity if row["verdict"] in ("better", "worse", "equivalent")]
+    return "\n".join(
+        [
+            "## Norms under Muon: attention logits and LR sensitivity (Jordan et al. 2024; "
+            "Liu et al. 2025; Kimi Team 2025)",
+            "",
+            "**Claims.** (a) Under Muon the largest attention logit of a Transformer without "
+            "QK-norm grows, and normalizing queries and keys holds it (Kimi Team 2025 report "
+            "exploding logits under Muon and clip them, MuonClip; Wortsman et al. 2023 hold "
+            "them with QK-norm under AdamW); Peri-LN, which normalizes each sublayer's output "
+            "too (Kim et al. 2025), might hold it as well. (b) The logits explode more often "
+            "under Muon than under AdamW (Kimi Team 2025). (c) No claim, a question: is a "
+            "norm's LR sensitivity different under Muon than under AdamW?",
+            "",
+            f"**Command.** `{command_of(MUON, ctx.scale)}` (pysource; Muon at train.lr with "
+            "Moonlight's RMS matching, on the 2-D weights of the residual sublayers, AdamW on "
+            f"the rest; PaLM's z-loss 1e-4 in every group, diagnostics every {every} steps).",
+            "",
+            f"**Method, fixed before the runs.** A run's logit growth is log10 of the largest "
+            f"attention logit (over layers) at its last diagnosed step over the same at step 0; "
+            f"a seed's value is its mean over the learning-rate grid (a seed counts with a "
+            f"diagnosed run at every rate). Groups are compared on it paired by seed, Holm over "
+            f"the three comparisons, alpha 0.05, equivalent within a factor of 2 "
+            f"(+-{GROWTH_MARGIN:.3f} in log10). {LABEL_RULE}",
+            "",
+            "The largest attention logit (over layers) at the last diagnosed step, per "
+            "learning rate (geometric mean over seeds; at step 0 it is about "
+            f"{fmt(first_logit(growth))} in every group), and the seeds compared:",
+            "",
+            md(growth_table(growth), ["group", "optimizer", *growth_columns(growth), "seeds"]),
+            "",
+            f"{verdict(label_of(held))} (a) {predictions_text(held)}. "
+            f"{comparison_text(comparisons, 'qk')}; {comparison_text(comparisons, 'peri')}.",
+            "",
+            f"{verdict(label_of(against_adamw))} (b) {predictions_text(against_adamw)}. "
+            f"{comparison_text(comparisons, 'optimizer')}.",
+            "",
+            md(pd.DataFrame(sensitivity), ["group", "AdamW", "Muon", "verdict", "Muon - AdamW"]),
+            "",
+            f"(c) LR sensitivity (Wortsman et al.'s, in bits per byte; lower is less "
+            f"sensitive) under Muon against AdamW in each group, paired by seed, Holm over the "
+            f"{len(sensitivity)} comparisons, margin 0.01: decided in {len(decided)} of "
+            f"{len(sensitivity)} groups"
+            + (
+                " (" + ", ".join(f"{r['group']}: {r['verdict']}" for r in decided) + ")."
+                if decided
+                else "."
+            ),
+            "",
+            "**What this does not show.** Muon's claims are about large models and long runs "
+            "(Moonlight: 3B/16B parameters, 5.7T tokens; K2's logits exploded at 1T "
+            f"parameters); here a 4-block Transformer of width 64 for {steps} steps, where "
+            f"'grows' means over {steps} steps, not the blow-up that stops a run. Muon runs at "
+            "AdamW's rate "
+            "with RMS matching, so one rate axis moves both; Muon at its own tuned rate "
+            "(train.muon_lr) is not compared. The z-loss holds the output logits in every group.",
+        ]
+    )
+
+
+def logit_growth(runs, section: Section) -> pd.DataFrame:
+    """Per diagnosed run: its group, optimizer, learning rate, seed and logit growth (log10 of
+    the largest attention logit at the last diagnosed step over the same at step 0)."""
+    rows = []
+    for _, run in section.runs.iterrows():
+        if run["status"] not in ("complete", "diverged"):
+            continue
+        try:
+            frame = RunDir(runs, run["run_id"]).read_diagnostics()
+        except FileNotFoundError:
+            continue
+        if "max_logit" not in frame or frame["step"].nunique() < 2:
+            continue
+        by_step = frame.groupby("step")["max_logit"].max()
+        first, last = float(by_step.iloc[0]), float(by_step.iloc[-1])
+        if not (first > 0 and math.isfinite(last) and last > 0):
+            continue
+        rows.append(
+            {
+                "group": group_name(*(label(run[k]) for k in KEYS)),
+                "optimizer": label(run["train.optimizer"]),
+                "lr": label(run["train.lr"]),
+                "seed": int(run["seed"]),
+                "growth": math.log10(last / first),
+                "first": first,
+                "last": last,
+            }
+        )
+    columns = ["group", "optimizer", "lr", "seed", "growth", "first", "last"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def first_logit(growth: pd.DataFrame) -> float:
+    """The median largest attention logit at step 0 over the diagnosed runs."""
+    return float(growth["first"].median()) if len(growth) else math.nan
+
+
+def growth_by_seed(growth: pd.DataFrame, group: str, optimizer: str) -> dict[int, float]:
+    """A group's per-seed logit growth under one optimizer: the mean over the rate grid, for
+    the seeds with a diagnosed run at every rate of the study."""
+    part = growth[(growth["group"] == group) & (growth["optimizer"] == optimizer)]
+    grid = set(growth["lr"])
+    return {
+        int(seed): float(runs["growth"].mean())
+        for seed, runs in part.groupby("seed")
+        if set(runs["lr"]) == grid
+    }
+
+
+def growth_comparisons(growth: pd.DataFrame) -> dict[str, str | stats.Verdict]:
+    """The three paired comparisons of logit growth, Holm over them (lower growth is better):
+    Pre-LN + QK-norm and Peri-LN each against Pre-LN under Muon, Muon against AdamW for
+    Pre-LN. The verdicts under their names, the Verdicts under ``<name>_verdict``."""
+    samples = [
+        growth_by_seed(growth, group, optimizer)
+        for group, optimizer in (
+            ("Pre-LN", "muon"),
+            ("Pre-LN + QK-norm", "muon"),
+            ("Peri-LN", "muon"),
+            ("Pre-LN", "adamw"),
+        )
+    ]
+    lower_is_better = [{seed: -value for seed, value in s.items()} for s in samples]
+    # group 1 and 2 against 0 (Pre-LN under Muon); group 0 against 3 (Pre-LN under AdamW)
+    verdicts = stats.compare_with_references(lower_is_better, [3, 0, 0, 3], 0.05, GROWTH_MARGIN)
+    named = {"qk": verdicts[1], "peri": verdicts[2], "optimizer": verdicts[0]}
+    out: dict[str, str | stats.Verdict] = {name: v.verdict for name, v in named.items()}
+    out.update({f"{name}_verdict": v for name, v in named.items()})
+    return out
+
+
+def comparison_text(comparisons: dict, name: str) -> str:
+    """One comparison's difference in log10 growth with its interval (positive: grows more)."""
+    what = {
+        "qk": "QK-norm - Pre-LN",
+        "peri": "Peri-LN - Pre-LN",
+        "optimizer": "Muon - AdamW",
+    }[name]
+    found: stats.Verdict = comparisons[f"{name}_verdict"]
+    if not math.isfinite(found.ci_low):
+        return f"{what}: {found.verdict} ({found.reason})"
+    return (
+        f"{what}: {-found.diff:+.2f} [{-found.ci_high:+.2f}, {-found.ci_low:+.2f}] (90% CI) in "
+        f"log10 growth, a factor of {10**-found.diff:.3g}"
+    )
+
+
+def growth_columns(growth: pd.DataFrame) -> list[str]:
+    return [f"lr={rate}" for rate in sorted(set(growth["lr"]), key=float)]
+
+
+def growth_table(growth: pd.DataFrame) -> pd.DataFrame:
+    """Per group and optimizer: the largest attention logit at the last diagnosed step per
+    learning rate (geometric mean over seeds), and the seeds of the paired comparison."""
+    rows = []
+    for (group, optimizer), part in growth.groupby(["group", "optimizer"]):
+        row = {"group": group, "optimizer": optimizer}
+        for rate, cell in part.groupby("lr"):
+            row[f"lr={rate}"] = fmt(float(np.exp(np.log(cell["last"]).mean())))
+        row["seeds"] = len(growth_by_seed(growth, group, optimizer))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def sensitivity_rows(table: pd.DataFrame) -> list[dict]:
+    """Per group: LR sensitivity under AdamW and under Muon (mean, 95% interval), and Muon's
+    verdict against AdamW with its paired difference and 90% interval."""
+    rows = []
+    for values, part in table.groupby([k for k in KEYS if k in table]):
+        names = dict(zip([k for k in KEYS if k in table], values, strict=True))
+        by = {label(r["train.optimizer"]): r for _, r in part.iterrows()}
+        if set(by) != set(OPTIMIZERS):
+            continue
+        adamw, muon_row = by["adamw"], by["muon"]
+        low, high = muon_row["lr_sensitivity_diff_ci_low"], muon_row["lr_sensitivity_diff_ci_high"]
+        rows.append(
+            {
+                "group": group_name(*(label(names.get(k, "-")) for k in KEYS)),
+                "AdamW": with_ci(adamw["lr_sensitivity"], adamw["lr_sensitivity_ci95"]),
+                "Muon": with_ci(muon_row["lr_sensitivity"], muon_row["lr_sensitivity_ci95"]),
+                "verdict": muon_row["lr_sensitivity_verdict"],
+                "Muon - AdamW": "-"
+                if low != low
+                else f"{muon_row['lr_sensitivity_diff']:+.3f} [{low:+.3f}, {high:+.3f}]",
+            }
+        )
+    return rows
