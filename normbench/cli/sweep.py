@@ -255,7 +255,7 @@ def _tuned(
     from rich.text import Text
 
     from normbench.core.errors import UsageError
-    from normbench.sweeps import adaptive, tuned
+    from normbench.sweeps import adaptive, tuned, tuned_view
     from normbench.sweeps import grid as grids
     from normbench.sweeps.session import looks_text
 
@@ -264,7 +264,7 @@ def _tuned(
     grid.name = name or grid.name
     design = tuned.design(grid, space, tune_seeds, eta, tune_trials)
     if dry_run:
-        tuned.print_plan(console, design, runs_dir, launch.rerun)
+        tuned_view.print_plan(console, design, runs_dir, launch.rerun)
         return
     if max_seeds is not None:
         adaptive.design(grid, max_seeds, method)  # refuse a bad --max-seeds before tuning
@@ -288,12 +288,12 @@ def _tuned(
     summary = session.finish()
     console.line()
     console.print(session.summary())
-    console.print(tuned.choices_table(design, choices))
+    console.print(tuned_view.choices_table(design, choices))
     for note in design.notes:
         console.print(Text(note, style="bold red"), soft_wrap=True)
     if plan:
         console.print(looks_text(plan, looks, session), soft_wrap=True)
-    for line in tuned.verdict_lines(design, session.jobs, runs_dir, method):
+    for line in tuned_view.verdict_lines(design, session.jobs, runs_dir, method):
         console.print(line, soft_wrap=True)
     where = f" --runs-dir {runs_dir}" if runs_dir != Path("runs") else ""
     console.print(f"results: normbench report --sweep {grid.name}{where}", soft_wrap=True)

@@ -29,7 +29,7 @@ from normbench.studies import (
     qk_norm,
     suite,
 )
-from normbench.studies.study import Context, arguments, command_of
+from normbench.studies.study import Context, arguments, command_of, tune_of
 from normbench.sweeps import grid as grids
 from normbench.sweeps import plan as planning
 from normbench.sweeps import tuned
@@ -96,7 +96,8 @@ def run_studies(runs: Path, jobs: int, scale: str, console: Console) -> None:
                 f", about {eta / 60:.0f} min)" if eta is not None else ")"
             )
             if study.tune:  # each group at its own best: tuning, then confirmation
-                design = tuned.design(grid, tuned.parse_space(list(study.tune), preset))
+                space = tuned.parse_space(tune_of(study, scale), preset)
+                design = tuned.design(grid, space, tuning_seeds=study.tune_seeds)
                 with tuned.session(design, runs, launch, console, runner=pool, command=argv) as s:
                     tuned.run(s, design, launch.rerun, None, Method())
                     s.finish()

@@ -49,6 +49,7 @@ class Study:
     # A tuned study (normbench.sweeps.tuned): KEY=v1,v2,... each group tunes on tuning seeds
     # before its confirmation runs, which are the study's runs; its verdicts are on test.
     tune: tuple[str, ...] = ()
+    tune_seeds: int = 2  # tuning seeds per candidate (--tune-seeds)
 
 
 @dataclass(frozen=True)
@@ -93,9 +94,21 @@ def report(
     return build(selection, by=by, method=chosen)
 
 
+def tune_of(study: Study, scale: str) -> list[str]:
+    """The study's tuned keys at a scale: at --smoke each key's first two values (two
+    candidates: one rung, the least a tuned comparison runs)."""
+    if scale != "smoke":
+        return list(study.tune)
+    return [
+        f"{key}={','.join(values.split(',')[:2])}"
+        for key, _, values in (item.partition("=") for item in study.tune)
+    ]
+
+
 def command_of(study: Study, scale: str) -> str:
-    tune = "".join(f" --tune {value}" for value in study.tune)
-    return "normbench sweep " + " ".join(arguments(study, scale)) + tune
+    tune = "".join(f" --tune {value}" for value in tune_of(study, scale))
+    seeds = f" --tune-seeds {study.tune_seeds}" if study.tune and study.tune_seeds != 2 else ""
+    return "normbench sweep " + " ".join(arguments(study, scale)) + tune + seeds
 
 
 def md(frame: pd.DataFrame, columns: list[str]) -> str:

@@ -33,14 +33,13 @@ from pathlib import Path
 
 import pandas as pd
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from normbench.core.errors import UsageError
 from normbench.core.keys import shown
 from normbench.experiment.compose import parse_overrides
+from normbench.experiment.options import schema_for
 from normbench.experiment.probe import compose_checked
-from normbench.report.base import ACCURACY, Method, Metric, label, metric_of
+from normbench.report.base import ACCURACY, Method, Metric, metric_of
 from normbench.store import catalog
 from normbench.store.rundir import Rerun, run_id
 from normbench.sweeps import adaptive, halving
@@ -96,6 +95,7 @@ class Group:
     candidates: list[tuple[str, ...]]
     space: int
     keys: list[str]  # the tuned keys this group takes (a key its norm ignores is left out)
+    max_steps: int  # its runs' train.max_steps: the full budget of its last rung
 
     @property
     def seeds(self) -> list[int]:
@@ -104,17 +104,30 @@ class Group:
 
 @dataclass
 class Design:
-    """The tuned comparison's plan: groups, rungs, tuning seeds, the budget."""
+    """The tuned comparison's plan: groups, rungs, tuning seeds, the budget. Each group's
+    rungs end at its own runs' train.max_steps (the suite's workloads train 400 to 800 steps);
+    groups that are compared with each other (one setting) share it, so their budgets are
+    equal in steps as well as trials."""
 
     grid: Sweep
     space: dict[str, list[str]]
     groups: list[Group]
     trials: int
-    schedule: list[halving.Rung]
     tuning_seeds: list[int]
     eta: int
-    max_steps: int
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def step_budgets(self) -> list[int]:
+        """The distinct train.max_steps of the groups, in increasing order."""
+        return sorted({g.max_steps for g in self.groups})
+
+    @property
+    def rung_count(self) -> int:
+        return len(halving.rungs(self.trials, 1, self.eta))
+
+    def rungs_at(self, max_steps: int) -> list[halving.Rung]:
+        return halving.rungs(self.trials, max_steps, self.eta)
 
     @property
     def equal(self) -> bool:
@@ -126,7 +139,10 @@ class Design:
         group with one candidate (it takes none of the tuned keys: nothing to choose)."""
         if len(group.candidates) < 2:
             return []
-        return [halving.Rung(min(r.keep, len(group.candidates)), r.steps) for r in self.schedule]
+        return [
+            halving.Rung(min(r.keep, len(group.candidates)), r.steps)
+            for r in self.rungs_at(group.max_steps)
+        ]
 
     def steps_of(self, group: Group) -> int:
         return halving.steps_spent(self.schedule_of(group), len(self.tuning_seeds))
@@ -134,7 +150,7 @@ class Design:
     def full_grid_steps(self, group: Group) -> int:
         if len(group.candidates) < 2:
             return 0
-        return len(group.candidates) * self.max_steps * len(self.tuning_seeds)
+        return len(group.candidates) * group.max_steps * len(self.tuning_seeds)
 
 
 def _strip(overrides: list[str], keys) -> list[str]:
@@ -150,7 +166,8 @@ def design(
 ) -> Design:
     """Plan both phases: the groups of the grid, each group's distinct candidates, the equal
     budget and the rungs. Refused in one line: a tuned key that is also an axis of the grid,
-    a grid seed among the tuning seeds, a grid without a step budget, bad counts."""
+    a grid seed among the tuning seeds, a grid without a step budget, groups of one setting
+    with different step budgets, bad counts."""
     if tuning_seeds < 1:
         raise UsageError(f"--tune-seeds {tuning_seeds}: valid: an integer >= 1")
     if eta < 2:
@@ -167,13 +184,11 @@ def design(
         raise UsageError(
             f"seed: the tuning seeds are {TUNING_SEED} and up; the grid's seeds must be below"
         )
-    steps = {job.cfg["train"]["max_steps"] for job in grid.jobs}
-    if None in steps or len(steps) > 1:
+    if any(job.cfg["train"]["max_steps"] is None for job in grid.jobs):
         raise UsageError(
-            "--tune: the tuning budget is in steps: every run of the grid needs the same "
-            f"train.max_steps (found {', '.join(sorted(map(str, steps)))})"
+            "--tune: the tuning budget is in steps: every run of the grid needs "
+            "train.max_steps (found train.epochs)"
         )
-    (max_steps,) = steps
     members: dict[str, list[Job]] = defaultdict(list)
     for job in grid.jobs:
         members[adaptive.group_key(job.cfg)].append(job)
@@ -182,8 +197,14 @@ def design(
     for key, jobs in members.items():
         present = dict(o.split("=", 1) for o in jobs[0].overrides)
         label = " ".join(f"{a}={present[a]}" for a in shown_axes if a in present) or "all"
+        steps = {job.cfg["train"]["max_steps"] for job in jobs}
+        if len(steps) > 1:
+            raise UsageError(
+                f"--tune, group {label}: its runs train {', '.join(map(str, sorted(steps)))} "
+                "steps; valid: one train.max_steps per group (the tuning budget is in steps)"
+            )
         base = _strip(jobs[0].overrides, {"seed", "train.max_steps", *space})
-        groups.append(_group(key, label, jobs, base, space, max_steps))
+        groups.append(_group(key, label, jobs, base, space, steps.pop()))
     tuning = [g.space for g in groups if g.space > 1]
     if not tuning:
         raise UsageError(
@@ -196,17 +217,26 @@ def design(
             drawn = random.Random(f"normbench-tune {group.key}").sample(range(group.space), budget)
             group.candidates = [group.candidates[i] for i in sorted(drawn)]
     seeds = [TUNING_SEED + i for i in range(tuning_seeds)]
-    result = Design(
-        grid, space, groups, budget, halving.rungs(budget, max_steps, eta), seeds, eta, max_steps
-    )
+    _same_budget_per_setting(groups)
+    result = Design(grid, space, groups, budget, seeds, eta)
     if not result.equal:
         result.notes.append(unequal_note(result))
+    if len(result.step_budgets) > 1:
+        budgets = ", ".join(map(str, result.step_budgets))
+        result.notes.append(
+            f"step budgets per setting: {budgets}; the rungs shown are the longest's, and each "
+            "group trains its rungs in proportion to its own (equal within a setting)"
+        )
     return result
 
 
 def _group(key, label, jobs, base, space, max_steps) -> Group:
-    """A group's distinct candidates: every combination of the tuned values, composed once;
-    one that composes to a run id already seen is the same run (a key its norm ignores)."""
+    """A group's distinct candidates: every combination of the tuned values it takes (a key
+    that is not in its config's schema, ``norm.alpha_init`` for LayerNorm, is left out),
+    composed once; one that composes to a run id already seen is the same run (a key its norm
+    reads but ignores at these settings)."""
+    keys = schema_for(jobs[0].cfg)
+    space = {key: values for key, values in space.items() if key in keys}
     seen, candidates = {}, []
     for values in itertools.product(*space.values()):
         overrides = tuple(f"{k}={v}" for k, v in zip(space, values, strict=True))
@@ -218,7 +248,22 @@ def _group(key, label, jobs, base, space, max_steps) -> Group:
     flat = [dict(o.split("=", 1) for o in c) for c in candidates]
     taken = [k for k in space if len({f[k] for f in flat}) > 1]
     candidates = [tuple(f"{k}={f[k]}" for k in taken) for f in flat]
-    return Group(key, label, jobs, base, candidates, len(candidates), taken)
+    return Group(key, label, jobs, base, candidates, len(candidates), taken, max_steps)
+
+
+def _same_budget_per_setting(groups: list[Group]) -> None:
+    """Groups compared with each other share a step budget: the groups of one setting (the
+    data set and model, as the report's sections split them) all train as many steps."""
+    by_setting: dict[str, set[int]] = defaultdict(set)
+    for group in groups:
+        cfg = group.jobs[0].cfg
+        by_setting[f"data={cfg['data']['name']} model={cfg['model']['name']}"].add(group.max_steps)
+    for setting, steps in by_setting.items():
+        if len(steps) > 1:
+            raise UsageError(
+                f"--tune: the groups of {setting} train {', '.join(map(str, sorted(steps)))} "
+                "steps; valid: one train.max_steps per setting (an equal budget in steps)"
+            )
 
 
 def _compose(base: list[str], candidate, seed: int, steps: int, label: str) -> dict:
@@ -356,19 +401,23 @@ def tune(session: Session, tuned: Design, rerun: Rerun) -> list[Choice]:
     trained: dict[str, list[dict[tuple, list[Job]]]] = {g.key: [] for g in tuned.groups}
     tuning_runs: list[str] = []
     choices: list[Choice] = []
-    for index, rung in enumerate(tuned.schedule):
+    for index in range(tuned.rung_count):
         jobs = []
         for group in tuned.groups:
-            if not tuned.schedule_of(group):
+            schedule = tuned.schedule_of(group)
+            if not schedule:
                 continue
-            keep = min(rung.keep, len(group.candidates))
-            batch = rung_jobs(tuned, group, alive[group.key][:keep], rung.steps)
+            rung = schedule[index]
+            batch = rung_jobs(tuned, group, alive[group.key][: rung.keep], rung.steps)
             trained[group.key].append(batch)
             jobs += [job for js in batch.values() for job in js]
         tuning_runs += [job.run_id for job in jobs]
         session.save(tuning=state(tuned, "tuning", index + 1, tuning_runs, choices))
         todo = planning.plan(Sweep(tuned.grid.name, None, jobs), session.runs_dir, rerun).todo
-        title = f"tuning, rung {index + 1} of {len(tuned.schedule)}: {rung.steps} steps"
+        steps = "/".join(
+            str(r.steps) for r in (tuned.rungs_at(m)[index] for m in tuned.step_budgets)
+        )
+        title = f"tuning, rung {index + 1} of {tuned.rung_count}: {steps} steps"
         session.run(todo, title=title, among=jobs)
         choices = []
         frame = tuning_frame(session.runs_dir, tuning_runs)
@@ -380,22 +429,24 @@ def tune(session: Session, tuned: Design, rerun: Rerun) -> list[Choice]:
             alive[group.key], choice = choose(tuned, group, trained[group.key], frame)
             if choice:
                 choices.append(choice)
-    session.save(tuning=state(tuned, "confirmation", len(tuned.schedule), tuning_runs, choices))
+    session.save(tuning=state(tuned, "confirmation", tuned.rung_count, tuning_runs, choices))
     return choices
 
 
 def state(tuned: Design, phase: str, rung: int, runs: list[str], choices: list[Choice]) -> dict:
     """The record's ``tuning``: the phase the sweep is in, the design and, once tuning has
-    ended, each group's choice."""
+    ended, each group's choice. ``rungs``: at the longest step budget (a group of a shorter
+    one trains its rungs in proportion: a note says so)."""
+    longest = tuned.step_budgets[-1]
     return {
         "phase": phase,
         "rung": rung,
-        "rungs": [{"keep": r.keep, "steps": r.steps} for r in tuned.schedule],
+        "rungs": [{"keep": r.keep, "steps": r.steps} for r in tuned.rungs_at(longest)],
         "space": tuned.space,
         "trials": tuned.trials,
         "eta": tuned.eta,
         "tuning_seeds": tuned.tuning_seeds,
-        "max_steps": tuned.max_steps,
+        "max_steps": longest if len(tuned.step_budgets) == 1 else tuned.step_budgets,
         "equal_budget": tuned.equal,
         "notes": tuned.notes,
         "selection": "final validation metric, mean over the tuning seeds; verdicts on test "
@@ -446,113 +497,3 @@ def run(
     looks = until_decided(session, plan, todo, title="confirmation, round")
     session.extra["tuning"]["phase"] = "done"
     return choices, plan, looks
-
-
-def choices_table(tuned: Design, choices: list[Choice]) -> Table:
-    """What tuning chose, per group: the budget, the value, how firm."""
-    table = Table(title="tuned: each group at its own best (chosen on validation)", min_width=40)
-    for column in ("group", "trials", "steps", "chosen", "val", "gap", "wins"):
-        text = column in ("group", "chosen")
-        table.add_column(column, justify="left" if text else "right", overflow="fold")
-    for choice in choices:
-        record = choice.record(tuned)
-        table.add_row(
-            record["group"],
-            str(record["trials"]),
-            f"{record['steps']:,}",
-            " ".join(choice.chosen) or "-",
-            _num(record["value"]),
-            _num(record["gap"]),
-            "-" if record["win_rate"] is None else f"{record['win_rate']:.0%}",
-        )
-    return table
-
-
-def verdict_lines(tuned: Design, jobs: list[Job], runs_dir: Path, method: Method):
-    """The confirmation's verdicts on test, one line per group: what a tuned comparison
-    answers (``report --sweep NAME`` has the full tables)."""
-    result = adaptive.look_at(jobs, runs_dir, method.with_(test=True))
-    lines = []
-    for section in result.sections if result else []:
-        table = section.tables["convergence"]
-        against = "reference" if "diff_vs_reference" in table else "best"
-        where = " ".join(f"{k}={label(v)}" for k, v in section.setting.items())
-        for _, row in table.iterrows():
-            keys = [k for k in section.keys if k not in tuned.space]
-            group = " ".join(f"{k.removesuffix('.name')}={label(row[k])}" for k in keys)
-            diff = row[f"diff_vs_{against}"]
-            text = (
-                f"{row['verdict']}"
-                if row["verdict"] == "reference" or not math.isfinite(diff)
-                else f"{row['verdict']} against the {against}: {diff:+.4g} "
-                f"[{row['diff_ci_low']:.4g}, {row['diff_ci_high']:.4g}] test "
-                f"{section.metric.label.replace('val ', '')}"
-            )
-            lines.append(f"{where + ': ' if where else ''}{group or 'all'}, tuned: {text}")
-    return lines
-
-
-def _num(value) -> str:
-    return "-" if value is None else f"{value:.4g}"
-
-
-def print_plan(console: Console, tuned: Design, runs_dir: Path, rerun: Rerun) -> None:
-    """``--dry-run`` of a tuned comparison: both phases and the budget."""
-    seeds = len(tuned.tuning_seeds)
-    console.print(
-        Text(
-            f"tuned sweep {tuned.grid.name}: {len(tuned.groups)} groups; tuning "
-            f"{', '.join(tuned.space)} on seeds {', '.join(map(str, tuned.tuning_seeds))} "
-            f"by successive halving (eta {tuned.eta}), chosen on validation",
-            style="bold",
-        ),
-        soft_wrap=True,
-    )
-    rungs = "; ".join(
-        f"rung {i + 1}: {r.keep} candidate(s) x {r.steps} steps"
-        for i, r in enumerate(tuned.schedule)
-    )
-    console.print(
-        f"phase 1, tuning: {tuned.trials} trials per group x {seeds} seed(s); {rungs}",
-        soft_wrap=True,
-    )
-    total = full = 0
-    for group in tuned.groups:
-        steps, grid_steps = tuned.steps_of(group), tuned.full_grid_steps(group)
-        total, full = total + steps, full + grid_steps
-        sampled = f" (sampled from {group.space})" if group.space > len(group.candidates) else ""
-        if group.space < 2:
-            console.print(
-                f"  {group.label}: takes none of the tuned keys: confirmed at its only value",
-                soft_wrap=True,
-            )
-            continue
-        keys = ", ".join(group.keys)
-        console.print(
-            f"  {group.label}: tunes {keys}; {len(group.candidates)} candidates{sampled}: "
-            f"{' | '.join(' '.join(c) for c in group.candidates)}; {steps:,} steps",
-            soft_wrap=True,
-        )
-    first = [
-        j
-        for g in tuned.groups
-        if tuned.schedule_of(g)
-        for js in rung_jobs(tuned, g, g.candidates, tuned.schedule[0].steps).values()
-        for j in js
-    ]
-    done = len(first) - len(planning.plan(Sweep("rung", None, first), runs_dir, rerun).todo)
-    console.print(
-        f"  budget: {total:,} steps of tuning in all (the full grid: {full:,}); rung 1: "
-        f"{len(first)} runs, {done} already complete",
-        soft_wrap=True,
-    )
-    for note in tuned.notes:
-        console.print(Text(note, style="bold red"), soft_wrap=True)
-    runs = sum(len(g.jobs) for g in tuned.groups)
-    seeds_text = sorted({s for g in tuned.groups for s in g.seeds})
-    console.print(
-        f"phase 2, confirmation: each group at its chosen value on seeds "
-        f"{', '.join(map(str, seeds_text))} (fresh, paired across groups): {runs} runs of "
-        f"{tuned.max_steps} steps; verdicts on test from these runs only",
-        soft_wrap=True,
-    )

@@ -287,3 +287,24 @@ def test_tuned_sweep_end_to_end(tmp_path):
     assert record["tuning"]["phase"] == "done" and len(record["runs"]) == 2
     report = runner.invoke(app, ["report", "--sweep", "e2e", "--runs-dir", str(runs)])
     assert report.exit_code == 0 and "tuned: e2e" in report.stdout
+
+
+def test_each_setting_tunes_at_its_own_step_budget():
+    # The suite's workloads train 600 (MNIST-1D, digits), 800 (tokens) and 400 (pysource)
+    # steps: each group's rungs end at its own budget, equal within a setting.
+    grid = grids.expand("suite", ["seed=0", "norm=layernorm,dyt"])
+    design = tuned.design(grid, {"train.lr": LRS}, tuning_seeds=1)
+    assert design.step_budgets == [400, 600, 800]
+    for group in design.groups:
+        assert design.schedule_of(group)[-1].steps == group.max_steps
+        assert design.full_grid_steps(group) == 4 * group.max_steps
+    assert any("step budgets per setting: 400, 600, 800" in note for note in design.notes)
+    state = tuned.state(design, "tuning", 1, [], [])
+    assert state["max_steps"] == [400, 600, 800] and state["rungs"][-1]["steps"] == 800
+
+
+def test_one_setting_at_two_step_budgets_is_refused():
+    grid = grids.expand(None, [*QUICK, "norm=layernorm,groupnorm", "seed=0"])
+    grid.jobs[0].cfg["train"]["max_steps"] = 16  # layernorm's run, as a preset grid could
+    with pytest.raises(UsageError, match="one train.max_steps per"):
+        tuned.design(grid, {"train.lr": LRS})

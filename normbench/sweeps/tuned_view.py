@@ -1,0 +1,134 @@
+"""What a tuned comparison prints (normbench.sweeps.tuned): its plan for ``--dry-run``, the
+choices once tuning has ended, and the confirmation's verdicts on test, one line per group."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from normbench.report.base import Method, label
+from normbench.store.rundir import Rerun
+from normbench.sweeps import adaptive
+from normbench.sweeps import plan as planning
+from normbench.sweeps.grid import Job, Sweep
+from normbench.sweeps.tuned import Choice, Design, rung_jobs
+
+
+def choices_table(tuned: Design, choices: list[Choice]) -> Table:
+    """What tuning chose, per group: the budget, the value, how firm."""
+    table = Table(title="tuned: each group at its own best (chosen on validation)", min_width=40)
+    for column in ("group", "trials", "steps", "chosen", "val", "gap", "wins"):
+        text = column in ("group", "chosen")
+        table.add_column(column, justify="left" if text else "right", overflow="fold")
+    for choice in choices:
+        record = choice.record(tuned)
+        table.add_row(
+            record["group"],
+            str(record["trials"]),
+            f"{record['steps']:,}",
+            " ".join(choice.chosen) or "-",
+            _num(record["value"]),
+            _num(record["gap"]),
+            "-" if record["win_rate"] is None else f"{record['win_rate']:.0%}",
+        )
+    return table
+
+
+def verdict_lines(tuned: Design, jobs: list[Job], runs_dir: Path, method: Method):
+    """The confirmation's verdicts on test, one line per group: what a tuned comparison
+    answers (``report --sweep NAME`` has the full tables)."""
+    result = adaptive.look_at(jobs, runs_dir, method.with_(test=True))
+    lines = []
+    sections = result.sections if result else []
+    for section in sections:
+        table = section.tables["convergence"]
+        against = "reference" if "diff_vs_reference" in table else "best"
+        where = " ".join(  # what tells this section from the others (data.name=tokens)
+            f"{k.removesuffix('.name')}={label(v)}"
+            for k, v in section.setting.items()
+            if label(v) != "-" and len({label(s.setting.get(k)) for s in sections}) > 1
+        )
+        for _, row in table.iterrows():
+            keys = [k for k in section.keys if k not in tuned.space]
+            group = " ".join(f"{k.removesuffix('.name')}={label(row[k])}" for k in keys)
+            diff = row[f"diff_vs_{against}"]
+            text = (
+                f"{row['verdict']}"
+                if row["verdict"] == "reference" or not math.isfinite(diff)
+                else f"{row['verdict']} against the {against}: {diff:+.4g} "
+                f"[{row['diff_ci_low']:.4g}, {row['diff_ci_high']:.4g}] test "
+                f"{section.metric.label.replace('val ', '')}"
+            )
+            lines.append(f"{where + ': ' if where else ''}{group or 'all'}, tuned: {text}")
+    return lines
+
+
+def _num(value) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def print_plan(console: Console, tuned: Design, runs_dir: Path, rerun: Rerun) -> None:
+    """``--dry-run`` of a tuned comparison: both phases and the budget."""
+    seeds = len(tuned.tuning_seeds)
+    console.print(
+        Text(
+            f"tuned sweep {tuned.grid.name}: {len(tuned.groups)} groups; tuning "
+            f"{', '.join(tuned.space)} on seeds {', '.join(map(str, tuned.tuning_seeds))} "
+            f"by successive halving (eta {tuned.eta}), chosen on validation",
+            style="bold",
+        ),
+        soft_wrap=True,
+    )
+    at = [tuned.rungs_at(steps) for steps in tuned.step_budgets]
+    rungs = "; ".join(
+        f"rung {i + 1}: {r.keep} candidate(s) x {'/'.join(str(a[i].steps) for a in at)} steps"
+        for i, r in enumerate(at[-1])
+    )
+    console.print(
+        f"phase 1, tuning: {tuned.trials} trials per group x {seeds} seed(s); {rungs}",
+        soft_wrap=True,
+    )
+    total = full = 0
+    for group in tuned.groups:
+        steps, grid_steps = tuned.steps_of(group), tuned.full_grid_steps(group)
+        total, full = total + steps, full + grid_steps
+        sampled = f" (sampled from {group.space})" if group.space > len(group.candidates) else ""
+        if group.space < 2:
+            console.print(
+                f"  {group.label}: takes none of the tuned keys: confirmed at its only value",
+                soft_wrap=True,
+            )
+            continue
+        keys = ", ".join(group.keys)
+        console.print(
+            f"  {group.label}: tunes {keys}; {len(group.candidates)} candidates{sampled}: "
+            f"{' | '.join(' '.join(c) for c in group.candidates)}; {steps:,} steps",
+            soft_wrap=True,
+        )
+    first = [
+        j
+        for g in tuned.groups
+        if tuned.schedule_of(g)
+        for js in rung_jobs(tuned, g, g.candidates, tuned.schedule_of(g)[0].steps).values()
+        for j in js
+    ]
+    done = len(first) - len(planning.plan(Sweep("rung", None, first), runs_dir, rerun).todo)
+    console.print(
+        f"  budget: {total:,} steps of tuning in all (the full grid: {full:,}); rung 1: "
+        f"{len(first)} runs, {done} already complete",
+        soft_wrap=True,
+    )
+    for note in tuned.notes:
+        console.print(Text(note, style="bold red"), soft_wrap=True)
+    runs = sum(len(g.jobs) for g in tuned.groups)
+    seeds_text = sorted({s for g in tuned.groups for s in g.seeds})
+    console.print(
+        f"phase 2, confirmation: each group at its chosen value on seeds "
+        f"{', '.join(map(str, seeds_text))} (fresh, paired across groups): {runs} runs of "
+        f"{'/'.join(map(str, tuned.step_budgets))} steps; verdicts on test from these runs only",
+        soft_wrap=True,
+    )
