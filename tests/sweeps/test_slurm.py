@@ -7,6 +7,7 @@ starts the daemons; without root or apt-get these tests are skipped, saying why.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -189,6 +190,28 @@ def test_a_sweep_runs_on_slurm_and_a_rerun_trains_nothing(tmp_path):
     again = sweep(runs, *args)
     assert again.returncode == 0 and "2 runs: 2 complete; 0 to run" in again.stdout
     assert metas(runs) == before and len(job_ids(runs)) == 1  # nothing submitted
+
+
+def test_a_tuned_sweep_runs_both_phases_on_slurm(tmp_path):
+    """--tune with --launcher slurm: each rung and the confirmation are job arrays; the record
+    lists the confirmation runs alone and says the tuning is done."""
+    runs = tmp_path / "runs"
+    args = [*QUICK, "norm=batchnorm,layernorm", "--tune", "train.lr=0.001,0.01"]
+    done = sweep(runs, *args, "--tune-seeds", "1", *SLURM, "--name", "tuned")
+    assert done.returncode == 0, done.stdout + done.stderr
+    record = next((runs / "sweeps").glob("tuned-*.json"))
+    state = json.loads(record.read_text())
+    assert state["tuning"]["phase"] == "done"
+    assert {group["chosen"]["train.lr"] for group in state["tuning"]["groups"]} <= {
+        "0.001",
+        "0.01",
+    }
+    by_seed = {name: int(re.search(r"-s(\d+)-", name)[1]) for name in metas(runs)}
+    assert sorted(by_seed.values()) == [0, 0, 1_000_000, 1_000_000, 1_000_000, 1_000_000]
+    assert sorted(run["run_id"] for run in state["runs"]) == sorted(
+        n for n, seed in by_seed.items() if seed == 0
+    )
+    assert statuses(runs) == ["complete"] * 6 and len(job_ids(runs)) == 2  # rung, confirmation
 
 
 def test_a_refused_submission_is_one_line_exit_2_and_leaves_nothing(tmp_path):
