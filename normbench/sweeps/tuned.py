@@ -42,7 +42,7 @@ from normbench.experiment.probe import compose_checked
 from normbench.report.base import ACCURACY, Method, Metric, metric_of
 from normbench.store import catalog
 from normbench.store.rundir import Rerun, run_id
-from normbench.sweeps import adaptive, halving
+from normbench.sweeps import adaptive, halving, search
 from normbench.sweeps import plan as planning
 from normbench.sweeps.grid import Job, Sweep
 from normbench.sweeps.presets import load_preset
@@ -53,31 +53,26 @@ NOT_TUNABLE = ("seed", "train.max_steps", "train.epochs")  # the seeds and the b
 
 
 # ---------------------------------------------------------------------------- the space
-def parse_space(given: list[str], preset: str | None) -> dict[str, list[str]]:
+def parse_space(given: list[str], preset: str | None) -> dict[str, search.Values]:
     """The tuned keys and their values: the preset's ``tune:`` with ``--tune KEY=v1,v2,...``
     replacing a key of the same name; each key at least two values, none of them the seed or
     the budget."""
-    space = dict(load_preset(preset)["tune"]) if preset else {}
-    space = {key: values.split(",") for key, values in space.items()}
-    for text in given:
+    preset_space = dict(load_preset(preset)["tune"]) if preset else {}
+    space: dict[str, search.Values] = {}
+    for text in [f"{key}={values}" for key, values in preset_space.items()] + list(given):
         (override,) = parse_overrides([text]) if "=" in text else (None,)
         if override is None or override.is_delete() or override.is_add():
             raise UsageError(
                 f"--tune {shown(text)}: valid: KEY=v1,v2,... (e.g. train.lr=1e-3,3e-3)"
             )
-        values = (
-            list(override.sweep_string_iterator())
-            if override.is_sweep_override()
-            else [override.get_value_element_as_str()]
-        )
-        space[override.key_or_group] = values
+        space[override.key_or_group] = search.values_of(override.key_or_group, override)
     for key, values in space.items():
         if key in NOT_TUNABLE:
             raise UsageError(
                 f"--tune {key}: not tunable (the seeds and the budget are the design's); "
                 "valid: any other config key, e.g. train.lr"
             )
-        if len(set(values)) < 2:
+        if isinstance(values, list) and len(set(values)) < 2:
             raise UsageError(f"--tune {key}={','.join(values)}: give at least two values")
     return space
 
@@ -93,7 +88,7 @@ class Group:
     jobs: list[Job]
     base: list[str]
     candidates: list[tuple[str, ...]]
-    space: int
+    space: float  # its distinct candidates; math.inf when a key it takes is an interval
     keys: list[str]  # the tuned keys this group takes (a key its norm ignores is left out)
     max_steps: int  # its runs' train.max_steps: the full budget of its last rung
 
@@ -211,9 +206,18 @@ def design(
             f"--tune {', '.join(space)}: no group of the grid takes these keys (its norm "
             "ignores them); valid: a key some group reads, e.g. train.lr"
         )
-    budget = trials or min(tuning)
+    if trials is None and not any(math.isfinite(size) for size in tuning):
+        continuous = ", ".join(k for k, v in space.items() if isinstance(v, search.Interval))
+        raise UsageError(
+            f"--tune {continuous}: an interval has no size to set the budget; valid: "
+            "--tune-trials N (candidates per group)"
+        )
+    budget = trials or int(min(tuning))
     for group in groups:
-        if group.space > budget:  # sample within the budget: a fixed draw per group
+        if math.isinf(group.space):  # an interval: the budget's worth of points, drawn
+            taken = {k: space[k] for k in group.keys}
+            group.candidates = search.draw(taken, budget, f"normbench-tune {group.key}")
+        elif group.space > budget:  # sample within the budget: a fixed draw per group
             drawn = random.Random(f"normbench-tune {group.key}").sample(range(group.space), budget)
             group.candidates = [group.candidates[i] for i in sorted(drawn)]
     seeds = [TUNING_SEED + i for i in range(tuning_seeds)]
@@ -237,6 +241,16 @@ def _group(key, label, jobs, base, space, max_steps) -> Group:
     reads but ignores at these settings)."""
     keys = schema_for(jobs[0].cfg)
     space = {key: values for key, values in space.items() if key in keys}
+    if any(isinstance(values, search.Interval) for values in space.values()):
+        taken = []  # the keys that change this group's runs (each value checked now)
+        for name, values in space.items():
+            probes = [values.low, values.high] if isinstance(values, search.Interval) else values
+            ids = {
+                run_id(_compose(base, (f"{name}={v}",), TUNING_SEED, max_steps, label))
+                for v in probes
+            }
+            taken += [name] if len(ids) > 1 else []
+        return Group(key, label, jobs, base, [], math.inf, taken, max_steps)
     seen, candidates = {}, []
     for values in itertools.product(*space.values()):
         overrides = tuple(f"{k}={v}" for k, v in zip(space, values, strict=True))
@@ -340,7 +354,7 @@ class Choice:
         return {
             "group": self.group.label,
             "keys": self.group.keys,
-            "space": self.group.space,
+            "space": self.group.space if math.isfinite(self.group.space) else "continuous",
             "trials": len(self.group.candidates),
             "steps": self.steps(tuned),
             "full_grid_steps": tuned.full_grid_steps(self.group),
@@ -442,7 +456,7 @@ def state(tuned: Design, phase: str, rung: int, runs: list[str], choices: list[C
         "phase": phase,
         "rung": rung,
         "rungs": [{"keep": r.keep, "steps": r.steps} for r in tuned.rungs_at(longest)],
-        "space": tuned.space,
+        "space": {k: v if isinstance(v, list) else str(v) for k, v in tuned.space.items()},
         "trials": tuned.trials,
         "eta": tuned.eta,
         "tuning_seeds": tuned.tuning_seeds,

@@ -97,6 +97,8 @@ def print_plan(console: Console, tuned: Design, runs_dir: Path, rerun: Rerun) ->
         steps, grid_steps = tuned.steps_of(group), tuned.full_grid_steps(group)
         total, full = total + steps, full + grid_steps
         sampled = f" (sampled from {group.space})" if group.space > len(group.candidates) else ""
+        if math.isinf(group.space):
+            sampled = " (drawn by Optuna's QMC sampler from an interval)"
         if group.space < 2:
             console.print(
                 f"  {group.label}: takes none of the tuned keys: confirmed at its only value",

@@ -7,6 +7,7 @@ normbench writes them, so the real planner, record and report read them and noth
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 
 import pytest
@@ -22,7 +23,7 @@ from normbench.store.provenance import source_hash
 from normbench.store.records import sweep_record
 from normbench.store.rundir import Rerun, RunDir
 from normbench.sweeps import grid as grids
-from normbench.sweeps import halving, tuned
+from normbench.sweeps import halving, search, tuned
 from normbench.sweeps.session import Launch
 from tests.helpers import QUICK, tiny
 
@@ -308,3 +309,45 @@ def test_one_setting_at_two_step_budgets_is_refused():
     grid.jobs[0].cfg["train"]["max_steps"] = 16  # layernorm's run, as a preset grid could
     with pytest.raises(UsageError, match="one train.max_steps per"):
         tuned.design(grid, {"train.lr": LRS})
+
+
+def test_an_interval_is_searched_by_a_fixed_quasi_random_draw_within_the_budget():
+    # train.lr log-uniform for every group; norm.groups listed (GroupNorm only): each group
+    # draws --tune-trials candidates, the same on every call (a resume finds its runs)
+    grid = grids.expand(None, [*QUICK, "norm=layernorm,groupnorm", "seed=0"])
+    space = tuned.parse_space(["train.lr=tag(log,interval(1e-4,1e-1))", "norm.groups=2,4"], None)
+    assert space["train.lr"] == search.Interval(1e-4, 1e-1, log=True)
+    design = tuned.design(grid, space, tuning_seeds=1, trials=6)
+    again = tuned.design(grid, space, tuning_seeds=1, trials=6)
+    for group, same in zip(design.groups, again.groups, strict=True):
+        assert math.isinf(group.space) and len(group.candidates) == 6 and design.equal
+        assert group.candidates == same.candidates
+        rates = [float(dict(o.split("=") for o in c)["train.lr"]) for c in group.candidates]
+        assert all(1e-4 <= rate <= 1e-1 for rate in rates) and len(set(rates)) == 6
+        # Sobol points on the log scale: every decade of the range is visited
+        assert {math.floor(math.log10(rate)) for rate in rates} == {-4, -3, -2}
+    layer, group = sorted(design.groups, key=lambda g: g.label, reverse=True)
+    assert layer.keys == ["train.lr"] and group.keys == ["train.lr", "norm.groups"]
+    assert layer.candidates != group.candidates  # each group its own draw
+    state = tuned.state(design, "tuning", 1, [], [])
+    assert state["space"]["train.lr"] == "tag(log,interval(0.0001,0.1))"
+    json.dumps(state)  # the record is JSON
+
+
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        (["train.lr=interval(1e-2,1e-3)"], "LOW < HIGH"),
+        (["train.lr=tag(log,interval(0,1e-1))"], "0 < LOW"),
+    ],
+)
+def test_bad_intervals_are_refused(given, message):
+    with pytest.raises(UsageError, match=message):
+        tuned.parse_space(given, None)
+
+
+def test_an_interval_needs_a_trial_count():
+    grid = grids.expand(None, [*QUICK, "norm=layernorm", "seed=0"])
+    space = tuned.parse_space(["train.lr=interval(1e-3,1e-1)"], None)
+    with pytest.raises(UsageError, match="--tune-trials N"):
+        tuned.design(grid, space)
