@@ -17,7 +17,7 @@ import pandas as pd
 from normbench.report import stats
 from normbench.report.base import Method, Section, label
 from normbench.report.sections import build
-from normbench.report.text import fmt, with_ci
+from normbench.report.text import with_ci
 from normbench.store.rundir import RunDir
 from normbench.studies.study import (
     LABEL_RULE,
@@ -64,10 +64,8 @@ def muon(ctx: Context) -> str:
     sensitivity = sensitivity_rows(table)
     growth = logit_growth(ctx.runs, section)
     comparisons = growth_comparisons(growth)
-    held = [
-        Prediction("Pre-LN + QK-norm against Pre-LN under Muon", "better", comparisons["qk"]),
-        Prediction("Peri-LN against Pre-LN under Muon", "better", comparisons["peri"]),
-    ]
+    held = [Prediction("Pre-LN + QK-norm against Pre-LN under Muon", "better", comparisons["qk"])]
+    peri = [Prediction("Peri-LN against Pre-LN under Muon", "better", comparisons["peri"])]
     against_adamw = [Prediction("Muon against AdamW, Pre-LN", "worse", comparisons["optimizer"])]
     steps, every = (int(section.runs[k].max()) for k in ("train.max_steps", "train.eval_every"))
     decided = [row for row in sensitivity if row["verdict"] in ("better", "worse", "equivalent")]
@@ -79,8 +77,8 @@ def muon(ctx: Context) -> str:
             "**Claims.** (a) Under Muon the largest attention logit of a Transformer without "
             "QK-norm grows, and normalizing queries and keys holds it (Kimi Team 2025 report "
             "exploding logits under Muon and clip them, MuonClip; Wortsman et al. 2023 hold "
-            "them with QK-norm under AdamW); Peri-LN, which normalizes each sublayer's output "
-            "too (Kim et al. 2025), might hold it as well. (b) The logits explode more often "
+            "them with QK-norm under AdamW). (a') Peri-LN, which normalizes each sublayer's "
+            "output too (Kim et al. 2025), holds it as well. (b) The logits explode more often "
             "under Muon than under AdamW (Kimi Team 2025). (c) No claim, a question: is a "
             "norm's LR sensitivity different under Muon than under AdamW?",
             "",
@@ -97,12 +95,15 @@ def muon(ctx: Context) -> str:
             "",
             "The largest attention logit (over layers) at the last diagnosed step, per "
             "learning rate (geometric mean over seeds; at step 0 it is about "
-            f"{fmt(first_logit(growth))} in every group), and the seeds compared:",
+            f"{first_logit(growth):.3g} in every group), and the seeds compared:",
             "",
             md(growth_table(growth), ["group", "optimizer", *growth_columns(growth), "seeds"]),
             "",
             f"{verdict(label_of(held))} (a) {predictions_text(held)}. "
-            f"{comparison_text(comparisons, 'qk')}; {comparison_text(comparisons, 'peri')}.",
+            f"{comparison_text(comparisons, 'qk')}.",
+            "",
+            f"{verdict(label_of(peri))} (a') {predictions_text(peri)}. "
+            f"{comparison_text(comparisons, 'peri')}.",
             "",
             f"{verdict(label_of(against_adamw))} (b) {predictions_text(against_adamw)}. "
             f"{comparison_text(comparisons, 'optimizer')}.",
@@ -228,7 +229,7 @@ def growth_table(growth: pd.DataFrame) -> pd.DataFrame:
     for (group, optimizer), part in growth.groupby(["group", "optimizer"]):
         row = {"group": group, "optimizer": optimizer}
         for rate, cell in part.groupby("lr"):
-            row[f"lr={rate}"] = fmt(float(np.exp(np.log(cell["last"]).mean())))
+            row[f"lr={rate}"] = f"{float(np.exp(np.log(cell['last']).mean())):.3g}"
         row["seeds"] = len(growth_by_seed(growth, group, optimizer))
         rows.append(row)
     return pd.DataFrame(rows)
