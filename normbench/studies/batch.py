@@ -8,7 +8,9 @@ from normbench.report.base import label
 from normbench.report.text import batch_sizes, ci_percent
 from normbench.studies.study import (
     CONVERGENCE_COLUMNS,
+    LABEL_RULE,
     Context,
+    Prediction,
     Study,
     command_of,
     diff_text,
@@ -16,12 +18,14 @@ from normbench.studies.study import (
     load,
     md,
     named,
+    predictions_text,
     report,
     row_of,
     section_of,
     subset,
     verdict,
 )
+from normbench.studies.study import label as label_of
 
 BATCH = Study(
     "batch",
@@ -109,6 +113,31 @@ def wu_he(ctx: Context) -> str:
     )
 
 
+REFERENCE_COLUMNS = [c.replace("best", "reference") for c in CONVERGENCE_COLUMNS]
+
+
+def qiao_at_large(selection, largest: int):
+    """Qiao et al.'s claims at the largest per-device batch, against BatchNorm without WS:
+    GroupNorm + WS matches or beats it (predicted *not worse*), WS improves BatchNorm
+    (predicted *better*); the predictions and the convergence table."""
+    at_large = subset(
+        selection,
+        lambda r: (
+            (r["norm.ghost_batch"].map(label) == str(largest))
+            | ((r["norm.name"] == "groupnorm") & r["model.weight_std"].map(label).eq("true"))
+        ),
+    )
+    reference = ("norm=batchnorm", "model.weight_std=false")
+    keys = ["norm.name", "model.weight_std"]
+    conv = section_of(report(at_large, by=keys, reference=reference)).tables["convergence"]
+    gn_ws = row_of(conv, **{"norm.name": "groupnorm", "model.weight_std": True})
+    bn_ws = row_of(conv, **{"norm.name": "batchnorm", "model.weight_std": True})
+    return [
+        Prediction(f"GN+WS against BatchNorm at batch {largest}", "not worse", gn_ws["verdict"]),
+        Prediction(f"BN+WS against BatchNorm at batch {largest}", "better", bn_ws["verdict"]),
+    ], conv
+
+
 def luo_qiao(ctx: Context) -> str:
     runs, scale = ctx.runs, ctx.scale
     selection = load(runs, "batch")
@@ -128,6 +157,7 @@ def luo_qiao(ctx: Context) -> str:
     bn_small = row_of(conv, **{"norm.name": "batchnorm", "model.weight_std": False})
     sn_small = row_of(conv, **{"norm.name": "switchnorm", "model.weight_std": False})
     ws_small = row_of(conv, **{"norm.name": "groupnorm", "model.weight_std": True})
+    qiao, at_large = qiao_at_large(selection, sizes[-1])
     robust = None
     if bn_small["verdict"] == "worse" and sn_row["verdict"] != "sensitive":
         robust = True
@@ -167,6 +197,13 @@ def luo_qiao(ctx: Context) -> str:
             f"BatchNorm is {diff_text(bn_small)}, SwitchNorm {diff_text(sn_small)}, GroupNorm + "
             f"WS {diff_text(ws_small)}. Reproduced means: BatchNorm worse at batch {small} while "
             "SwitchNorm is not batch-sensitive.",
+            "",
+            f"At per-device batch {sizes[-1]}, against BatchNorm (named before the runs):",
+            "",
+            md(at_large, ["norm.name", "model.weight_std", *REFERENCE_COLUMNS]),
+            "",
+            f"{verdict(label_of(qiao))} Qiao et al. at large batch: {predictions_text(qiao)}. "
+            + LABEL_RULE,
             "",
             "**What this does not show.** SwitchNorm's and WS's published gains are on ImageNet, "
             "COCO and ResNet-50; here one small ResNet on MNIST-1D. SwitchNorm's mixing weights "
