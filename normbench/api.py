@@ -368,9 +368,15 @@ def _report(
     if steps["build"]["best_over_key"] and not selection.runs.empty:
         key = steps["build"]["best_over_key"]
         steps["build"]["best_over_key"] = best_over_column(key, selection.runs)
-    if tuning_of(where, steps["select"]["sweep"]):  # chosen on validation: verdicts on test
+    tuned = tuning_of(where, steps["select"]["sweep"])
+    if tuned:  # chosen on validation: verdicts on test
         design = {**design, "test": True}
-    result = build(selection, method=replace(method, **design), **steps["build"])
+    result = build(
+        selection,
+        method=replace(method, **design),
+        tuned=tuned.keys if tuned else (),
+        **steps["build"],
+    )
     if steps["across"]["keys"]:
         from normbench.report.across import across
 

@@ -169,7 +169,7 @@ def report(
         keys = catalog.as_columns(by.split(","), selection.runs) if by else None
         if best_over and not selection.runs.empty:
             best_over = catalog.best_over_column(best_over, selection.runs)
-        result = build(selection, keys, best_over, method)
+        result = build(selection, keys, best_over, method, tuned.keys if tuned else ())
         if across is not None:
             from normbench.report.across import across as aggregate
 

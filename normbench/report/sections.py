@@ -38,8 +38,11 @@ def build(
     by: list[str] | None = None,
     best_over_key: str | None = None,
     method: Method | None = None,
+    tuned: tuple[str, ...] = (),
 ) -> Report:
-    """Every table that applies to a selection, section by section."""
+    """Every table that applies to a selection, section by section. ``tuned``: the keys a tuned
+    comparison chose per group (normbench.sweeps.tuned); each group runs at its own value, so
+    they group nothing by default (a group at lr 1e-2 is compared with one at 3e-3)."""
     method = method or Method()
     runs = selection.runs
     if runs.empty and selection.warnings:
@@ -59,7 +62,7 @@ def build(
         method = Method(**{**method.__dict__, "test": True})
     split = [k for k in varying_keys(runs) if is_setting(k) and k not in (by or [])]
     sections = [
-        build_section(part, setting, by, best_over_key, method)
+        build_section(part, setting, by, best_over_key, method, tuned)
         for setting, part in groups(runs, split)
     ]
     counts = runs["status"].value_counts().to_dict()
@@ -72,11 +75,12 @@ def build_section(
     by: list[str] | None,
     best_over_key: str | None,
     method: Method,
+    tuned: tuple[str, ...] = (),
 ) -> Section:
     runs = fold_norm_options(runs)
     if "seed" in runs:  # in seed order once, so that every group's results are (seeded_results)
         runs = runs.sort_values("seed", kind="stable")
-    keys = by or [k for k in varying_keys(runs) if not is_setting(k)]
+    keys = by or [k for k in varying_keys(runs) if not is_setting(k) and k not in tuned]
     metric = metric_of(runs)
     if best_over_key:
         runs = best_over(runs, best_over_key, keys, metric)

@@ -50,6 +50,12 @@ class Tuning:
     rungs: list[dict]
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The keys tuned in any group, which the report then groups by no default."""
+        named = (k.strip() for cell in self.table["tuned"] for k in str(cell).split(","))
+        return tuple(dict.fromkeys(k for k in named if k and k != "-"))
+
     def caption(self) -> str:
         rungs = ", ".join(f"{r['keep']} x {r['steps']} steps" for r in self.rungs)
         seeds = ", ".join(map(str, self.tuning_seeds))

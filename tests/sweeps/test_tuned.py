@@ -176,6 +176,34 @@ def test_selection_uses_validation_of_the_tuning_seeds_only(tmp_path):
     assert list(api.report(runs, sweep="tuned")["tuning"]["chosen"]) == ["train.lr=0.1"] * 2
 
 
+def test_groups_at_their_own_values_are_compared_with_each_other(tmp_path):
+    """Each norm tunes its own lr (batchnorm 0.1, layernorm 0.01): the report groups by norm
+    alone, so batchnorm is compared with layernorm, not left without a reference at its lr."""
+
+    def own_best(cfg) -> tuple[float, float]:
+        best = 0.1 if cfg["norm"]["name"] == "batchnorm" else 0.01
+        lead = 0.3 if cfg["train"]["lr"] == best else 0.0
+        jitter = 0.001 * (cfg["seed"] % 7)
+        return 0.5 + lead + jitter, (0.9 if best == 0.1 else 0.7) + jitter
+
+    runs = tmp_path / "runs"
+    run_tuned(runs, FakeLauncher(runs, own_best))
+    chosen = api.report(runs, sweep="tuned")["tuning"]["chosen"]
+    assert list(chosen) == ["train.lr=0.1", "train.lr=0.01"]
+    where = ["--sweep", "tuned", "--runs-dir", str(runs), "--reference", "norm=layernorm"]
+    out = runner.invoke(app, ["report", *where, "--format", "json"])
+    assert out.exit_code == 0, out.output
+    rows = {row["norm.name"]: row for row in json.loads(out.stdout)["convergence"]}
+    assert "train.lr" not in rows["batchnorm"]
+    assert rows["layernorm"]["verdict"] == "reference"
+    assert rows["batchnorm"]["verdict"] == "better", rows["batchnorm"]
+    table = api.report(runs, sweep="tuned", reference=["norm=layernorm"])["convergence"]
+    assert dict(zip(table["norm.name"], table["verdict"])) == {
+        "batchnorm": "better",
+        "layernorm": "reference",
+    }
+
+
 def test_unequal_budgets_and_malformed_records_are_said():
     state = {
         "phase": "done",
