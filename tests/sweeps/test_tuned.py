@@ -198,7 +198,7 @@ def test_groups_at_their_own_values_are_compared_with_each_other(tmp_path):
     assert rows["layernorm"]["verdict"] == "reference"
     assert rows["batchnorm"]["verdict"] == "better", rows["batchnorm"]
     table = api.report(runs, sweep="tuned", reference=["norm=layernorm"])["convergence"]
-    assert dict(zip(table["norm.name"], table["verdict"])) == {
+    assert dict(zip(table["norm.name"], table["verdict"], strict=True)) == {
         "batchnorm": "better",
         "layernorm": "reference",
     }
