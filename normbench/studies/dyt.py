@@ -120,7 +120,9 @@ def zhu(ctx: Context) -> str:
             "",
             "**What this does not show.** Zhu et al. train ViTs, LLaMA and diffusion models for "
             "hundreds of epochs; here 1,500 steps on MNIST-1D, and a choice among four "
-            "candidates on one tuning seed: a best value between the grid's points is not found.",
+            "candidates on one tuning seed: a best value between the grid's points is not found, "
+            "and one seed cannot see how a value's result scatters across seeds (a value that "
+            "won on it can spread widely on the confirmation seeds: compare the ci95 column).",
         ]
     )
 
