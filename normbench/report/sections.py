@@ -92,7 +92,8 @@ def build_section(
         "batch_sensitivity": batch_table(runs, keys, metric, method),
         "precision": precision_table(runs, keys, metric, method),
         **{
-            name: stability_table(runs, keys, axis, metric, method)
+            # a tuned key is no stress axis: each group ran at the one value it chose
+            name: None if axis in tuned else stability_table(runs, keys, axis, metric, method)
             for axis, name in STRESS_AXES.items()
         },
     }

@@ -63,6 +63,7 @@ class Design:
     fractions: tuple[float, ...]
     method: Method
     groups: int  # groups in the grid
+    tuned: tuple[str, ...] = ()  # a tuned confirmation's keys: each group at its own value
 
     @property
     def looks(self) -> int:
@@ -122,7 +123,7 @@ def closing(final: Tally, plan: Design, look: int, jobs: list[Job], runs_dir: Pa
         per_group[group_key(job.cfg)] += 1
     fixed = f"a fixed design of {plan.max_seeds} seeds per group would take {plan.fixed_runs} runs"
     if min(per_group.values()) >= plan.max_seeds:
-        same = tally(look_at(jobs, runs_dir, plan.method), len(jobs))
+        same = tally(look_at(jobs, runs_dir, plan.method, plan.tuned), len(jobs))
         against = f"{fixed}, these runs: reported once at alpha {plan.method.alpha}, {same.text()}"
     elif stats.design_scale(plan.method.alpha, plan.fractions) != 1.0:
         low, median = SIMULATED_RATIO
@@ -161,10 +162,13 @@ def design(sweep: Sweep, max_seeds: int, method: Method) -> Design:
     return Design(max_seeds, fractions, method, len(per_group))
 
 
-def look_at(jobs: list[Job], runs_dir: Path, method: Method) -> Report | None:
-    """The report of these jobs' runs, as the sweep sees them at a look."""
+def look_at(
+    jobs: list[Job], runs_dir: Path, method: Method, tuned: tuple[str, ...] = ()
+) -> Report | None:
+    """The report of these jobs' runs, as the sweep sees them at a look (a tuned
+    confirmation's groups, each at its own tuned value, compared with each other)."""
     selection = catalog.select(catalog.load_runs(runs_dir), [], [job.run_id for job in jobs])
-    return None if selection.runs.empty else build(selection, method=method)
+    return None if selection.runs.empty else build(selection, method=method, tuned=tuned)
 
 
 def tally(report: Report | None, runs: int) -> Tally:

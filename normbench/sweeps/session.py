@@ -173,7 +173,7 @@ def until_decided(
         if plan is None:
             return Looks(1, None)
         jobs, runs_dir = session.jobs, session.runs_dir
-        now = adaptive.look_at(jobs, runs_dir, plan.at(look))
+        now = adaptive.look_at(jobs, runs_dir, plan.at(look), plan.tuned)
         todo, left = adaptive.seeds_to_add(jobs, now, plan)
         if not todo or look == plan.looks:
             session.console.print(left.stop_text(look, plan), soft_wrap=True)
@@ -181,7 +181,7 @@ def until_decided(
         session.console.print(left.next_text(look, len(todo)), soft_wrap=True)
         session.jobs += todo
         session.save(until_decided=plan.record(look + 1))
-    final = adaptive.look_at(session.jobs, session.runs_dir, plan.at(look))
+    final = adaptive.look_at(session.jobs, session.runs_dir, plan.at(look), plan.tuned)
     return Looks(look, adaptive.tally(final, len(session.jobs)))
 
 

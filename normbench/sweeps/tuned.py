@@ -28,7 +28,7 @@ import itertools
 import math
 import random
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -503,6 +503,7 @@ def run(
     confirm = [j for g in tuned.groups for j in confirmation_jobs(g, by_key[g.key].chosen)]
     grid = Sweep(tuned.grid.name, tuned.grid.version, confirm, tuned.grid.axes)
     plan = adaptive.design(grid, max_seeds, method) if max_seeds is not None else None
+    plan = replace(plan, tuned=tuple(tuned.space)) if plan else None
     session.jobs = confirm
     if plan:
         session.extra["until_decided"] = plan.record(1)

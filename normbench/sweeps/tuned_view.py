@@ -41,7 +41,7 @@ def choices_table(tuned: Design, choices: list[Choice]) -> Table:
 def verdict_lines(tuned: Design, jobs: list[Job], runs_dir: Path, method: Method):
     """The confirmation's verdicts on test, one line per group: what a tuned comparison
     answers (``report --sweep NAME`` has the full tables)."""
-    result = adaptive.look_at(jobs, runs_dir, method.with_(test=True))
+    result = adaptive.look_at(jobs, runs_dir, method.with_(test=True), tuple(tuned.space))
     lines = []
     sections = result.sections if result else []
     for section in sections:

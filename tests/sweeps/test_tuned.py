@@ -23,7 +23,7 @@ from normbench.store.provenance import source_hash
 from normbench.store.records import sweep_record
 from normbench.store.rundir import Rerun, RunDir
 from normbench.sweeps import grid as grids
-from normbench.sweeps import halving, search, tuned
+from normbench.sweeps import halving, search, tuned, tuned_view
 from normbench.sweeps.session import Launch
 from tests.helpers import QUICK, tiny
 
@@ -187,13 +187,22 @@ def test_groups_at_their_own_values_are_compared_with_each_other(tmp_path):
         return 0.5 + lead + jitter, (0.9 if best == 0.1 else 0.7) + jitter
 
     runs = tmp_path / "runs"
-    run_tuned(runs, FakeLauncher(runs, own_best))
+    design, choices = run_tuned(runs, FakeLauncher(runs, own_best))
+    by_key = {choice.group.key: choice for choice in choices}
+    confirm = [
+        job for g in design.groups for job in tuned.confirmation_jobs(g, by_key[g.key].chosen)
+    ]
+    lines = tuned_view.verdict_lines(design, confirm, runs, Method(reference=("norm=layernorm",)))
+    assert lines[0] == "norm=layernorm, tuned: reference"
+    assert lines[1].startswith("norm=batchnorm, tuned: better against the reference: +0.2")
     chosen = api.report(runs, sweep="tuned")["tuning"]["chosen"]
     assert list(chosen) == ["train.lr=0.1", "train.lr=0.01"]
     where = ["--sweep", "tuned", "--runs-dir", str(runs), "--reference", "norm=layernorm"]
     out = runner.invoke(app, ["report", *where, "--format", "json"])
     assert out.exit_code == 0, out.output
-    rows = {row["norm.name"]: row for row in json.loads(out.stdout)["convergence"]}
+    payload = json.loads(out.stdout)
+    assert "lr_stability" not in payload  # one lr per group: no learning-rate sensitivity
+    rows = {row["norm.name"]: row for row in payload["convergence"]}
     assert "train.lr" not in rows["batchnorm"]
     assert rows["layernorm"]["verdict"] == "reference"
     assert rows["batchnorm"]["verdict"] == "better", rows["batchnorm"]
