@@ -67,7 +67,10 @@ LIMITS = (
     "its target in the profile and are named. Each workload runs a few hundred steps; the "
     "tuning chose among four candidates per norm on one tuning seed (DyT and Derf four of "
     "their twelve learning-rate and alpha_0 pairs, the same budget as every norm), so a "
-    "norm whose best lies outside the grid, or between its points, is not given it."
+    "norm whose best lies outside the grid, or between its points, is not given it. "
+    "Successive halving judges candidates at a third of the steps and can prune a late "
+    "bloomer: `scripts/halving_agreement.py` measures how often it chose what the full grid "
+    "would (README, Sweeps)."
 )
 # The claims on the Transformer workloads, where they were made (written before the runs):
 # Zhu et al. 2025, DyT matches LayerNorm; Chen et al. 2025 (Derf), Derf outperforms it.
