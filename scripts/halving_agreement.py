@@ -21,6 +21,7 @@ import math
 from pathlib import Path
 
 from normbench.report.base import label
+from normbench.report.tuning import group_values
 from normbench.store import catalog, records
 
 
@@ -35,8 +36,10 @@ def same(value, wanted: str) -> bool:
 def where(frame, key: str, value: str):
     """The rows whose ``key`` has ``value``, or none (a key a norm does not take, such as
     GroupNorm's norm.groups for LayerNorm, is null in its runs: they match)."""
-    if key not in frame or frame.empty:
-        return frame.iloc[:0] if key not in frame else frame
+    if key not in frame:
+        return frame.iloc[:0]
+    if frame.empty:
+        return frame
     keep = frame[key].map(lambda v: v is None or v != v or same(v, value))
     return frame[keep.astype(bool).to_numpy()]
 
@@ -44,7 +47,7 @@ def where(frame, key: str, value: str):
 def pairs(text: str) -> dict[str, str]:
     """``norm=batchnorm data=mnist1d`` as {column: text}: a config group's choice is its
     ``.name`` column (norm.name), a top-level key its own (batch_size)."""
-    found = dict(item.split("=", 1) for item in text.split() if "=" in item)
+    found = group_values(text)
     groups = ("norm", "model", "data", "placement", "precision")
     return {(f"{k}.name" if k in groups else k): v for k, v in found.items()}
 

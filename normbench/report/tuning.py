@@ -150,6 +150,12 @@ def _text(value) -> str:
     return plain(str(value))[:200] if isinstance(value, (str, int, float)) else "-"
 
 
+def group_values(group: str) -> dict[str, str]:
+    """A group's or a candidate's text as the record writes it (``norm=dyt data=pysource``,
+    ``train.lr=0.01 norm.alpha_init=1.0``), as {key: value text}."""
+    return dict(item.split("=", 1) for item in group.split() if "=" in item)
+
+
 def tuning_of(runs_dir: Path, sweeps: str | None) -> Tuning | None:
     """The tuned section of the named sweeps (``a,b``: the first that is tuned; a report of
     two tuned sweeps at once is refused), or None when none is tuned."""

@@ -4,7 +4,7 @@ own alpha_0 (Zhu et al. tune it per model), at an equal budget (normbench.sweeps
 
 from __future__ import annotations
 
-from normbench.report.tuning import tuning_of
+from normbench.report.tuning import group_values, tuning_of
 from normbench.studies.study import (
     CONVERGENCE_COLUMNS,
     LABEL_RULE,
@@ -143,7 +143,7 @@ def chosen_values(runs) -> tuple[dict[tuple[str, str], str], str]:
         return {}, "no tuning recorded"
     chosen = {}
     for group, value in zip(tuning.table["group"], tuning.table["chosen"], strict=True):
-        parts = dict(item.split("=", 1) for item in group.split() if "=" in item)
+        parts = group_values(group)
         chosen[(parts.get("model", "-"), parts.get("norm", "-"))] = value
     trials = sorted({t for t in tuning.table["trials"] if t is not None})
     spaces = sorted({s for s in tuning.table["space"] if s is not None})

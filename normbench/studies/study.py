@@ -90,8 +90,9 @@ def report(
 ) -> Report:
     """The study's report; a tuned study's verdicts are on test (its values were chosen on
     validation), ``method``: Method fields (``reference=("norm=layernorm",)``)."""
-    chosen = Method(**method).with_(test=bool(study and study.tune))
-    return build(selection, by=by, method=chosen)
+    tuned = tuple(item.split("=", 1)[0] for item in study.tune) if study else ()
+    chosen = Method(**method).with_(test=bool(tuned))
+    return build(selection, by=by, method=chosen, tuned=tuned)
 
 
 def tune_of(study: Study, scale: str) -> list[str]:

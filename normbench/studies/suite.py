@@ -12,7 +12,7 @@ from normbench.core.errors import UsageError
 from normbench.report import plots
 from normbench.report.across import across
 from normbench.report.base import Report, label
-from normbench.report.tuning import tuning_of
+from normbench.report.tuning import group_values, tuning_of
 from normbench.studies.study import (
     LABEL_RULE,
     Context,
@@ -192,7 +192,7 @@ def choices_table(runs) -> pd.DataFrame:
         return pd.DataFrame({"norm": []})
     cells: dict[str, dict[str, str]] = {}
     for _, row in tuning.table.iterrows():
-        parts = dict(item.split("=", 1) for item in row["group"].split() if "=" in item)
+        parts = group_values(row["group"])
         chosen = ", ".join(
             item.replace("train.lr=", "lr ").replace("norm.alpha_init=", "α0 ")
             for item in str(row["chosen"]).split()
