@@ -18,12 +18,14 @@ from normbench.report.base import (
     Method,
     Metric,
     frame,
+    group_rows,
     groups,
     label,
     labels,
+    numbers,
     resolution,
     scored,
-    seeded_results,
+    seeded,
 )
 
 
@@ -36,33 +38,35 @@ def convergence_table(
     the best (compare_with_best); reference first, then by mean."""
     name = metric.name
     test = metric.test_column
+    columns = Columns(runs, metric)
     rows, samples = [], []
-    for values, part in groups(runs, keys):
-        val = seeded_results(part, metric.column, metric, method)
-        tested = seeded_results(part, test, metric, method)
-        reached = part["steps_to_target"].dropna()
+    for values, at in group_rows(runs, keys):
+        val = columns.results(at, metric.column, metric, method)
+        tested = columns.results(at, test, metric, method)
+        reached = columns.present("steps_to_target", at)
         mean, ci = stats.mean_ci(list(val.values()))
         test_mean, test_ci = stats.mean_ci(list(tested.values()))
+        status = columns.status[at]
         rows.append(
             {
                 **values,
-                "n": len(part),
+                "n": len(at),
                 "results": len(val),
-                "diverged": int((part["status"] == "diverged").sum()),
-                "failed": int((part["status"] == "failed").sum()),
-                "unfinished": int(part["status"].isin(UNFINISHED_STATUSES).sum()),
+                "diverged": int((status == "diverged").sum()),
+                "failed": int((status == "failed").sum()),
+                "unfinished": int(np.isin(status, UNFINISHED_STATUSES).sum()),
                 f"{name}_mean": mean,
                 f"{name}_ci95": ci,
                 f"{test}_mean": test_mean,
                 f"{test}_ci95": test_ci,
-                "steps_to_target": float(reached.median()) if len(reached) else math.nan,
+                "steps_to_target": float(np.median(reached)) if len(reached) else math.nan,
                 "reached_target": len(reached),
-                "time_to_target_s": float(part["time_to_target_s"].dropna().median())
+                "time_to_target_s": float(np.median(columns.present("time_to_target_s", at)))
                 if len(reached)
                 else math.nan,
-                "train_loss_auc": _nanmean(part, "train_loss_auc"),
-                "parameters": _first_int(part, "parameters"),
-                "mixed": mixed_provenance(part),
+                "train_loss_auc": columns.result_mean("train_loss_auc", at),
+                "parameters": columns.first_int("parameters", at),
+                "mixed": columns.mixed_provenance(at),
                 "seeds": list(tested if method.test else val),
                 "values": [round(v, 6) for v in (tested if method.test else val).values()],
             }
@@ -186,30 +190,80 @@ def reference_index(rows: list[dict], keys: list[str], reference: tuple[str, ...
 GROUP_NAMES = ("model", "norm", "placement", "data", "precision")
 
 
-def mixed_provenance(part: pd.DataFrame) -> str:
-    """Which of code, torch version and device differ among a group's results ('' if none).
-    (Column by column: filtering the whole part copied every column, 500 groups' worth.)"""
-    finished = part["status"].isin(RESULT_STATUSES).to_numpy()
-    mixed = [
-        name
-        for name, column in (
-            ("code", "code_hash"),
-            ("torch", "torch_version"),
-            ("device", "device_used"),
+PROVENANCE = (("code", "code_hash"), ("torch", "torch_version"), ("device", "device_used"))
+
+
+class Columns:
+    """The columns the convergence table reads, as arrays taken once from the whole frame, so
+    that a group's numbers are array operations on its rows (``group_rows``), not pandas
+    operations on a part of a wide frame: 500 groups' parts cost more than their numbers."""
+
+    def __init__(self, runs: pd.DataFrame, metric: Metric):
+        self.status = runs["status"].to_numpy(dtype=object)
+        self.finished = np.isin(self.status, RESULT_STATUSES)
+        seeds = runs["seed"] if "seed" in runs else runs.index.to_series()
+        self.seeds = seeds.to_numpy()
+        self.classes = runs["num_classes"].to_numpy(dtype=float)
+        self.numbers = {
+            column: numbers(runs[column])
+            for column in (metric.column, metric.test_column, *NUMBERS)
+            if column in runs
+        }
+        self.parameters = runs["parameters"].to_numpy() if "parameters" in runs else None
+        self.provenance = {
+            name: labels(runs[column]).to_numpy() for name, column in PROVENANCE if column in runs
+        }
+        self.length = len(runs)
+
+    def values(self, column: str, at: np.ndarray) -> np.ndarray:
+        if column not in self.numbers:
+            return np.full(len(at), np.nan)
+        return self.numbers[column][at]
+
+    def results(self, at: np.ndarray, column: str, metric: Metric, method: Method) -> stats.Results:
+        """base.seeded_results of the group's rows ``at``."""
+        return seeded(
+            self.seeds[at],
+            self.status[at],
+            self.values(column, at),
+            self.classes[at],
+            metric,
+            method,
         )
-        if column in part and len({label(value) for value in part[column][finished]}) > 1
-    ]
-    return ",".join(mixed)
+
+    def present(self, column: str, at: np.ndarray) -> np.ndarray:
+        """The group's values of a column that are numbers (a run that never reached the
+        target has none)."""
+        values = self.values(column, at)
+        return values[~np.isnan(values)]
+
+    def result_mean(self, column: str, at: np.ndarray) -> float:
+        """The mean over the group's finished runs (complete or diverged), NaN when none has
+        a finite value."""
+        values = self.values(column, at)[self.finished[at]]
+        return float(np.nanmean(values)) if np.isfinite(values).any() else math.nan
+
+    def first_int(self, column: str, at: np.ndarray) -> int | None:
+        """The group's first value of a column that is not null, as an int."""
+        if self.parameters is None:
+            return None
+        present = [value for value in self.parameters[at].tolist() if not _null(value)]
+        return int(present[0]) if present else None
+
+    def mixed_provenance(self, at: np.ndarray) -> str:
+        """Which of code, torch version and device differ among a group's results ('' if
+        none)."""
+        finished = at[self.finished[at]]
+        return ",".join(
+            name for name, shown in self.provenance.items() if len(set(shown[finished])) > 1
+        )
 
 
-def _nanmean(part: pd.DataFrame, column: str) -> float:
-    values = part.loc[part["status"].isin(RESULT_STATUSES), column].astype(float).to_numpy()
-    return float(np.nanmean(values)) if np.isfinite(values).any() else math.nan
+NUMBERS = ("steps_to_target", "time_to_target_s", "train_loss_auc")
 
 
-def _first_int(part: pd.DataFrame, column: str) -> int | None:
-    values = part[column].dropna() if column in part else []
-    return int(values.iloc[0]) if len(values) else None
+def _null(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def best_over(runs: pd.DataFrame, key: str, keys: list[str], metric: Metric) -> pd.DataFrame:
