@@ -76,9 +76,10 @@ class Metric:
         of the uniform prediction, log2(classes)."""
         return 1 / num_classes if self.higher_is_better else math.log2(num_classes)
 
-    def learned(self, value: float, chance: float) -> bool:
+    def learned(self, value: float | np.ndarray, chance: float | np.ndarray) -> bool | np.ndarray:
         """Whether a final metric is clear of chance: by 5% of the way from chance to perfect
-        for accuracy (1.0), by 5% of chance for bits per byte (perfect is 0)."""
+        for accuracy (1.0), by 5% of chance for bits per byte (perfect is 0). Numbers or
+        arrays of them."""
         if self.higher_is_better:
             return value >= chance + LEARNED_MARGIN * (1 - chance)
         return value <= (1 - LEARNED_MARGIN) * chance

@@ -61,16 +61,16 @@ def batch_table(
     ghost_study = runs["batch_size"].nunique() == 1
     row_keys = [k for k in keys if k not in BATCH_KEYS]
     rows, pairs = [], []
-    for values, part in groups(runs, row_keys):
+    slim = narrowed(runs, *row_keys, metric.column, "device_batch", "norm.name")
+    for values, part in groups(slim, row_keys):  # parts of the columns read: a wide frame's
         same_runs = ghost_study and not any(
             "ghost_batch" in NORM_KEYS.get(n, set()) for n in part["norm.name"]
         )
         row = {**values}
         cells = {}
-        slim = narrowed(part, metric.column)
         at = part["device_batch"].to_numpy()
         for size in sizes:
-            cell = slim if same_runs else slim[at == size]
+            cell = part if same_runs else part[at == size]
             cells[size] = results(cell, metric.column, metric, method)
             mean, ci = stats.mean_ci(cells[size])
             row.update({f"b{size}_mean": mean, f"b{size}_ci95": ci, f"b{size}_n": len(cells[size])})
@@ -82,7 +82,7 @@ def batch_table(
         pairs.append(
             tuple(
                 scored(
-                    seeded_results(slim[at == size], metric.column, metric, method),
+                    seeded_results(part[at == size], metric.column, metric, method),
                     metric,
                 )
                 for size in (reference, smallest)

@@ -15,12 +15,12 @@ from normbench.report.base import (
     BITS_PER_BYTE,
     Method,
     Metric,
-    finite,
     frame,
     groups,
     label,
     labels,
     narrowed,
+    numbers,
     results,
 )
 from normbench.report.convergence import reference_indices
@@ -46,23 +46,19 @@ def stability_table(
     row_keys = [k for k in keys if k != axis]
     axis_values = sorted({v for v in runs[axis] if v is not None})
     rows = []
-    for values, part in groups(runs, row_keys):
+    loss = sensitivity_loss(metric)
+    read = (axis, metric.column, "unigram_bpb", "train.lr", f"final_{loss}", f"initial_{loss}")
+    for values, part in groups(narrowed(runs, *row_keys, *read), row_keys):  # (as batch_table)
         row, stable = {**values}, None
         at = labels(part[axis]).to_numpy()
-        slim = narrowed(part, metric.column, "unigram_bpb")
+        ran, seeds = trained(part, metric).tolist(), part["seed"].tolist()
         for value in axis_values:
-            cell = slim[at == label(value)]
+            here = at == label(value)
+            cell = part[here]
             by_seed: dict[int, bool] = {}  # a seed trained when each of its runs did
-            for seed, status, final, classes, unigram in zip(
-                cell["seed"],
-                cell["status"],
-                cell[metric.column],
-                cell["num_classes"],
-                cell["unigram_bpb"],
-                strict=True,
-            ):
-                ran = trained(status, final, classes, unigram, metric)
-                by_seed[int(seed)] = by_seed.get(int(seed), True) and ran
+            for i in np.flatnonzero(here).tolist():
+                seed = int(seeds[i])
+                by_seed[seed] = by_seed.get(seed, True) and ran[i]
             seeds_trained = list(by_seed.values())
             finished = results(cell, metric.column, metric, Method(diverged="exclude"))
             row[f"{label(value)}_mean"] = float(finished.mean()) if len(finished) else math.nan
@@ -151,16 +147,16 @@ def lr_sensitivity_by_seed(part: pd.DataFrame, metric: Metric) -> dict[int, floa
     final = finished[f"final_{loss}"].to_numpy()
     recorded = finished[f"initial_{loss}"].to_numpy() if f"initial_{loss}" in finished else None
     classes = finished["num_classes"].to_numpy()
+    present = ~pd.isna(seeds)
     rows_of: dict = {}
-    for row, seed in enumerate(seeds.tolist()):
-        if not pd.isna(seed):
-            rows_of.setdefault(seed, []).append(row)
+    for row, seed in zip(np.flatnonzero(present).tolist(), seeds[present].tolist(), strict=True):
+        rows_of.setdefault(seed, []).append(row)
     values = {}
     for seed in sorted(rows_of):
         rows = rows_of[seed]
         if sorted({rates[row] for row in rows}) != grid:
             continue
-        known = [] if recorded is None else [v for v in recorded[rows] if not pd.isna(v)]
+        known = [] if recorded is None else recorded[rows][~pd.isna(recorded[rows])].tolist()
         count = float(classes[rows[0]])
         uniform = math.log2(count) if loss == "val_bpb" else math.log(count)
         initial = float(known[0]) if known else uniform
@@ -188,11 +184,14 @@ def lr_sensitivity_row(part: pd.DataFrame, metric: Metric) -> dict:
     }
 
 
-def trained(status: str, value, classes, unigram, metric: Metric) -> bool:
-    """A run that finished, did not diverge and ended clear of chance."""
-    if status != "complete" or not finite(value):
-        return False
-    chance = unigram if not metric.higher_is_better else None
-    if chance is None or not finite(chance):
-        chance = metric.chance(float(classes))
-    return metric.learned(float(value), float(chance))
+def trained(runs: pd.DataFrame, metric: Metric) -> np.ndarray:
+    """Per run, whether it finished, did not diverge and ended clear of chance (chance: the
+    unigram solution for bits per byte where the run recorded it, else Metric.chance)."""
+    values = numbers(runs[metric.column])
+    complete = (runs["status"] == "complete").to_numpy() & np.isfinite(values)
+    classes, which = np.unique(runs["num_classes"].to_numpy(dtype=float), return_inverse=True)
+    chance = np.array([metric.chance(float(c)) if c > 0 else math.nan for c in classes])[which]
+    if not metric.higher_is_better:
+        unigram = numbers(runs["unigram_bpb"])
+        chance = np.where(np.isfinite(unigram), unigram, chance)
+    return complete & metric.learned(values, chance)

@@ -92,7 +92,8 @@ def logit_growth(runs, section: Section) -> pd.DataFrame:
     """Per run of the study: its group, learning rate, whether it trained, and the largest
     attention logit over units at step 0 and at the first diagnosed step after it."""
     rows = []
-    for _, run in section.runs.iterrows():
+    trained = pd.Series(stability.trained(section.runs, section.metric), index=section.runs.index)
+    for row, run in section.runs.iterrows():
         if run["status"] not in ("complete", "diverged"):
             continue
         try:
@@ -107,13 +108,7 @@ def logit_growth(runs, section: Section) -> pd.DataFrame:
             {
                 "qk_norm": run["model.qk_norm"],
                 "lr": float(run["train.lr"]),
-                "trained": stability.trained(
-                    run["status"],
-                    run[section.metric.column],
-                    run["num_classes"],
-                    run.get("unigram_bpb"),
-                    section.metric,
-                ),
+                "trained": bool(trained[row]),
                 "logit_0": float(by_step.loc[first]),
                 "logit_early": float(by_step.loc[early]),
                 "early_step": int(early),
