@@ -295,10 +295,8 @@ def labels(values: pd.Series) -> pd.Series:
 def label_count(values: pd.Series) -> int:
     """``labels(values).nunique()`` from the distinct values alone: deciding which of a
     section's config columns vary labelled 100,000 values a column."""
-    if pd.api.types.infer_dtype(values, skipna=True) in HOMOGENEOUS:  # one type, and nulls
-        present = values.notna()
-        shown = {label(value) for value in pd.unique(values[present])}
-        return len(shown | ({"-"} if not present.all() else set()))
+    if pd.api.types.infer_dtype(values, skipna=True) in (*HOMOGENEOUS, "empty"):  # one type
+        return len({label(value) for value in pd.unique(values)})  # and nulls, labelled "-"
     try:
         distinct = set(zip(map(type, values), values, strict=True))
     except TypeError:  # a list among them

@@ -209,7 +209,7 @@ class Columns:
             for column in (metric.column, metric.test_column, *NUMBERS)
             if column in runs
         }
-        self.parameters = runs["parameters"].to_numpy() if "parameters" in runs else None
+        self.parameters = numbers(runs["parameters"]) if "parameters" in runs else None
         self.provenance = {
             name: labels(runs[column]).to_numpy() for name, column in PROVENANCE if column in runs
         }
@@ -247,8 +247,8 @@ class Columns:
         """The group's first value of a column that is not null, as an int."""
         if self.parameters is None:
             return None
-        present = [value for value in self.parameters[at].tolist() if not _null(value)]
-        return int(present[0]) if present else None
+        present = self.parameters[at][~np.isnan(self.parameters[at])]
+        return int(present[0]) if len(present) else None
 
     def mixed_provenance(self, at: np.ndarray) -> str:
         """Which of code, torch version and device differ among a group's results ('' if
@@ -260,10 +260,6 @@ class Columns:
 
 
 NUMBERS = ("steps_to_target", "time_to_target_s", "train_loss_auc")
-
-
-def _null(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def best_over(runs: pd.DataFrame, key: str, keys: list[str], metric: Metric) -> pd.DataFrame:
