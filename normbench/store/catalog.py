@@ -141,8 +141,10 @@ def as_frame(records: dict[str, Record], configs: dict[str, dict]) -> pd.DataFra
     own = own.drop(columns=["stamp", "config_id"])
     summary = list(SUMMARY_FIELDS)
     own[summary] = own[summary].astype(float)  # numbers or None: checked when read
-    for name in ("tags", "command"):
-        own[name] = own[name].map(as_list)
+    for name in ("tags", "command"):  # decoded once per distinct text: a sweep's runs share it
+        texts = own[name].tolist()
+        decoded = {text: as_list(text) for text in set(texts)}
+        own[name] = pd.Series([decoded[text] for text in texts], index=own.index, dtype=object)
     return own
 
 
