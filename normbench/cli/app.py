@@ -241,6 +241,16 @@ def runs_dir_and_filters(arguments: list[str] | None, runs_dir: Path) -> tuple[P
     return runs_dir, arguments
 
 
+def scan_started(arguments: list[str] | None, runs_dir: Path):
+    """The scan of the runs directory a command names, started in a child process before the
+    command imports pandas (normbench.store.scan: it overlaps the imports and the index's
+    read); catalog.load_runs collects it."""
+    from normbench.store.scan import Scan
+
+    named = arguments[0] if arguments and "=" not in arguments[0] else None
+    return Scan.start(Path(named) if named is not None else runs_dir)
+
+
 def check_not_a_run(runs_dir: Path) -> None:
     """A pasted run directory (``runs/<run_id>``) where a runs directory belongs is refused
     with the command's form for that one run (a run_id filter of its parent)."""

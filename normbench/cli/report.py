@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from normbench.cli.app import RunsDir, app, fail, runs_dir_and_filters, terminal
+from normbench.cli.app import RunsDir, app, fail, runs_dir_and_filters, scan_started, terminal
 
 
 @app.command()
@@ -114,6 +114,7 @@ def report(
     runs_dir: RunsDir = Path("runs"),
 ) -> None:
     """Compare runs: verdicts against the best, batch-size sensitivity and precision."""
+    scanning = scan_started(arguments, runs_dir)  # before pandas (store.scan says why)
     from normbench.core.errors import UsageError
     from normbench.core.text import plain
     from normbench.report import tuning
@@ -148,7 +149,7 @@ def report(
             if plots is None and html is None:
                 raise UsageError(f"--x {x}: for figures; add --plots DIR or --html FILE")
         selection, design, sweep_commands = catalog.select_runs(
-            runs_dir, arguments, sweep_name, tag
+            runs_dir, arguments, sweep_name, tag, scanning
         )
         for warning in selection.warnings:
             typer.secho(f"warning: {plain(warning)}", fg="yellow", err=True)

@@ -16,17 +16,19 @@ from normbench.cli.app import (
     fail,
     runs_app,
     runs_dir_and_filters,
+    scan_started,
     terminal,
 )
 
 
 def _runs_selection(arguments: list[str] | None, runs_dir: Path, status: str | None, tag):
     """The runs of `runs list` / `runs clean`: a runs directory, filters, statuses, a tag."""
+    scanning = scan_started(arguments, runs_dir)  # before pandas (store.scan says why)
     from normbench.store import catalog, manage
 
     runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir)
     statuses = manage.parse_statuses(status)
-    selection = catalog.load_runs(runs_dir)
+    selection = catalog.load_runs(runs_dir, scanning)
     if selection.runs.empty:
         return runs_dir, selection.runs, selection.warnings
     selection = catalog.select(selection, arguments, None, tag)
@@ -48,7 +50,6 @@ def runs_list(
     """One line per run: id, status, key choices, result, age, tags (newest first)."""
     from normbench.core.errors import UsageError
     from normbench.core.text import plain
-    from normbench.store import manage
 
     try:
         if last < 1:
@@ -56,6 +57,8 @@ def runs_list(
         runs_dir, runs, warnings = _runs_selection(arguments, runs_dir, status, tag)
     except UsageError as err:
         raise fail(str(err)) from None
+    from normbench.store import manage
+
     for warning in warnings:
         typer.secho(f"warning: {plain(warning)}", fg="yellow", err=True)
     rows, shared = manage.list_rows(runs, None if every else last)
@@ -240,12 +243,13 @@ def runs_clean(
     """Delete runs by status (failed, interrupted and abandoned by default), after asking."""
     from normbench.core.errors import UsageError
     from normbench.core.text import plain
-    from normbench.store import manage
 
     try:
         runs_dir, runs, warnings = _runs_selection(arguments, runs_dir, status, None)
     except UsageError as err:
         raise fail(str(err)) from None
+    from normbench.store import manage
+
     doomed, kept = manage.clean_candidates(runs_dir, runs) if len(runs) else ([], [])
     if "failed" in status.split(",") and not runs_dir_and_filters(arguments, runs_dir)[1]:
         halves = [run for run in manage.half_written(runs_dir) if manage.deletable(run) is None]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import math
 import numbers
-import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,14 +30,12 @@ from normbench.store.index import (
     Index,
     Record,
     Records,
-    Stamp,
     as_list,
-    has_meta,
     read_many,
-    stamp,
 )
 from normbench.store.records import sweep_run_ids
-from normbench.store.rundir import RunDir, is_run_id
+from normbench.store.rundir import RunDir
+from normbench.store.scan import Scan
 
 NOT_CONFIG = ("run_id", "status", "error", *SUMMARY_FIELDS, *PROVENANCE_FIELDS, *RECORD_FIELDS)
 OLD_INDEX = ".index.json"  # the JSON index of earlier versions: deleted, never read
@@ -52,15 +49,17 @@ class Selection:
     warnings: list[str] = field(default_factory=list)
 
 
-def load_runs(runs_dir: Path) -> Selection:
+def load_runs(runs_dir: Path, scanning: Scan | None = None) -> Selection:
     """Every run under runs_dir; half-written, corrupt or unsafe ones skipped with a warning
-    naming the run and the file; a ``running`` run whose lock is free shown as abandoned."""
+    naming the run and the file; a ``running`` run whose lock is free shown as abandoned.
+    ``scanning``: the scan of runs_dir a command started before importing this module."""
     if not runs_dir.is_dir():
         raise UsageError(
             f"runs directory {runs_dir} does not exist; train something first: "
             "normbench run, or normbench sweep smoke"
         )
-    found, warnings = scan(runs_dir)
+    if scanning is None or scanning.runs_dir != runs_dir:
+        scanning = Scan(runs_dir)  # scans here
     index = Index.open(runs_dir)
     try:
         known, indexed = index.records() if index else (Records(), set())
@@ -70,19 +69,20 @@ def load_runs(runs_dir: Path) -> Selection:
         index.close()
         index = Index.open(runs_dir, rebuild=True)
         known, indexed = Records(), set()
-    wanted = [
-        (name, files)
+    found, warnings = scanning.result()
+    records = {  # the index's rows of unchanged runs, in the directory's order
+        name: record
         for name, files in found.items()
-        if name not in known.runs or known.runs[name][STAMP] != files
-    ]
-    fresh = read_many(runs_dir, wanted)
+        if (record := known.runs.get(name)) is not None and record[STAMP] == files
+    }
+    fresh = read_many(runs_dir, [item for item in found.items() if item[0] not in records])
     warnings += fresh.warnings
-    records = {}
-    for name, files in found.items():
-        if name in fresh.runs:
-            records[name] = fresh.runs[name]
-        elif name in known.runs and known.runs[name][STAMP] == files:
-            records[name] = known.runs[name]
+    if fresh.runs:
+        records = {
+            name: records[name] if name in records else fresh.runs[name]
+            for name in found
+            if name in records or name in fresh.runs
+        }
     if index is not None:
         removed = indexed - records.keys()
         if index.writable and (fresh.runs or removed):
@@ -97,34 +97,6 @@ def load_runs(runs_dir: Path) -> Selection:
         if RunDir(runs_dir, frame.at[row, "run_id"]).lock_is_free():
             frame.at[row, "status"] = "abandoned"
     return Selection(frame, warnings)
-
-
-def scan(runs_dir: Path) -> tuple[dict[str, Stamp], list[str]]:
-    """The run directories directly in ``runs_dir`` (real directories named by a run id, with
-    a meta.json) and their files' stamps; a warning for every other directory or link."""
-    found, warnings = {}, []
-    with os.scandir(runs_dir) as entries:
-        for entry in entries:
-            name = entry.name
-            if name.startswith(".") or name == "sweeps":
-                continue
-            if entry.is_symlink():
-                why = "a symlink (normbench reads run directories only)"
-            elif not entry.is_dir(follow_symlinks=False):
-                continue
-            elif not is_run_id(name):
-                why = (
-                    "not a run id (MODEL-NORM-PLACEMENT-PRECISION-bBATCH-sSEED-HASH, as "
-                    "normbench names a run's directory)"
-                )
-            else:
-                files = stamp(entry.path)
-                if has_meta(files):
-                    found[name] = files
-                    continue
-                why = "no meta.json (a half-written run?)"
-            warnings.append(f"skipped {plain(name)}: {why}")
-    return found, warnings
 
 
 def as_frame(records: dict[str, Record], configs: dict[str, dict]) -> pd.DataFrame:
@@ -251,11 +223,13 @@ def select_runs(
     filters: list[str] = (),
     sweep: str | None = None,
     tag: str | None = None,
+    scanning: Scan | None = None,
 ) -> tuple[Selection, dict, list]:
     """The runs a report is about: every readable run of ``runs_dir``, narrowed to the latest
     record of each named sweep (``a,b``), to the filters and to a tag; with the sequential
-    design of a sweep run until decided (records.sequential_design) and the sweeps' commands."""
-    selection = load_runs(runs_dir)
+    design of a sweep run until decided (records.sequential_design) and the sweeps' commands.
+    ``scanning``: as load_runs takes it."""
+    selection = load_runs(runs_dir, scanning)
     ids, design, commands = sweep_run_ids(runs_dir, sweep) if sweep is not None else (None, {}, [])
     return select(selection, list(filters), ids, tag), design, commands
 
