@@ -82,7 +82,7 @@ def list_rows(runs: pd.DataFrame, last: int | None = None) -> tuple[list[tuple[s
     choices they all share, as one line. Which choices differ is decided over every run, not
     only those shown; rows are laid out for the shown ones alone (a store lists 100,000)."""
     present = [key for key in HEADLINE if key in runs]
-    ordered = runs.sort_values("started", ascending=False, na_position="last").index
+    ordered = runs["started"].sort_values(ascending=False, na_position="last").index
     if last is not None:
         ordered = ordered[:last]
     shown_values = {key: _shown(runs[key]) for key in present}

@@ -110,7 +110,7 @@ def test_a_tampered_index_row_is_read_again_from_the_run_files(store):
         index.execute(
             "UPDATE configs SET flat = ? WHERE id = ?", ('{"norm.name": {"a": 1}}', config)
         )
-        index.execute("UPDATE runs SET final_val_acc = 'x', seed = 1.5 WHERE run_id = ?", (ids[1],))
+        index.execute("UPDATE runs SET summary = 'x', seed = 1.5 WHERE run_id = ?", (ids[1],))
     result = invoke("report", str(runs), "--format", "json")
     assert result.exit_code == 0, result.output
     (row,) = json.loads(result.stdout)["convergence"][:1]

@@ -5,6 +5,7 @@ processes writing at once, and left alone in a read-only runs directory."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 import subprocess
@@ -76,8 +77,10 @@ def test_the_update_after_a_run_makes_the_next_load_read_no_file(runs, reads):
     "tamper",
     [
         "UPDATE runs SET status = 'complete; DROP' ",
-        "UPDATE runs SET final_val_acc = '0.5'",
-        "UPDATE runs SET final_val_acc = 9e999",
+        "UPDATE runs SET summary = '0.5'",
+        "UPDATE runs SET summary = NULL",
+        "UPDATE runs SET summary = x'00'",  # a blob of the wrong size
+        f"UPDATE runs SET summary = x'{index.PACKED.pack(*[0.5] * 19, math.inf).hex()}'",
         "UPDATE runs SET seed = 1.5",
         "UPDATE runs SET tags = 'not json'",
         "UPDATE runs SET tags = '[1, 2]'",
