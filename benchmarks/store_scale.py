@@ -18,8 +18,9 @@ read the files of a store met for the first time).
 
 With ``--baseline CHECKOUT`` (an older checkout of normbench), the fresh-index commands run
 with that checkout first on PYTHONPATH too, alternating with this one's, each in a working
-directory outside both (``python -m`` would import the normbench of its working directory);
-``--fresh-only`` skips the first use (the store keeps the index a previous invocation built).
+directory outside both (``python -m`` would import the normbench of its working directory),
+over a hard-linked copy of the store with its own index (DIR/runs-N-baseline: an index of
+another schema version would be rebuilt at every command); ``--fresh-only`` skips the first use (the store keeps the index a previous invocation built).
 
 Run: python benchmarks/store_scale.py --runs 100000 [--dir DIR] [--repeats 1]
      [--baseline /path/to/main] [--fresh-only]
@@ -215,6 +216,19 @@ def measure(command: list[str], checkout: Path = HERE) -> dict:
     return {"wall_s": float(wall), "peak_mb": int(peak) / 1024}
 
 
+def twin(runs: Path, checkout: Path) -> Path:
+    """A hard-linked copy of the store for an older checkout, with an index of its own built
+    by that checkout: two versions of the index's schema in one directory would each rebuild
+    the other's at every command. Built once, next to the store (the files are links, so the
+    stamps are the same)."""
+    copy = runs.with_name(f"{runs.name}-baseline")
+    if not copy.is_dir():
+        subprocess.run(["cp", "-al", str(runs), str(copy)], check=True)
+        drop_index(copy)
+        measure([sys.executable, "-m", "normbench", "runs", "list", str(copy)], checkout)
+    return copy
+
+
 def drop_index(runs: Path) -> None:
     """The store as a first report meets it: no index."""
     for suffix in ("", "-wal", "-shm", "-journal"):
@@ -269,6 +283,7 @@ def main() -> None:
         normbench = [sys.executable, "-m", "normbench"]
         print(f"{args.runs} runs; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
         versions = {"": HERE} | ({" (baseline)": args.baseline.resolve()} if args.baseline else {})
+        stores = {"": runs} | ({" (baseline)": twin(runs, args.baseline)} if args.baseline else {})
         names = [f"{name}{v}" for name in TARGETS for v in versions]
         measured: dict[str, list[dict]] = {name: [] for name in names}
         for _ in range(args.repeats):
@@ -278,15 +293,13 @@ def main() -> None:
                     measure([*normbench, "report", str(runs)])
                 )
             for name, command in (
-                ("report, fresh index", [*normbench, "report", str(runs)]),
-                (
-                    "report --by norm, fresh index",
-                    [*normbench, "report", str(runs), "--by", "norm.name"],
-                ),
-                ("runs list, fresh index", [*normbench, "runs", "list", str(runs)]),
+                ("report, fresh index", ["report", "{}"]),
+                ("report --by norm, fresh index", ["report", "{}", "--by", "norm.name"]),
+                ("runs list, fresh index", ["runs", "list", "{}"]),
             ):
                 for version, checkout in versions.items():
-                    measured[f"{name}{version}"].append(measure(command, checkout))
+                    where = [part.format(stores[version]) for part in command]
+                    measured[f"{name}{version}"].append(measure([*normbench, *where], checkout))
         update = subprocess.run(
             [sys.executable, "-c", UPDATE_PROBE, str(runs)],
             capture_output=True,
