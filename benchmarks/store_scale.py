@@ -20,7 +20,8 @@ With ``--baseline CHECKOUT`` (an older checkout of normbench), the fresh-index c
 with that checkout first on PYTHONPATH too, alternating with this one's, each in a working
 directory outside both (``python -m`` would import the normbench of its working directory),
 over a hard-linked copy of the store with its own index (DIR/runs-N-baseline: an index of
-another schema version would be rebuilt at every command); ``--fresh-only`` skips the first use (the store keeps the index a previous invocation built).
+another schema version would be rebuilt at every command); ``--fresh-only`` skips the
+first use (the store keeps the index a previous invocation built).
 
 Run: python benchmarks/store_scale.py --runs 100000 [--dir DIR] [--repeats 1]
      [--baseline /path/to/main] [--fresh-only]
