@@ -106,15 +106,16 @@ def as_frame(records: dict[str, Record], configs: dict[str, dict]) -> pd.DataFra
     batch of 32 beside a null one stays the int 32); summary numbers are floats (NaN for
     missing, unpacked from the index's blobs: index.PACKED); tags and command are lists again."""
     own = pd.DataFrame(list(records.values()), columns=list(COLUMNS), dtype=object)
-    if records:
+    packed = np.frombuffer(b"".join(own["summary"]), "<f8")
+    numbers = packed.reshape(len(own), len(SUMMARY_FIELDS))
+    numbers = pd.DataFrame(numbers.copy(), columns=list(SUMMARY_FIELDS), index=own.index)
+    at = own.columns.get_loc("summary")  # the numbers in RUN_FIELDS' order, NaN for none
+    own = pd.concat([own.iloc[:, :at], numbers, own.iloc[:, at + 1 :]], axis=1)
+    if records:  # (after the numbers: a config may have a key named summary)
         order = {key: i for i, key in enumerate(dict.fromkeys(own["config_id"]))}
         shared = pd.DataFrame([configs[key] for key in order], dtype=object)
         shared = shared.iloc[own["config_id"].map(order).to_numpy()]
         own = pd.concat([own, shared.reset_index(drop=True)], axis=1)
-    numbers = np.frombuffer(b"".join(own["summary"]), "<f8").reshape(len(own), len(SUMMARY_FIELDS))
-    numbers = pd.DataFrame(numbers.copy(), columns=list(SUMMARY_FIELDS), index=own.index)
-    at = own.columns.get_loc("summary")  # the numbers in RUN_FIELDS' order, NaN for none
-    own = pd.concat([own.iloc[:, :at], numbers, own.iloc[:, at + 1 :]], axis=1)
     own = own.drop(columns=["stamp", "config_id"])
     for name in ("tags", "command"):  # decoded once per distinct text: a sweep's runs share it
         texts = own[name].tolist()

@@ -45,6 +45,8 @@ ALLOWED = {
     ("training/checkpoint.py", "torch.load("): "a handle from open_regular, weights_only",
     ("layers/conformance.py", "torch.load("): "a buffer it saved itself a line before",
     ("store/index.py", "sqlite3.connect("): "the index: checked files, the opened path too",
+    ("store/scan.py", "open("): "the two ends of a pipe to its own forked child, no file",
+    ("store/scan.py", "os.open("): "/dev/null, for the forked child's standard streams",
     ("report/plots.py", "read_parquet("): "core.files.read_parquet, the bounded reader",
     ("report/diagnostics.py", "read_parquet("): "core.files.read_parquet, the bounded reader",
     ("store/rundir.py", "read_parquet("): "core.files.read_parquet: a run's metrics, diagnostics",

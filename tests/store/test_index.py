@@ -211,3 +211,17 @@ def test_many_runs_are_read_by_worker_processes_alike(runs, monkeypatch):
     monkeypatch.setattr(index, "CHUNK", 2)
     spread = index.read_many(runs, wanted)
     assert spread.runs == alone.runs and spread.configs == alone.configs
+
+
+def test_a_config_key_named_like_the_index_s_own_columns_is_a_config_key(runs):
+    """The index keeps a run's numbers in a column named summary; a config.yaml with a key
+    of that name (hand-written: normbench's schema has none) is read as before, from its
+    files and from the index."""
+    run = sorted(p for p in runs.iterdir() if p.is_dir())[0]
+    with open(run / "config.yaml", "a") as config:
+        config.write("summary: 1\n")
+    for _ in ("from the files", "from the index"):
+        frame = load_runs(runs).runs.set_index("run_id")
+        assert frame.loc[run.name, "summary"] == 1
+        assert frame.loc[run.name, "final_val_acc"] == pytest.approx(0.8)
+        assert frame["final_val_acc"].dtype == float

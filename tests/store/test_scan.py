@@ -97,3 +97,33 @@ def test_a_process_with_other_threads_scans_here(tmp_path):
     finally:
         stop.set()
         worker.join()
+
+
+# Run in a fresh interpreter with one thing spoiled: the scan must still answer, from here.
+SPOILED = """
+import json, os, signal, sys
+from pathlib import Path
+from normbench.store.scan import Scan, scan
+if sys.argv[2] == "no fork":
+    def refused():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+    os.fork = refused
+else:  # children reaped by the kernel: none could be waited for
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+scanning = Scan.start(Path(sys.argv[1]))
+print(json.dumps({"forked": scanning._child is not None,
+                  "same": scanning.result() == scan(Path(sys.argv[1]))}))
+"""
+
+
+def test_no_fork_to_be_had_or_children_unwaitable_scan_here(tmp_path):
+    runs = designed(tmp_path)
+    for spoiled in ("no fork", "SIGCHLD ignored"):
+        out = subprocess.run(
+            [sys.executable, "-c", SPOILED, str(runs), spoiled],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert json.loads(out.stdout) == {"forked": False, "same": True}, spoiled
+        assert out.stderr == ""
