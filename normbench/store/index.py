@@ -332,6 +332,7 @@ SCHEMA = (
 _VALID = " AND ".join(
     [
         "typeof(run_id) = 'text'",
+        "typeof(status) = 'text'",  # (NULL IN (...) is NULL, and NOT NULL passes a row)
         "status IN ({})".format(", ".join(f"'{s}'" for s in STATUSES)),
         "typeof(seed) = 'integer'",
         "typeof(config_id) = 'text'",

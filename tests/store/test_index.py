@@ -77,6 +77,7 @@ def test_the_update_after_a_run_makes_the_next_load_read_no_file(runs, reads):
     "tamper",
     [
         "UPDATE runs SET status = 'complete; DROP' ",
+        "UPDATE runs SET status = NULL",
         "UPDATE runs SET summary = '0.5'",
         "UPDATE runs SET summary = NULL",
         "UPDATE runs SET summary = x'00'",  # a blob of the wrong size
