@@ -159,7 +159,7 @@ def metrics(
     logged nothing yet has no rows; one whose file is refused is a warning."""
     import pandas as pd
 
-    from normbench.store.index import unreadable
+    from normbench.store.reading import unreadable
     from normbench.store.rundir import METRIC_COLUMNS, RunDir
 
     where, table, keys = _selected(runs_dir, filters, sweep, tag)

@@ -245,10 +245,14 @@ def scan_started(arguments: list[str] | None, runs_dir: Path):
     """The scan of the runs directory a command names, started in a child process before the
     command imports pandas (normbench.store.scan: it overlaps the imports and the index's
     read); catalog.load_runs collects it."""
+    from normbench.core.errors import UsageError
     from normbench.store.scan import Scan
 
-    named = arguments[0] if arguments and "=" not in arguments[0] else None
-    return Scan.start(Path(named) if named is not None else runs_dir)
+    try:
+        named, _ = runs_dir_and_filters(arguments, runs_dir)
+    except UsageError:  # refused by the command in a moment: nothing worth scanning
+        return Scan(runs_dir)
+    return Scan.start(named)
 
 
 def check_not_a_run(runs_dir: Path) -> None:

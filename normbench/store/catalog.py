@@ -21,17 +21,16 @@ import pandas as pd
 from normbench.core.errors import UsageError
 from normbench.core.text import plain
 from normbench.experiment.schema import EXECUTION_KEYS
-from normbench.store.index import (
+from normbench.store.index import Index, as_list
+from normbench.store.reading import (
     COLUMNS,
     PROVENANCE_FIELDS,
     RECORD_FIELDS,
     RUN_FIELDS,
     STAMP,
     SUMMARY_FIELDS,
-    Index,
     Record,
     Records,
-    as_list,
     read_many,
 )
 from normbench.store.records import sweep_run_ids
@@ -104,11 +103,12 @@ def as_frame(records: dict[str, Record], configs: dict[str, dict]) -> pd.DataFra
     """Records as one DataFrame: a run's own fields, then its config's keys (each distinct
     config built once and repeated per run). Config values keep their YAML types (a ghost
     batch of 32 beside a null one stays the int 32); summary numbers are floats (NaN for
-    missing, unpacked from the index's blobs: index.PACKED); tags and command are lists again."""
+    missing, unpacked from the index's blobs: reading.PACKED); tags and command are lists again."""
     own = pd.DataFrame(list(records.values()), columns=list(COLUMNS), dtype=object)
-    packed = np.frombuffer(b"".join(own["summary"]), "<f8")
-    numbers = packed.reshape(len(own), len(SUMMARY_FIELDS))
-    numbers = pd.DataFrame(numbers.copy(), columns=list(SUMMARY_FIELDS), index=own.index)
+    values = np.frombuffer(b"".join(own["summary"]), "<f8").copy()  # writable: a frame's
+    numbers = pd.DataFrame(
+        values.reshape(len(own), len(SUMMARY_FIELDS)), columns=list(SUMMARY_FIELDS), index=own.index
+    )
     at = own.columns.get_loc("summary")  # the numbers in RUN_FIELDS' order, NaN for none
     own = pd.concat([own.iloc[:, :at], numbers, own.iloc[:, at + 1 :]], axis=1)
     if records:  # (after the numbers: a config may have a key named summary)

@@ -18,7 +18,7 @@ import signal
 from pathlib import Path
 
 from normbench.core.text import plain
-from normbench.store.index import Stamp, die_with_parent, has_meta, stamp
+from normbench.store.reading import Stamp, die_with_parent, has_meta, stamp
 from normbench.store.rundir import is_run_id
 
 Found = tuple[dict[str, Stamp], list[str]]
@@ -131,7 +131,7 @@ class Scan:
 def _child(runs_dir: Path, parent: int, read_end: int, write_end: int) -> None:
     """The forked child: scan, send the answer down the pipe, and leave by ``os._exit``,
     never through the parent's code (its exit handlers, its buffered output). It ends with
-    its parent (index.die_with_parent) and holds none of the parent's terminal or pipes."""
+    its parent (reading.die_with_parent) and holds none of the parent's terminal or pipes."""
     code = 1
     try:
         for number in SIGNALS:

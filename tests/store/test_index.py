@@ -14,7 +14,7 @@ import sys
 import pytest
 from helpers import make_run
 
-from normbench.store import index
+from normbench.store import index, reading
 from normbench.store.catalog import load_runs
 from normbench.store.rundir import RunDir
 
@@ -40,13 +40,13 @@ def essentials(runs) -> list[tuple]:
 def reads(monkeypatch):
     """The runs read from their files (not from the index) by each load after this."""
     names: list[str] = []
-    read_run = index.read_run
+    read_run = reading.read_run
 
     def counting(runs_dir, name, files):
         names.append(name)
         return read_run(runs_dir, name, files)
 
-    monkeypatch.setattr(index, "read_run", counting)
+    monkeypatch.setattr(reading, "read_run", counting)
     return names
 
 
@@ -81,7 +81,7 @@ def test_the_update_after_a_run_makes_the_next_load_read_no_file(runs, reads):
         "UPDATE runs SET summary = '0.5'",
         "UPDATE runs SET summary = NULL",
         "UPDATE runs SET summary = x'00'",  # a blob of the wrong size
-        f"UPDATE runs SET summary = x'{index.PACKED.pack(*[0.5] * 19, math.inf).hex()}'",
+        f"UPDATE runs SET summary = x'{reading.PACKED.pack(*[0.5] * 19, math.inf).hex()}'",
         "UPDATE runs SET seed = 1.5",
         "UPDATE runs SET tags = 'not json'",
         "UPDATE runs SET tags = '[1, 2]'",
@@ -155,7 +155,7 @@ def test_a_read_only_runs_directory_reports_without_writing(runs, reads, monkeyp
             (runs / name).unlink()
     listing = sorted(os.listdir(runs))
     written = (runs / index.FILE).read_bytes()
-    monkeypatch.setattr(index, "read_run", reads_nothing)
+    monkeypatch.setattr(reading, "read_run", reads_nothing)
     monkeypatch.setattr(index.os, "access", lambda path, mode: False)
     assert essentials(runs) == truth  # read from the index, opened as immutable
     assert sorted(os.listdir(runs)) == listing and (runs / index.FILE).read_bytes() == written
@@ -201,16 +201,16 @@ def test_two_writers_and_a_reader_at_once(runs):
     with sqlite3.connect(runs / index.FILE) as connection:
         rows = connection.execute("SELECT run_id, stamp FROM runs").fetchall()
     assert sorted(name for name, _ in rows) == names
-    assert all(stamp == index.stamp(runs / name) for name, stamp in rows)
+    assert all(stamp == reading.stamp(runs / name) for name, stamp in rows)
 
 
 def test_many_runs_are_read_by_worker_processes_alike(runs, monkeypatch):
-    wanted = [(name, index.stamp(runs / name)) for name in sorted(os.listdir(runs))]
+    wanted = [(name, reading.stamp(runs / name)) for name in sorted(os.listdir(runs))]
     wanted = [(name, files) for name, files in wanted if name.startswith("cnn-")]
-    alone = index.read_runs(runs, wanted)
-    monkeypatch.setattr(index, "PARALLEL_FROM", 2)
-    monkeypatch.setattr(index, "CHUNK", 2)
-    spread = index.read_many(runs, wanted)
+    alone = reading.read_runs(runs, wanted)
+    monkeypatch.setattr(reading, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(reading, "CHUNK", 2)
+    spread = reading.read_many(runs, wanted)
     assert spread.runs == alone.runs and spread.configs == alone.configs
 
 

@@ -15,15 +15,15 @@ from helpers import make_run
 PARENT = """
 import multiprocessing, os, signal, sys
 from pathlib import Path
-from normbench.store import catalog, index
-index.PARALLEL_FROM, index.CHUNK = 1, 1
-add = index.Records.add
+from normbench.store import catalog, reading
+reading.PARALLEL_FROM, reading.CHUNK = 1, 1
+add = reading.Records.add
 def add_then_die(self, part):
     add(self, part)
     pids = [p.pid for p in multiprocessing.active_children()]
     Path(sys.argv[2]).write_text(" ".join(map(str, pids)))
     os.kill(os.getpid(), signal.SIGKILL)
-index.Records.add = add_then_die
+reading.Records.add = add_then_die
 catalog.load_runs(Path(sys.argv[1]))
 """
 
