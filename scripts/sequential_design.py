@@ -4,6 +4,7 @@ table).
 
     python scripts/sequential_design.py [TABLES]              # the table (default 4000)
     python scripts/sequential_design.py calibrate [TABLES]    # the levels' scale
+    python scripts/sequential_design.py oracle [TABLES]       # the bound: futility known
 
 The procedure simulated is `normbench sweep --until-decided`'s: a grid of 3 seeds per group,
 then round after round a report at that look's level (normbench.report.stats.look_alpha), and
@@ -139,8 +140,11 @@ def wrong(verdict, ref, mu, margin):
     return (bad | (verdict == EQUIVALENT) & (np.abs(delta) >= margin)).any(1)
 
 
-def until_decided(x, mu, margin, best, levels, gamma):
-    """The procedure: per table, whether any look erred, comparisons decided at the end, runs."""
+def until_decided(x, mu, margin, best, levels, gamma, oracle=None):
+    """The procedure: per table, whether any look erred, comparisons decided at the end, runs.
+    ``oracle`` (T, k): instead of conditional power, seed exactly the groups whose comparison
+    the fixed design decides (a futility rule that knows the answer: the bound any rule of
+    this design can reach)."""
     tables, k, _ = x.shape
     n = np.full((tables, k), FIRST)
     running = np.ones(tables, dtype=bool)
@@ -157,7 +161,8 @@ def until_decided(x, mu, margin, best, levels, gamma):
         power = conditional_power(
             stat, levels[-1], margin, np.maximum(1, tests - shown), np.maximum(1, k - 1 - same)
         )
-        grow = (verdict == OPEN) & (power >= gamma) & (n[idx] < MAX_SEEDS)
+        hopeful = power >= gamma if oracle is None else oracle[idx]
+        grow = (verdict == OPEN) & hopeful & (n[idx] < MAX_SEEDS)
         grow[np.arange(len(idx)), ref] = grow.any(1) & (n[idx, ref] < MAX_SEEDS)
         stop = ~grow.any(1) | (look == len(levels) - 1)
         done = idx[stop]
@@ -169,11 +174,12 @@ def until_decided(x, mu, margin, best, levels, gamma):
 
 
 def fixed(x, mu, margin, best):
-    """The fixed design: every group at MAX_SEEDS, one report at ALPHA."""
+    """The fixed design: every group at MAX_SEEDS, one report at ALPHA; per table whether it
+    erred, the comparisons decided, and which groups' comparisons those are (T, k)."""
     n = np.full(x.shape[:2], MAX_SEEDS)
     verdict, ref, _ = report(x, n, ALPHA, margin, best)
-    decided = np.isin(verdict, (WORSE, BETTER, EQUIVALENT)).sum(1)
-    return wrong(verdict, ref, mu, margin), decided
+    which = np.isin(verdict, (WORSE, BETTER, EQUIVALENT))
+    return wrong(verdict, ref, mu, margin), which.sum(1), which
 
 
 def draw(rng, tables, k, rho, gap):
@@ -206,13 +212,14 @@ def null_errors(tables, levels, gamma, margin, seed=1):
     return out
 
 
-def efficiency(tables, levels, gamma, margin, seed=2):
+def efficiency(tables, levels, gamma, margin, seed=2, oracle=False):
     out = {}
     for c, (k, rho, best) in enumerate(CELLS):
         rng = np.random.default_rng([seed, c, int(margin * 10)])
         x, mu = draw(rng, tables, k, rho, 1.0)
-        erred, decided, runs = until_decided(x, mu, margin, best, levels, gamma)
-        f_erred, f_decided = fixed(x, mu, margin, best)
+        f_erred, f_decided, which = fixed(x, mu, margin, best)
+        known = which if oracle else None
+        erred, decided, runs = until_decided(x, mu, margin, best, levels, gamma, known)
         out[(k, rho, best)] = (
             decided.mean(),
             runs.mean(),
@@ -239,9 +246,40 @@ def calibrate(tables: int) -> None:
     print(f"calibrated scale {low:.3f} (stats.CALIBRATED)")
 
 
+def efficiency_table(tables: int, levels: list[float], margin: float, oracle=False) -> None:
+    """The 1 sd gap's table at one margin: decided and runs against the fixed design."""
+    result = efficiency(tables, levels, FUTILITY, margin, oracle=oracle)
+    rule = "futility known (oracle)" if oracle else "futility by conditional power"
+    print(f"\n1 sd gap, margin {margin} sd, {tables} tables a cell, {rule}\n")
+    print(
+        "| groups | correlation | against | until decided: decided, runs | fixed 8 seeds: "
+        "decided, runs | per run, ratio | wrong: until decided, fixed |\n"
+        "|---|---|---|---|---|---|---|"
+    )
+    ratios = []
+    for cell, (dec, runs, f_dec, f_runs, err, f_err) in result.items():
+        k, rho, best = cell
+        ratio = (dec / runs) / (f_dec / f_runs) if f_dec else math.inf
+        ratios.append(ratio)
+        print(
+            f"| {k} | {rho:g} | {'best' if best else 'reference'} | {dec:.3f}, {runs:.1f} | "
+            f"{f_dec:.3f}, {f_runs} | {ratio:.2f} | {err:.3f}, {f_err:.3f} |"
+        )
+    print(f"\nratio: min {min(ratios):.2f}, median {np.median(ratios):.2f}")
+
+
 def main() -> None:
     if sys.argv[1:2] == ["calibrate"]:
         calibrate(int(sys.argv[2]) if len(sys.argv) > 2 else 4000)
+        return
+    if sys.argv[1:2] == ["oracle"]:
+        for margin in (0.5, 1.0):
+            efficiency_table(
+                int(sys.argv[2]) if len(sys.argv) > 2 else 2000,
+                design_levels(),
+                margin,
+                oracle=True,
+            )
         return
     tables = int(sys.argv[1]) if len(sys.argv) > 1 else 4000
     levels = design_levels()
@@ -257,23 +295,7 @@ def main() -> None:
         print(f"| {k} | {rho:g} | {against} | {errors[0][cell]:.4f} | {errors[1][cell]:.4f} |")
     print(f"\nworst {max(max(e.values()) for e in errors):.4f}")
     for margin in (0.5, 1.0):
-        result = efficiency(tables // 2, levels, FUTILITY, margin)
-        print(f"\n1 sd gap, margin {margin} sd, {tables // 2} tables a cell\n")
-        print(
-            "| groups | correlation | against | until decided: decided, runs | fixed 8 seeds: "
-            "decided, runs | per run, ratio | wrong: until decided, fixed |\n"
-            "|---|---|---|---|---|---|---|"
-        )
-        ratios = []
-        for cell, (dec, runs, f_dec, f_runs, err, f_err) in result.items():
-            k, rho, best = cell
-            ratio = (dec / runs) / (f_dec / f_runs) if f_dec else math.inf
-            ratios.append(ratio)
-            print(
-                f"| {k} | {rho:g} | {'best' if best else 'reference'} | {dec:.3f}, {runs:.1f} | "
-                f"{f_dec:.3f}, {f_runs} | {ratio:.2f} | {err:.3f}, {f_err:.3f} |"
-            )
-        print(f"\nratio: min {min(ratios):.2f}, median {np.median(ratios):.2f}")
+        efficiency_table(tables // 2, levels, margin)
     print(f"\nCPU {time.process_time() - start:.0f} s")
 
 

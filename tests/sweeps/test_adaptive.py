@@ -74,6 +74,18 @@ def test_the_whole_procedure_keeps_its_error_under_the_null(sim):
         assert runs.mean() < k * sim.MAX_SEEDS  # futility stops hopeless comparisons early
 
 
+def test_the_oracle_bound_seeds_only_what_the_fixed_design_decides(sim):
+    """docs/statistics.md's bound on any futility rule: a table whose comparisons the fixed
+    design decides none of stops at the grid; one it decides some of may seed on."""
+    x, mu = sim.draw(np.random.default_rng(11), 200, 5, 0.5, 1.0)
+    _, _, which = sim.fixed(x, mu, 0.5, False)
+    _, decided, runs = sim.until_decided(x, mu, 0.5, False, sim.design_levels(), 0.0, which)
+    none = ~which.any(1)
+    assert none.any() and (~none).any()
+    assert (runs[none] == 5 * sim.FIRST).all() and (decided[none] == 0).all()
+    assert runs[~none].mean() > 5 * sim.FIRST
+
+
 def test_levels_are_calibrated_for_the_default_design_and_the_union_bound_elsewhere():
     default = [(3 + i) / 8 for i in range(6)]
     levels = [stats.look_alpha(0.05, default, look) for look in range(1, 7)]
