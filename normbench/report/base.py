@@ -155,6 +155,8 @@ def parse_reference(given: list[str] | tuple[str, ...]) -> tuple[str, ...]:
     """``--reference norm=layernorm`` (repeatable, or several KEY=VALUE in one argument):
     each a plain KEY=VALUE in override syntax, one value per key."""
     items = [item for text in given for item in text.split()]
+    if not items:  # Hydra's parser costs 0.3 s to import: not for the default report
+        return ()
     for override in parse_overrides(items):
         if override.is_sweep_override() or override.is_delete() or override.is_add():
             raise UsageError(
@@ -369,11 +371,16 @@ def seeded_results(part: pd.DataFrame, column: str, metric: Metric, method: Meth
     byte) counts at chance, as a diverged run does, never beyond it; its excess measures
     nothing but would swamp every mean and CI. (Column by column: a group of a store of
     100,000 runs holds hundreds.)"""
+    return seeded(*result_columns(part, column), metric, method)
+
+
+def result_columns(part: pd.DataFrame, column: str) -> tuple[np.ndarray, ...]:
+    """What ``seeded`` reads of runs, as arrays: seeds, statuses, the column's values as floats
+    and the class counts. A table taking a group's cells (a batch size, a learning rate) slices
+    these rather than the frame."""
     seeds = part["seed"].to_numpy() if "seed" in part else part.index.to_numpy()
     values = numbers(part[column]) if column in part else np.full(len(part), np.nan)
-    status = part["status"].to_numpy()
-    classes = part["num_classes"].to_numpy(dtype=float)
-    return seeded(seeds, status, values, classes, metric, method)
+    return seeds, part["status"].to_numpy(), values, part["num_classes"].to_numpy(dtype=float)
 
 
 def seeded(

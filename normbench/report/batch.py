@@ -20,9 +20,9 @@ from normbench.report.base import (
     groups,
     narrowed,
     resolution,
-    results,
+    result_columns,
     scored,
-    seeded_results,
+    seeded,
 )
 
 BATCH_KEYS = ("batch_size", "norm.ghost_batch")
@@ -67,11 +67,14 @@ def batch_table(
             "ghost_batch" in NORM_KEYS.get(n, set()) for n in part["norm.name"]
         )
         row = {**values}
-        cells = {}
+        columns = result_columns(part, metric.column)
         at = part["device_batch"].to_numpy()
+        by_size = {s: seeded(*(c[at == s] for c in columns), metric, method) for s in sizes}
+        whole = seeded(*columns, metric, method) if same_runs else None  # every column's runs
+        cells = {}
         for size in sizes:
-            cell = part if same_runs else part[at == size]
-            cells[size] = results(cell, metric.column, metric, method)
+            cell = by_size[size] if whole is None else whole
+            cells[size] = np.array(list(cell.values()), dtype=float)
             mean, ci = stats.mean_ci(cells[size])
             row.update({f"b{size}_mean": mean, f"b{size}_ci95": ci, f"b{size}_n": len(cells[size])})
         smallest = min((s for s in sizes if len(cells[s])), default=sizes[0])
@@ -79,15 +82,7 @@ def batch_table(
             reference_batch=int(reference), smallest_batch=int(smallest), same_runs=same_runs
         )
         rows.append(row)
-        pairs.append(
-            tuple(
-                scored(
-                    seeded_results(part[at == size], metric.column, metric, method),
-                    metric,
-                )
-                for size in (reference, smallest)
-            )
-        )
+        pairs.append(tuple(scored(by_size[size], metric) for size in (reference, smallest)))
     step = resolution(runs, metric)
     verdicts = stats.contrast(pairs, method.level, method.margin, step)
     words = {"worse": "sensitive", "equivalent": "insensitive"}

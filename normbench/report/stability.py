@@ -21,13 +21,15 @@ from normbench.report.base import (
     labels,
     narrowed,
     numbers,
-    results,
+    result_columns,
+    seeded,
 )
 from normbench.report.convergence import reference_indices
 
 # Stress axes: the stability table gives, per group, the largest value at which every seed
 # still trains (Peri-LN's and nGPT's measure for the learning rate; the depth study's for depth).
 STRESS_AXES = {"train.lr": "lr_stability", "model.depth": "depth_stability"}
+EXCLUDE_DIVERGED = Method(diverged="exclude")  # the metric "there": where the seeds trained
 
 
 def stability_table(
@@ -52,15 +54,16 @@ def stability_table(
         row, stable = {**values}, None
         at = labels(part[axis]).to_numpy()
         ran, seeds = trained(part, metric).tolist(), part["seed"].tolist()
+        columns = result_columns(part, metric.column)
         for value in axis_values:
             here = at == label(value)
-            cell = part[here]
             by_seed: dict[int, bool] = {}  # a seed trained when each of its runs did
             for i in np.flatnonzero(here).tolist():
                 seed = int(seeds[i])
                 by_seed[seed] = by_seed.get(seed, True) and ran[i]
             seeds_trained = list(by_seed.values())
-            finished = results(cell, metric.column, metric, Method(diverged="exclude"))
+            cell = seeded(*(c[here] for c in columns), metric, EXCLUDE_DIVERGED)
+            finished = np.array(list(cell.values()), dtype=float)
             row[f"{label(value)}_mean"] = float(finished.mean()) if len(finished) else math.nan
             row[f"{label(value)}_trained"] = f"{sum(seeds_trained)}/{len(seeds_trained)}"
             if seeds_trained and all(seeds_trained):
@@ -139,35 +142,53 @@ def lr_sensitivity_by_seed(part: pd.DataFrame, metric: Metric) -> dict[int, floa
     grid = sorted(set(rate_of.values()))
     diverged = part["status"] == "diverged"
     finished = part[diverged | ((part["status"] == "complete") & part[f"final_{loss}"].notna())]
-    # Plain arrays, sliced per seed: a pandas groupby over a group's seeds cost 2.6 ms a seed
-    # (200 seeds x 50 groups at 100,000 runs); the same numbers go through the same formula.
+    # Plain arrays: a pandas groupby over a group's seeds cost 2.6 ms a seed (200 seeds x 50
+    # groups at 100,000 runs); the same numbers go through the same formula.
     seeds = finished["seed"].to_numpy()
-    rates = [rate_of[value] for value in finished["train.lr"].tolist()]
+    code_of = {rate: code for code, rate in enumerate(grid)}
+    codes = np.array([code_of[rate_of[value]] for value in finished["train.lr"].tolist()], int)
     complete = (finished["status"] == "complete").to_numpy()
-    final = finished[f"final_{loss}"].to_numpy()
-    recorded = finished[f"initial_{loss}"].to_numpy() if f"initial_{loss}" in finished else None
-    classes = finished["num_classes"].to_numpy()
-    present = ~pd.isna(seeds)
-    rows_of: dict = {}
-    for row, seed in zip(np.flatnonzero(present).tolist(), seeds[present].tolist(), strict=True):
-        rows_of.setdefault(seed, []).append(row)
+    final = finished[f"final_{loss}"].to_numpy(dtype=float)
+    recorded = (
+        finished[f"initial_{loss}"].to_numpy(dtype=float)
+        if f"initial_{loss}" in finished
+        else np.full(len(finished), np.nan)
+    )
+    classes = finished["num_classes"].to_numpy(dtype=float)
+    uniform = {c: math.log2(c) if loss == "val_bpb" else math.log(c) for c in set(classes.tolist())}
+    present = np.flatnonzero(~pd.isna(seeds))
+    present = present[np.argsort(seeds[present], kind="stable")]  # a seed's rows in frame order
+    distinct, starts, counts = np.unique(seeds[present], return_index=True, return_counts=True)
     values = {}
-    for seed in sorted(rows_of):
-        rows = rows_of[seed]
-        if sorted({rates[row] for row in rows}) != grid:
+    # A seed with one run at each rate, the common case: its rows are a row of a matrix
+    one_each = np.flatnonzero(counts == len(grid))
+    rows = present[starts[one_each][:, None] + np.arange(len(grid))]
+    permutation = (np.sort(codes[rows], axis=1) == np.arange(len(grid))).all(axis=1)
+    rows, one_each = rows[permutation], one_each[permutation]
+    known = ~np.isnan(recorded[rows])
+    first_known = recorded[rows][np.arange(len(rows)), known.argmax(axis=1)]
+    fallback = np.array([uniform[c] for c in classes[rows[:, 0]].tolist()], dtype=float)
+    initial = np.where(known.any(axis=1), first_known, fallback)[:, None]
+    ended = np.where(complete[rows], final[rows], math.nan)
+    capped = np.where(np.isfinite(ended), np.minimum(ended, initial), initial)
+    sensitivity = stats.lr_sensitivity_rows(capped, initial)
+    values = dict(zip(distinct[one_each].tolist(), sensitivity.tolist(), strict=True))
+    # Any other seed: several runs at a rate count as their mean capped loss; a seed missing a
+    # rate does not count
+    for seed in np.setdiff1d(np.flatnonzero(counts > len(grid)), one_each).tolist():
+        at = present[starts[seed] : starts[seed] + counts[seed]]
+        if sorted(set(codes[at].tolist())) != list(range(len(grid))):
             continue
-        known = [] if recorded is None else recorded[rows][~pd.isna(recorded[rows])].tolist()
-        count = float(classes[rows[0]])
-        uniform = math.log2(count) if loss == "val_bpb" else math.log(count)
-        initial = float(known[0]) if known else uniform
-        ended = np.where(complete[rows], final[rows], math.nan)
-        capped = np.where(np.isfinite(ended), np.minimum(ended, initial), initial)
-        by_rate: dict[str, list[float]] = {}
-        for row, value in zip(rows, capped.tolist(), strict=True):
-            by_rate.setdefault(rates[row], []).append(value)
+        known_here = recorded[at][~np.isnan(recorded[at])].tolist()
+        initial_here = float(known_here[0]) if known_here else uniform[float(classes[at[0]])]
+        ended = np.where(complete[at], final[at], math.nan)
+        capped = np.where(np.isfinite(ended), np.minimum(ended, initial_here), initial_here)
+        by_rate: dict[int, list[float]] = {}
+        for code, value in zip(codes[at].tolist(), capped.tolist(), strict=True):
+            by_rate.setdefault(code, []).append(value)
         losses = np.array([math.fsum(v) / len(v) for v in by_rate.values()], dtype=float)
-        values[int(seed)] = stats.lr_sensitivity(losses, initial)
-    return values
+        values[distinct[seed]] = stats.lr_sensitivity(losses, initial_here)
+    return {int(seed): values[seed] for seed in sorted(values)}
 
 
 def lr_sensitivity_row(part: pd.DataFrame, metric: Metric) -> dict:

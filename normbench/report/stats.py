@@ -276,9 +276,9 @@ def _pairwise(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every pair (i, j), i before j in ``testable``: the pairs (an array of two columns),
     ``difference(groups[i], groups[j], resolution)``'s diff, se and df. 500 groups are 124,750
-    pairs, and one ``difference`` each took 0.1 ms: here the paired ones of a group are
-    computed at once, those sharing as many seeds stacked into one array (a row each: its
-    common seeds' values in seed order), with the same numpy operations on the same numbers
+    pairs, and one ``difference`` each took 0.1 ms: here the paired ones are computed at once,
+    a block of pairs at a time, those sharing as many seeds stacked into one array (a row each:
+    its common seeds' values in seed order), with the same numpy operations on the same numbers
     as ``difference``, so the same floats (tests/report/test_stats.py compares them). Pairs
     sharing fewer than two seeds (unpaired) go through ``difference``."""
     seeds = sorted({s for i in testable for s in groups[i]})
@@ -289,42 +289,34 @@ def _pairwise(
         at = [column[s] for s in groups[i]]
         values[i, at] = list(groups[i].values())
         has[i, at] = True
+    first, second = np.triu_indices(len(testable), 1)
+    pairs = np.array(testable, dtype=int)[np.stack([first, second], axis=1)].reshape(-1, 2)
+    diff, se, df = (np.zeros(len(pairs)) for _ in range(3))
     floor = resolution / math.sqrt(3)
-    pairs, diff, se, df = [], [], [], []
-    for n, i in enumerate(testable):
-        later = np.array(testable[n + 1 :], dtype=int)
-        if not len(later):
-            break
-        common = has[i] & has[later]
+    block = max(1, PAIR_BLOCK // max(1, len(seeds)))
+    for start in range(0, len(pairs), block):
+        i, j = pairs[start : start + block].T
+        common = has[i] & has[j]
         shared = common.sum(axis=1)
-        spread = values[i] - values[later]
-        size = np.abs(values[i]) + np.abs(values[later])
-        row_diff, row_se, row_df = (np.zeros(len(later)) for _ in range(3))
+        spread = values[i] - values[j]
+        size = np.abs(values[i]) + np.abs(values[j])
         for count in np.unique(shared[shared >= 2]).tolist():
             rows = np.flatnonzero(shared == count)
             d = spread[rows][common[rows]].reshape(-1, count)
             scale = size[rows][common[rows]].reshape(-1, count).max(axis=1)
             sd = d.std(ddof=1, axis=1)
             sd = np.maximum(np.where(sd <= ROUND_OFF * scale, 0.0, sd), floor)
-            row_diff[rows] = d.mean(axis=1)
-            row_se[rows] = np.where(sd == 0, 0.0, sd / math.sqrt(count))
-            row_df[rows] = np.where(sd == 0, math.inf, float(count - 1))
+            at = start + rows
+            diff[at] = d.mean(axis=1)
+            se[at] = np.where(sd == 0, 0.0, sd / math.sqrt(count))
+            df[at] = np.where(sd == 0, math.inf, float(count - 1))
         for row in np.flatnonzero(shared < 2).tolist():
-            one = difference(groups[i], groups[int(later[row])], resolution)
-            row_diff[row], row_se[row], row_df[row] = one.diff, one.se, one.df
-        pairs += [(i, j) for j in later.tolist()]
-        diff.append(row_diff)
-        se.append(row_se)
-        df.append(row_df)
-    if not pairs:
-        empty = np.zeros(0)
-        return np.zeros((0, 2), dtype=int), empty, empty, empty
-    return (
-        np.array(pairs, dtype=int),
-        np.concatenate(diff),
-        np.concatenate(se),
-        np.concatenate(df),
-    )
+            one = difference(groups[int(i[row])], groups[int(j[row])], resolution)
+            diff[start + row], se[start + row], df[start + row] = one.diff, one.se, one.df
+    return pairs, diff, se, df
+
+
+PAIR_BLOCK = 1 << 22  # pairs x seeds per block of _pairwise: 32 MB of float64 a temporary
 
 
 def _p_two_sided_all(diff: np.ndarray, se: np.ndarray, df: np.ndarray) -> np.ndarray:
@@ -580,5 +572,11 @@ def lr_sensitivity(losses: np.ndarray, initial: float) -> float:
     keeps a grid where none does at 0 rather than negative. In the loss's units; 0 when every
     rate reaches the same loss, lower is better. Unlike the other functions here, the arrays
     are not per seed but per learning rate, and may hold NaN."""
+    return float(lr_sensitivity_rows(np.asarray(losses, dtype=float)[None, :], initial)[0])
+
+
+def lr_sensitivity_rows(losses: np.ndarray, initial: float | np.ndarray) -> np.ndarray:
+    """``lr_sensitivity`` of each row of ``losses`` (a seed's losses over the grid), ``initial``
+    a number or a column (a seed's loss_init each): the same floats as one row at a time."""
     capped = np.where(np.isfinite(losses), np.minimum(losses, initial), initial)
-    return float((capped - capped.min()).mean())  # each term >= 0, as in the formula
+    return (capped - capped.min(axis=1, keepdims=True)).mean(axis=1)  # each term >= 0

@@ -127,3 +127,31 @@ def test_lr_sensitivity_gets_a_paired_verdict_against_a_named_reference(tmp_path
     table = section.tables["lr_stability"].set_index("model.qk_norm")
     assert table.loc["layernorm", "lr_sensitivity_verdict"] == "reference"
     assert table.loc["none", "lr_sensitivity_verdict"] in ("worse", "inconclusive")
+
+
+def test_a_seed_with_several_runs_at_a_rate_counts_their_mean_and_one_missing_a_rate_none():
+    """Seeds with one run at each rate (computed as rows of one array) beside a seed with two
+    runs at a rate (their mean capped loss), a seed missing a rate (left out) and rows out of
+    seed order: each seed's value is the formula's, in seed order."""
+    import pandas as pd
+
+    from normbench.report.base import ACCURACY
+    from normbench.report.stability import lr_sensitivity_by_seed
+
+    part = pd.DataFrame(
+        {
+            "seed": pd.Series([2, 0, 0, 1, 1, 1, 2, 3], dtype=object),  # as the store gives
+            "train.lr": [0.1, 0.01, 0.1, 0.01, 0.1, 0.1, 0.01, 0.01],
+            "status": ["complete", "complete", "diverged", "complete", "complete", "complete"]
+            + ["complete", "complete"],
+            "final_val_loss": [0.4, 1.0, math.nan, 0.5, 0.9, 3.0, 0.8, 0.6],
+            "initial_val_loss": [2.0, 2.3, 2.3, 2.2, 2.2, 2.2, math.nan, 2.0],
+            "num_classes": [10] * 8,
+        }
+    )
+    values = lr_sensitivity_by_seed(part, ACCURACY)
+    assert values == lr_sensitivity_by_seed(part.astype({"seed": int}), ACCURACY)
+    assert list(values) == [0, 1, 2]  # seed 3 has no run at 0.1
+    assert values[0] == pytest.approx((1.0 + 2.3) / 2 - 1.0)
+    assert values[1] == pytest.approx((0.5 + (0.9 + 2.2) / 2) / 2 - 0.5)  # 3.0 capped at 2.2
+    assert values[2] == pytest.approx((0.4 + 0.8) / 2 - 0.4)  # its first recorded loss_init

@@ -57,10 +57,13 @@ def test_holm_adjusts_step_down_and_keeps_tests_not_made():
     )
 
 
-def test_all_pairs_at_once_are_the_same_floats_as_one_difference_each():
+@pytest.mark.parametrize("block", [stats.PAIR_BLOCK, 200])
+def test_all_pairs_at_once_are_the_same_floats_as_one_difference_each(block, monkeypatch):
     """compare_with_best computes every pair's difference at once (stats._pairwise): the
     same numbers bit for bit as ``difference``, over equal, overlapping, disjoint and
-    quantised seed sets, and identical results (no noise) alike."""
+    quantised seed sets, and identical results (no noise) alike, in one block of pairs or in
+    blocks of a few."""
+    monkeypatch.setattr(stats, "PAIR_BLOCK", block)
     rng = np.random.default_rng(3)
     groups = [{s: float(rng.normal(0.8, 0.05)) for s in range(30)} for _ in range(4)]
     groups += [
