@@ -58,3 +58,51 @@ def test_the_suite_passes_started_as_a_background_job_without_stdin(tmp_path):
     )
     assert result.returncode == 0, result.stdout[-4000:]
     assert f"{len(SENSITIVE)} passed" in result.stdout, result.stdout[-4000:]
+
+
+GROUPED = """
+import os, pytest
+
+pytestmark = [pytest.mark.xdist_group("slurm")]
+
+@pytest.mark.parametrize("i", range(4))
+def test_grouped(i, tmp_path_factory):
+    with open(os.environ["WORKERS_FILE"], "a") as out:
+        out.write(os.environ["PYTEST_XDIST_WORKER"] + "\\n")
+
+@pytest.mark.parametrize("i", range(4))
+def test_loose(i):
+    pass
+"""
+
+
+def test_xdist_groups_keep_the_slurm_tests_in_one_worker(tmp_path):
+    """The SLURM tests share one cluster, and a module's fixture stops it: run in two workers
+    at once, one worker's teardown kills the other's jobs. pytest 9.2 silently broke
+    xdist_group (pytest-xdist issue 1386: every test is scheduled alone, as if unmarked), so
+    pyproject.toml keeps pytest below it; this fails if a release breaks it again."""
+    (tmp_path / "test_grouped.py").write_text(GROUPED)
+    workers = tmp_path / "workers.txt"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-n",
+            "2",
+            "--dist",
+            "loadgroup",
+            "-p",
+            "no:cacheprovider",
+            str(tmp_path / "test_grouped.py"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "WORKERS_FILE": str(workers)},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    ran_on = workers.read_text().split()
+    assert len(ran_on) == 4 and len(set(ran_on)) == 1, ran_on

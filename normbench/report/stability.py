@@ -155,11 +155,10 @@ def lr_sensitivity_by_seed(part: pd.DataFrame, metric: Metric) -> dict[int, floa
         else np.full(len(finished), np.nan)
     )
     classes = finished["num_classes"].to_numpy(dtype=float)
-    uniform = {c: math.log2(c) if loss == "val_bpb" else math.log(c) for c in set(classes.tolist())}
+    uniform = math.log2 if loss == "val_bpb" else math.log  # of the class count
     present = np.flatnonzero(~pd.isna(seeds))
     present = present[np.argsort(seeds[present], kind="stable")]  # a seed's rows in frame order
     distinct, starts, counts = np.unique(seeds[present], return_index=True, return_counts=True)
-    values = {}
     # A seed with one run at each rate, the common case: its rows are a row of a matrix
     one_each = np.flatnonzero(counts == len(grid))
     rows = present[starts[one_each][:, None] + np.arange(len(grid))]
@@ -167,7 +166,7 @@ def lr_sensitivity_by_seed(part: pd.DataFrame, metric: Metric) -> dict[int, floa
     rows, one_each = rows[permutation], one_each[permutation]
     known = ~np.isnan(recorded[rows])
     first_known = recorded[rows][np.arange(len(rows)), known.argmax(axis=1)]
-    fallback = np.array([uniform[c] for c in classes[rows[:, 0]].tolist()], dtype=float)
+    fallback = np.array([uniform(c) for c in classes[rows[:, 0]].tolist()], dtype=float)
     initial = np.where(known.any(axis=1), first_known, fallback)[:, None]
     ended = np.where(complete[rows], final[rows], math.nan)
     capped = np.where(np.isfinite(ended), np.minimum(ended, initial), initial)
@@ -175,12 +174,12 @@ def lr_sensitivity_by_seed(part: pd.DataFrame, metric: Metric) -> dict[int, floa
     values = dict(zip(distinct[one_each].tolist(), sensitivity.tolist(), strict=True))
     # Any other seed: several runs at a rate count as their mean capped loss; a seed missing a
     # rate does not count
-    for seed in np.setdiff1d(np.flatnonzero(counts > len(grid)), one_each).tolist():
+    for seed in np.flatnonzero(counts > len(grid)).tolist():
         at = present[starts[seed] : starts[seed] + counts[seed]]
         if sorted(set(codes[at].tolist())) != list(range(len(grid))):
             continue
         known_here = recorded[at][~np.isnan(recorded[at])].tolist()
-        initial_here = float(known_here[0]) if known_here else uniform[float(classes[at[0]])]
+        initial_here = float(known_here[0]) if known_here else uniform(float(classes[at[0]]))
         ended = np.where(complete[at], final[at], math.nan)
         capped = np.where(np.isfinite(ended), np.minimum(ended, initial_here), initial_here)
         by_rate: dict[int, list[float]] = {}

@@ -316,7 +316,7 @@ def _pairwise(
     return pairs, diff, se, df
 
 
-PAIR_BLOCK = 1 << 22  # pairs x seeds per block of _pairwise: 32 MB of float64 a temporary
+PAIR_BLOCK = 1 << 20  # pairs x seeds per block of _pairwise: 8 MB of float64 a temporary
 
 
 def _p_two_sided_all(diff: np.ndarray, se: np.ndarray, df: np.ndarray) -> np.ndarray:
