@@ -155,15 +155,21 @@ def lr_sensitivity_by_seed(part: pd.DataFrame, metric: Metric) -> dict[int, floa
         else np.full(len(finished), np.nan)
     )
     classes = finished["num_classes"].to_numpy(dtype=float)
-    uniform = math.log2 if loss == "val_bpb" else math.log  # of the class count
+    log = math.log2 if loss == "val_bpb" else math.log
+
+    def uniform(count: float) -> float:
+        """The uniform prediction's loss; NaN for a class count no run can have."""
+        return log(count) if count > 0 else math.nan
+
     present = np.flatnonzero(~pd.isna(seeds))
     present = present[np.argsort(seeds[present], kind="stable")]  # a seed's rows in frame order
     distinct, starts, counts = np.unique(seeds[present], return_index=True, return_counts=True)
+    distinct = distinct.tolist()  # the seeds as Python numbers
     # A seed with one run at each rate, the common case: its rows are a row of a matrix
     one_each = np.flatnonzero(counts == len(grid))
     rows = present[starts[one_each][:, None] + np.arange(len(grid))]
-    permutation = (np.sort(codes[rows], axis=1) == np.arange(len(grid))).all(axis=1)
-    rows, one_each = rows[permutation], one_each[permutation]
+    every_rate_once = (np.sort(codes[rows], axis=1) == np.arange(len(grid))).all(axis=1)
+    rows, one_each = rows[every_rate_once], one_each[every_rate_once]
     known = ~np.isnan(recorded[rows])
     first_known = recorded[rows][np.arange(len(rows)), known.argmax(axis=1)]
     fallback = np.array([uniform(c) for c in classes[rows[:, 0]].tolist()], dtype=float)
@@ -171,11 +177,11 @@ def lr_sensitivity_by_seed(part: pd.DataFrame, metric: Metric) -> dict[int, floa
     ended = np.where(complete[rows], final[rows], math.nan)
     capped = np.where(np.isfinite(ended), np.minimum(ended, initial), initial)
     sensitivity = stats.lr_sensitivity_rows(capped, initial)
-    values = dict(zip(distinct[one_each].tolist(), sensitivity.tolist(), strict=True))
+    values = dict(zip([distinct[i] for i in one_each.tolist()], sensitivity.tolist(), strict=True))
     # Any other seed: several runs at a rate count as their mean capped loss; a seed missing a
     # rate does not count
-    for seed in np.flatnonzero(counts > len(grid)).tolist():
-        at = present[starts[seed] : starts[seed] + counts[seed]]
+    for which in np.flatnonzero(counts > len(grid)).tolist():  # an index into distinct
+        at = present[starts[which] : starts[which] + counts[which]]
         if sorted(set(codes[at].tolist())) != list(range(len(grid))):
             continue
         known_here = recorded[at][~np.isnan(recorded[at])].tolist()
@@ -186,7 +192,7 @@ def lr_sensitivity_by_seed(part: pd.DataFrame, metric: Metric) -> dict[int, floa
         for code, value in zip(codes[at].tolist(), capped.tolist(), strict=True):
             by_rate.setdefault(code, []).append(value)
         losses = np.array([math.fsum(v) / len(v) for v in by_rate.values()], dtype=float)
-        values[distinct[seed]] = stats.lr_sensitivity(losses, initial_here)
+        values[distinct[which]] = stats.lr_sensitivity(losses, initial_here)
     return {int(seed): values[seed] for seed in sorted(values)}
 
 

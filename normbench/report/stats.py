@@ -271,6 +271,9 @@ def _copeland(
     return max(testable, key=lambda i: (wins[i], float(np.mean(list(groups[i].values())))))
 
 
+PAIR_BLOCK = 1 << 20  # pairs x seeds per block of _pairwise: about 50 MB of temporaries at most
+
+
 def _pairwise(
     groups: Sequence[Results], testable: list[int], resolution: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -314,9 +317,6 @@ def _pairwise(
             one = difference(groups[int(i[row])], groups[int(j[row])], resolution)
             diff[start + row], se[start + row], df[start + row] = one.diff, one.se, one.df
     return pairs, diff, se, df
-
-
-PAIR_BLOCK = 1 << 20  # pairs x seeds per block of _pairwise: 8 MB of float64 a temporary
 
 
 def _p_two_sided_all(diff: np.ndarray, se: np.ndarray, df: np.ndarray) -> np.ndarray:
@@ -578,5 +578,6 @@ def lr_sensitivity(losses: np.ndarray, initial: float) -> float:
 def lr_sensitivity_rows(losses: np.ndarray, initial: float | np.ndarray) -> np.ndarray:
     """``lr_sensitivity`` of each row of ``losses`` (a seed's losses over the grid), ``initial``
     a number or a column (a seed's loss_init each): the same floats as one row at a time."""
+    losses = np.ascontiguousarray(losses)  # a row's sum in its own order, as one row alone
     capped = np.where(np.isfinite(losses), np.minimum(losses, initial), initial)
     return (capped - capped.min(axis=1, keepdims=True)).mean(axis=1)  # each term >= 0

@@ -155,3 +155,6 @@ def test_a_seed_with_several_runs_at_a_rate_counts_their_mean_and_one_missing_a_
     assert values[0] == pytest.approx((1.0 + 2.3) / 2 - 1.0)
     assert values[1] == pytest.approx((0.5 + (0.9 + 2.2) / 2) / 2 - 0.5)  # 3.0 capped at 2.2
     assert values[2] == pytest.approx((0.4 + 0.8) / 2 - 0.4)  # its first recorded loss_init
+    # a class count no run can have (a tampered store) gives no loss_init to fall back on
+    hostile = part.assign(num_classes=0, initial_val_loss=math.nan)
+    assert all(math.isnan(v) for v in lr_sensitivity_by_seed(hostile, ACCURACY).values())
