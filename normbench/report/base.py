@@ -356,16 +356,12 @@ def narrowed(part: pd.DataFrame, *columns: str) -> pd.DataFrame:
     return part[[c for c in keep if c in part]]
 
 
-def results(part: pd.DataFrame, column: str, metric: Metric, method: Method) -> np.ndarray:
-    """A group's results in seed order: complete runs' values, diverged runs at chance (or
-    dropped with ``--diverged exclude``); failed and unfinished runs are never results."""
-    return np.array(list(seeded_results(part, column, metric, method).values()), dtype=float)
-
-
 def seeded_results(part: pd.DataFrame, column: str, metric: Metric, method: Method) -> Results:
-    """``results`` by seed, in seed order, oriented as the metric reads (not negated). Runs of
-    one seed in one group (the grouping leaves out a key that varies: ``--by norm.name`` over
-    batch sizes) are one result, their mean: the seed stays the unit that pairs groups, and
+    """A group's results by seed, in seed order: complete runs' values, diverged runs at chance
+    (or dropped with ``--diverged exclude``); failed and unfinished runs are never results.
+    Oriented as the metric reads (not negated). Runs of one seed in one group (the grouping
+    leaves out a key that varies: ``--by norm.name`` over batch sizes) are one result, their
+    mean: the seed stays the unit that pairs groups, and
     no run is dropped (normbench.report.sections notes which keys were averaged over). Bits
     per byte have no worst value: a run that exploded without a NaN (a finite 1e10 bits per
     byte) counts at chance, as a diverged run does, never beyond it; its excess measures
