@@ -66,7 +66,7 @@ import os, pytest
 pytestmark = [pytest.mark.xdist_group("slurm")]
 
 @pytest.mark.parametrize("i", range(4))
-def test_grouped(i, tmp_path_factory):
+def test_grouped(i):
     with open(os.environ["WORKERS_FILE"], "a") as out:
         out.write(os.environ["PYTEST_XDIST_WORKER"] + "\\n")
 

@@ -361,12 +361,12 @@ def seeded_results(part: pd.DataFrame, column: str, metric: Metric, method: Meth
     (or dropped with ``--diverged exclude``); failed and unfinished runs are never results.
     Oriented as the metric reads (not negated). Runs of one seed in one group (the grouping
     leaves out a key that varies: ``--by norm.name`` over batch sizes) are one result, their
-    mean: the seed stays the unit that pairs groups, and
-    no run is dropped (normbench.report.sections notes which keys were averaged over). Bits
-    per byte have no worst value: a run that exploded without a NaN (a finite 1e10 bits per
-    byte) counts at chance, as a diverged run does, never beyond it; its excess measures
-    nothing but would swamp every mean and CI. (Column by column: a group of a store of
-    100,000 runs holds hundreds.)"""
+    mean: the seed stays the unit that pairs groups, and no run is dropped
+    (normbench.report.sections notes which keys were averaged over). Bits per byte have no
+    worst value: a run that exploded without a NaN (a finite 1e10 bits per byte) counts at
+    chance, as a diverged run does, never beyond it; its excess measures nothing but would
+    swamp every mean and CI. (Column by column: a group of a store of 100,000 runs holds
+    hundreds.)"""
     return seeded(*result_columns(part, column), metric, method)
 
 

@@ -163,36 +163,38 @@ def lr_sensitivity_by_seed(part: pd.DataFrame, metric: Metric) -> dict[int, floa
 
     present = np.flatnonzero(~pd.isna(seeds))
     present = present[np.argsort(seeds[present], kind="stable")]  # a seed's rows in frame order
+    codes, complete, final = codes[present], complete[present], final[present]
+    recorded, classes = recorded[present], classes[present]
     distinct, starts, counts = np.unique(seeds[present], return_index=True, return_counts=True)
     distinct = distinct.tolist()  # the seeds as Python numbers
+    # Per seed, loss_init: its first recorded one, else the uniform prediction's
+    at_row = np.where(np.isnan(recorded), len(present), np.arange(len(present)))
+    first = np.minimum.reduceat(at_row, starts) if len(present) else at_row
+    first_known = recorded[np.minimum(first, len(present) - 1)]
+    fallback = np.array([uniform(c) for c in classes[starts].tolist()], dtype=float)
+    initial = np.where(first < len(present), first_known, fallback)
+    # Per run, its final loss capped at its seed's loss_init (a diverged run at loss_init)
+    ceiling = np.repeat(initial, counts)
+    ended = np.where(complete, final, math.nan)
+    capped = np.where(np.isfinite(ended), np.minimum(ended, ceiling), ceiling)
     # A seed with one run at each rate, the common case: its rows are a row of a matrix
     one_each = np.flatnonzero(counts == len(grid))
-    rows = present[starts[one_each][:, None] + np.arange(len(grid))]
+    rows = starts[one_each][:, None] + np.arange(len(grid))
     every_rate_once = (np.sort(codes[rows], axis=1) == np.arange(len(grid))).all(axis=1)
     rows, one_each = rows[every_rate_once], one_each[every_rate_once]
-    known = ~np.isnan(recorded[rows])
-    first_known = recorded[rows][np.arange(len(rows)), known.argmax(axis=1)]
-    fallback = np.array([uniform(c) for c in classes[rows[:, 0]].tolist()], dtype=float)
-    initial = np.where(known.any(axis=1), first_known, fallback)[:, None]
-    ended = np.where(complete[rows], final[rows], math.nan)
-    capped = np.where(np.isfinite(ended), np.minimum(ended, initial), initial)
-    sensitivity = stats.lr_sensitivity_rows(capped, initial)
+    sensitivity = stats.lr_sensitivity_rows(capped[rows], initial[one_each][:, None])
     values = dict(zip([distinct[i] for i in one_each.tolist()], sensitivity.tolist(), strict=True))
     # Any other seed: several runs at a rate count as their mean capped loss; a seed missing a
     # rate does not count
     for which in np.flatnonzero(counts > len(grid)).tolist():  # an index into distinct
-        at = present[starts[which] : starts[which] + counts[which]]
+        at = slice(starts[which], starts[which] + counts[which])
         if sorted(set(codes[at].tolist())) != list(range(len(grid))):
             continue
-        known_here = recorded[at][~np.isnan(recorded[at])].tolist()
-        initial_here = float(known_here[0]) if known_here else uniform(float(classes[at[0]]))
-        ended = np.where(complete[at], final[at], math.nan)
-        capped = np.where(np.isfinite(ended), np.minimum(ended, initial_here), initial_here)
         by_rate: dict[int, list[float]] = {}
-        for code, value in zip(codes[at].tolist(), capped.tolist(), strict=True):
+        for code, value in zip(codes[at].tolist(), capped[at].tolist(), strict=True):
             by_rate.setdefault(code, []).append(value)
         losses = np.array([math.fsum(v) / len(v) for v in by_rate.values()], dtype=float)
-        values[distinct[which]] = stats.lr_sensitivity(losses, initial_here)
+        values[distinct[which]] = stats.lr_sensitivity(losses, float(initial[which]))
     return {int(seed): values[seed] for seed in sorted(values)}
 
 

@@ -292,8 +292,7 @@ def _pairwise(
         at = [column[s] for s in groups[i]]
         values[i, at] = list(groups[i].values())
         has[i, at] = True
-    first, second = np.triu_indices(len(testable), 1)
-    pairs = np.array(testable, dtype=int)[np.stack([first, second], axis=1)].reshape(-1, 2)
+    pairs = np.array(testable, dtype=int)[np.column_stack(np.triu_indices(len(testable), 1))]
     diff, se, df = (np.zeros(len(pairs)) for _ in range(3))
     floor = resolution / math.sqrt(3)
     block = max(1, PAIR_BLOCK // max(1, len(seeds)))
