@@ -128,8 +128,8 @@ def closing(final: Tally, plan: Design, look: int, jobs: list[Job], runs_dir: Pa
     elif stats.design_scale(plan.method.alpha, plan.fractions) != 1.0:
         low, median = SIMULATED_RATIO
         against = (
-            f"{fixed}; by simulation (docs/statistics.md), until decided decides {low:.2g} to "
-            f"{median:.2g}x (smallest, median) the fixed design's comparisons per run"
+            f"{fixed}; by simulation (docs/statistics.md), until decided decides {low:.2f} to "
+            f"{median:.2f}x (smallest, median) the fixed design's comparisons per run"
         )
     else:
         against = f"{fixed}; this design was not simulated (its levels: the union bound)"
