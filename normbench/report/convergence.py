@@ -21,6 +21,7 @@ from normbench.report.base import (
     group_rows,
     groups,
     label,
+    label_codes,
     labels,
     numbers,
     resolution,
@@ -211,7 +212,7 @@ class Columns:
         }
         self.parameters = numbers(runs["parameters"]) if "parameters" in runs else None
         self.provenance = {
-            name: labels(runs[column]).to_numpy() for name, column in PROVENANCE if column in runs
+            name: label_codes(runs[column])[0] for name, column in PROVENANCE if column in runs
         }
         self.length = len(runs)
 
@@ -255,7 +256,9 @@ class Columns:
         none)."""
         finished = at[self.finished[at]]
         return ",".join(
-            name for name, shown in self.provenance.items() if len(set(shown[finished])) > 1
+            name
+            for name, codes in self.provenance.items()
+            if len(finished) and codes[finished].min() != codes[finished].max()
         )
 
 

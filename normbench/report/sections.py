@@ -8,6 +8,7 @@ the settings held fixed.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from normbench.core.errors import UsageError
@@ -20,8 +21,10 @@ from normbench.report.base import (
     Report,
     Section,
     fold_norm_options,
+    group_codes,
     groups,
     is_setting,
+    label_count,
     labels,
     metric_of,
     varying_keys,
@@ -93,7 +96,7 @@ def build_section(
         runs = best_over(runs, best_over_key, keys, metric)
         keys = [k for k in keys if k != best_over_key] + [best_over_key]
     fixed = {k: runs[k].iloc[0] for k in HEADLINE_KEYS if k in runs and k not in keys}
-    fixed = {k: v for k, v in fixed.items() if labels(runs[k]).nunique() == 1 and v is not None}
+    fixed = {k: v for k, v in fixed.items() if label_count(runs[k]) == 1 and v is not None}
     tables = {
         "convergence": convergence_table(runs, keys, metric, method),
         "batch_sensitivity": batch_table(runs, keys, metric, method),
@@ -117,10 +120,16 @@ def averaged_notes(runs: pd.DataFrame, keys: list[str]) -> list[str]:
     results = runs[runs["status"].isin(RESULT_STATUSES)]
     if "seed" not in results or results.empty:
         return []
-    cell = pd.DataFrame({**{k: labels(results[k]) for k in keys}, "seed": results["seed"]})
-    shared = cell.duplicated(keep=False)
+    seeds, _ = pd.factorize(results["seed"], use_na_sentinel=False)
+    _, cell_of, size = np.unique(  # a run's (group, seed) cell, and how many runs it holds
+        group_codes(results, keys) * (seeds.max() + 1) + seeds,
+        return_inverse=True,
+        return_counts=True,
+    )
+    shared = size[cell_of] > 1
     if not shared.any():
         return []
+    cell = pd.DataFrame({**{k: labels(results[k]) for k in keys}, "seed": results["seed"]})
     within = results[shared]
     by = [cell.loc[shared, k] for k in [*keys, "seed"]]
     left_out = {

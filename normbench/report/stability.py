@@ -18,6 +18,7 @@ from normbench.report.base import (
     frame,
     groups,
     label,
+    label_count,
     labels,
     narrowed,
     numbers,
@@ -43,7 +44,7 @@ def stability_table(
     interval and seed count, the per-seed values (JSON) and the loss it is in, and a verdict
     on it against a reference row paired by seed (``lr_sensitivity_verdicts``). None when the
     axis does not vary."""
-    if axis not in runs or labels(runs[axis]).nunique() < 2:
+    if axis not in runs or label_count(runs[axis]) < 2:
         return None
     row_keys = [k for k in keys if k != axis]
     axis_values = sorted({v for v in runs[axis] if v is not None})
