@@ -22,6 +22,7 @@ from normbench.report.base import (
     groups,
     label,
     label_codes,
+    label_count,
     labels,
     numbers,
     resolution,
@@ -211,8 +212,10 @@ class Columns:
             if column in runs
         }
         self.parameters = numbers(runs["parameters"]) if "parameters" in runs else None
-        self.provenance = {
-            name: label_codes(runs[column])[0] for name, column in PROVENANCE if column in runs
+        self.provenance = {  # (one value in every run: no group mixes it)
+            name: label_codes(runs[column])[0]
+            for name, column in PROVENANCE
+            if column in runs and label_count(runs[column]) > 1
         }
         self.length = len(runs)
 
