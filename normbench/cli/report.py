@@ -115,6 +115,10 @@ def report(
 ) -> None:
     """Compare runs: verdicts against the best, batch-size sensitivity and precision."""
     scanning = scan_started(arguments, runs_dir)  # before pandas (store.scan says why)
+    # The verdicts' p-values and intervals need scipy.special (0.1 s to import): imported here,
+    # while the scan's child process is still at work, rather than after it.
+    import scipy.special  # noqa: F401
+
     from normbench.core.errors import UsageError
     from normbench.core.text import plain
     from normbench.report import tuning

@@ -117,18 +117,19 @@ def averaged_notes(runs: pd.DataFrame, keys: list[str]) -> list[str]:
     mean of its runs (base.seeded_results), and the note names the keys averaged over, with
     their values, and the --by that would compare them instead. None when every group has one
     run per seed."""
-    results = runs[runs["status"].isin(RESULT_STATUSES)]
-    if "seed" not in results or results.empty:
+    finished = runs["status"].isin(RESULT_STATUSES).to_numpy()
+    if "seed" not in runs or not finished.any():
         return []
-    seeds, _ = pd.factorize(results["seed"], use_na_sentinel=False)
+    seeds, _ = pd.factorize(runs["seed"].to_numpy()[finished], use_na_sentinel=False)
     _, cell_of, size = np.unique(  # a run's (group, seed) cell, and how many runs it holds
-        group_codes(results, keys) * (seeds.max() + 1) + seeds,
+        group_codes(runs, keys)[finished] * (seeds.max() + 1) + seeds,
         return_inverse=True,
         return_counts=True,
     )
     shared = size[cell_of] > 1
-    if not shared.any():
+    if not shared.any():  # (the whole frame filtered only when some cell holds several runs)
         return []
+    results = runs[finished]
     cell = pd.DataFrame({**{k: labels(results[k]) for k in keys}, "seed": results["seed"]})
     within = results[shared]
     by = [cell.loc[shared, k] for k in [*keys, "seed"]]
@@ -172,7 +173,7 @@ def section_notes(runs: pd.DataFrame, metric: Metric, method: Method) -> list[st
             "model that learned nothing)"
         )
     for status in ("failed", *UNFINISHED_STATUSES):
-        named = runs[runs["status"] == status]
+        named = runs.loc[runs["status"] == status, ["run_id", "error"]]
         if len(named):
             listed = ", ".join(
                 rid + (f" ({error})" if status == "failed" and error else "")
