@@ -8,10 +8,19 @@ from typing import Annotated
 
 import typer
 
-from normbench.cli.app import RunsDir, app, fail, runs_dir_and_filters, scan_started, terminal
+from normbench.cli.app import (
+    RunsDir,
+    app,
+    collector_paused,
+    fail,
+    runs_dir_and_filters,
+    scan_started,
+    terminal,
+)
 
 
 @app.command()
+@collector_paused
 def report(
     arguments: Annotated[
         list[str] | None,

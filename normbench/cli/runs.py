@@ -13,6 +13,7 @@ from normbench.cli.app import (
     RunsDir,
     RunsFilters,
     StatusOption,
+    collector_paused,
     fail,
     runs_app,
     runs_dir_and_filters,
@@ -39,6 +40,7 @@ NEWEST = 50  # runs `runs list` shows unless told otherwise: 100,000 lines help 
 
 
 @runs_app.command("list")
+@collector_paused
 def runs_list(
     arguments: RunsFilters = None,
     status: StatusOption = None,

@@ -147,3 +147,34 @@ def test_python_dash_m_works():
         [sys.executable, "-m", "normbench", "--help"], capture_output=True, text=True, check=True
     ).stdout
     assert "normbench" in out and "run" in out
+
+
+def test_report_and_runs_list_pause_the_cyclic_collector_and_restore_it(tmp_path, monkeypatch):
+    """report and runs list run with gc paused (cli.app.collector_paused: 0.25-0.3 s of a
+    100,000-run report) and leave it as they found it, on success and on a refused input."""
+    import gc
+
+    from normbench.report import sections
+    from normbench.store import catalog
+
+    seen = []
+    build, load = sections.build, catalog.load_runs
+    for module, name, real in ((sections, "build", build), (catalog, "load_runs", load)):
+        monkeypatch.setattr(
+            module, name, lambda *a, real=real, **k: seen.append(gc.isenabled()) or real(*a, **k)
+        )
+    runs = tmp_path / "runs"
+    for seed in (0, 1):
+        make_run(runs, ["norm=layernorm", f"seed={seed}"])
+    assert gc.isenabled()
+    assert runner.invoke(app, ["report", "--runs-dir", str(runs)]).exit_code == 0
+    assert runner.invoke(app, ["runs", "list", "--runs-dir", str(runs)]).exit_code == 0
+    assert seen == [False, False, False] and gc.isenabled()
+    assert runner.invoke(app, ["report", "--runs-dir", str(runs), "--alpha", "2"]).exit_code == 2
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        assert runner.invoke(app, ["report", "--runs-dir", str(runs)]).exit_code == 0
+        assert not gc.isenabled()  # paused before: left paused
+    finally:
+        gc.enable()
