@@ -400,9 +400,23 @@ def result_columns(part: pd.DataFrame, column: str) -> tuple[np.ndarray, ...]:
     """What ``seeded`` reads of runs, as arrays: seeds, statuses, the column's values as floats
     and the class counts. A table taking a group's cells (a batch size, a learning rate) slices
     these rather than the frame."""
-    seeds = part["seed"].to_numpy() if "seed" in part else part.index.to_numpy()
+    seeds = seed_array(part["seed"].to_numpy() if "seed" in part else part.index.to_numpy())
     values = numbers(part[column]) if column in part else np.full(len(part), np.nan)
     return seeds, part["status"].to_numpy(), values, part["num_classes"].to_numpy(dtype=float)
+
+
+def seed_array(seeds: np.ndarray) -> np.ndarray:
+    """Seeds as int64 where each is an integer exactly (the store's seed column holds Python
+    ints as objects), else as they are: ``seeded`` orders and converts a group's seeds, and
+    on objects that is Python arithmetic for each of 100,000 runs."""
+    if seeds.dtype == np.int64:
+        return seeds
+    with np.errstate(invalid="ignore"):  # a float NaN casts to garbage: the test refuses it
+        try:
+            whole = seeds.astype(np.int64)
+        except (TypeError, ValueError, OverflowError):  # None, NaN, text, a huge number
+            return seeds
+        return whole if (whole == seeds).all() else seeds
 
 
 def seeded(
@@ -419,19 +433,30 @@ def seeded(
         seeds, status, values, classes = seeds[order], status[order], values[order], classes[order]
     at_chance = (status == "diverged") & (method.diverged == "chance")
     used = at_chance | ((status == "complete") & np.isfinite(values))
-    distinct, which = np.unique(classes[used], return_inverse=True)
-    chance = np.array([metric.chance(float(c)) for c in distinct], dtype=float)[which]
+    chance = chances(classes[used], metric)
     values = values[used]
     if not metric.higher_is_better:
         values = np.where(chance < values, chance, values)  # min(value, chance), as Python's
     scores = np.where(at_chance[used], chance, values).tolist()
-    used_seeds = [int(seed) for seed in seeds[used].tolist()]
+    if seeds.dtype == np.int64:
+        used_seeds = seeds[used].tolist()
+    else:
+        used_seeds = [int(seed) for seed in seeds[used].tolist()]
     if len(set(used_seeds)) == len(used_seeds):  # one run a seed: its value is the result
         return dict(zip(used_seeds, scores, strict=True))
     by_seed: dict[int, list[float]] = {}
     for seed, score in zip(used_seeds, scores, strict=True):
         by_seed.setdefault(seed, []).append(score)
     return {seed: math.fsum(runs) / len(runs) for seed, runs in by_seed.items()}
+
+
+def chances(classes: np.ndarray, metric: Metric) -> np.ndarray:
+    """``metric.chance`` of each run's class count, computed once per distinct count (a store
+    has one count almost always: then without sorting them)."""
+    if len(classes) and (classes == classes[0]).all():  # (NaN equals nothing: the other way)
+        return np.full(len(classes), metric.chance(float(classes[0])))
+    distinct, which = np.unique(classes, return_inverse=True)
+    return np.array([metric.chance(float(c)) for c in distinct], dtype=float)[which]
 
 
 def numbers(column: pd.Series) -> np.ndarray:

@@ -27,6 +27,7 @@ from normbench.report.base import (
     numbers,
     resolution,
     scored,
+    seed_array,
     seeded,
 )
 
@@ -204,7 +205,7 @@ class Columns:
         self.status = runs["status"].to_numpy(dtype=object)
         self.finished = np.isin(self.status, RESULT_STATUSES)
         seeds = runs["seed"] if "seed" in runs else runs.index.to_series()
-        self.seeds = seeds.to_numpy()
+        self.seeds = seed_array(seeds.to_numpy())
         self.classes = runs["num_classes"].to_numpy(dtype=float)
         self.numbers = {
             column: numbers(runs[column])

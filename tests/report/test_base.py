@@ -13,11 +13,14 @@ from normbench.report.base import (
     ACCURACY,
     BITS_PER_BYTE,
     Method,
+    group_codes,
     group_rows,
     groups,
     label,
+    label_codes,
     label_count,
     labels,
+    seed_array,
     seeded_results,
 )
 
@@ -56,17 +59,36 @@ def plain_results(part: pd.DataFrame, column: str, metric, method) -> dict[int, 
     return {seed: math.fsum(v) / len(v) for seed, v in by_seed.items()}
 
 
+@pytest.mark.parametrize("values", COLUMNS)
+def test_label_codes_number_the_sorted_labels(values):
+    column = pd.Series(values, dtype=object)
+    codes, shown = label_codes(column)
+    assert shown == sorted(set(labels(column)))  # each label once, in order
+    assert [shown[code] for code in codes] == labels(column).tolist()
+
+
+SEEDS = {  # as a store gives them (Python ints as objects), and as tests and users may
+    "objects": lambda seeds: seeds.astype(object),
+    "int64": lambda seeds: seeds,
+    "floats": lambda seeds: seeds.astype(float),
+}
+
+
 @pytest.mark.parametrize("metric", [ACCURACY, BITS_PER_BYTE])
 @pytest.mark.parametrize("diverged", ["chance", "exclude"])
-def test_seeded_results_from_arrays_are_the_row_by_row_definition(metric, diverged):
+@pytest.mark.parametrize("seed_kind", list(SEEDS))
+@pytest.mark.parametrize("counts", [(10.0,), (4.0, 10.0, 256.0)])
+def test_seeded_results_from_arrays_are_the_row_by_row_definition(
+    metric, diverged, seed_kind, counts
+):
     rng = np.random.default_rng(3)
     size = 40
     part = pd.DataFrame(
         {
-            "seed": rng.integers(0, 12, size).astype(object),  # unsorted, some seeds twice
+            "seed": SEEDS[seed_kind](rng.integers(0, 12, size)),  # unsorted, some seeds twice
             "status": rng.choice(["complete", "diverged", "failed", "running"], size),
             "value": np.where(rng.random(size) < 0.1, np.nan, rng.random(size) * 6),
-            "num_classes": rng.choice([4.0, 10.0, 256.0], size),
+            "num_classes": rng.choice(counts, size),
         }
     )
     method = Method(diverged=diverged)
@@ -95,3 +117,36 @@ def test_group_rows_are_pandas_groups_by_label_in_order():
     ]
     assert [values for values, _ in groups(runs, keys)] == [values for values, _ in by_rows]
     assert group_rows(runs.iloc[:0], keys) == []
+
+
+def test_seed_array_makes_int64_only_of_exact_integers():
+    exact = [
+        np.array([3, 1, 2], dtype=object),
+        np.array([1.0, 2.0]),
+        np.array([True, 2], dtype=object),
+    ]
+    for seeds in exact:
+        assert seed_array(seeds).dtype == np.int64 and (seed_array(seeds) == seeds).all()
+    kept = [
+        np.array([1.5, 2.0]),
+        np.array([math.nan, 1.0]),
+        np.array([None, 1], dtype=object),
+        np.array(["3", 1], dtype=object),
+        np.array([10**30, 1], dtype=object),
+    ]
+    for seeds in kept:
+        assert seed_array(seeds) is seeds
+
+
+def test_group_codes_number_groups_as_group_rows_orders_them():
+    runs = pd.DataFrame(
+        {
+            "norm.name": ["b", "a", "b", "a", "c", "a"],
+            "batch_size": pd.Series([8, 8, 16, 8.0, None, 16], dtype=object),
+        }
+    )
+    keys = ["norm.name", "batch_size"]
+    codes = group_codes(runs, keys)
+    for number, (_, rows) in enumerate(group_rows(runs, keys)):
+        assert (codes[rows] == number).all()
+    assert sorted(set(codes.tolist())) == list(range(len(group_rows(runs, keys))))
