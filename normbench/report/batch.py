@@ -32,7 +32,8 @@ def device_batch(runs: pd.DataFrame) -> pd.Series:
     """The batch a norm's statistics see: norm.ghost_batch when the norm uses it and it is
     set, else batch_size."""
     ghost = runs.get("norm.ghost_batch", pd.Series(np.nan, index=runs.index))
-    uses = runs["norm.name"].map(lambda n: "ghost_batch" in NORM_KEYS.get(n, set()))
+    names = runs["norm.name"]  # asked once per distinct name, not per run
+    uses = names.isin([n for n in pd.unique(names) if "ghost_batch" in NORM_KEYS.get(n, set())])
     chosen = np.where(uses & ghost.notna(), ghost, runs["batch_size"])
     return pd.Series(chosen.astype(float).astype(int), index=runs.index)
 

@@ -49,15 +49,14 @@ def convergence_table(
         reached = columns.present("steps_to_target", at)
         mean, ci = stats.mean_ci(list(val.values()))
         test_mean, test_ci = stats.mean_ci(list(tested.values()))
-        status = columns.status[at]
         rows.append(
             {
                 **values,
                 "n": len(at),
                 "results": len(val),
-                "diverged": int((status == "diverged").sum()),
-                "failed": int((status == "failed").sum()),
-                "unfinished": int(np.isin(status, UNFINISHED_STATUSES).sum()),
+                "diverged": int(columns.diverged[at].sum()),
+                "failed": int(columns.failed[at].sum()),
+                "unfinished": int(columns.unfinished[at].sum()),
                 f"{name}_mean": mean,
                 f"{name}_ci95": ci,
                 f"{test}_mean": test_mean,
@@ -204,6 +203,8 @@ class Columns:
     def __init__(self, runs: pd.DataFrame, metric: Metric):
         self.status = runs["status"].to_numpy(dtype=object)
         self.finished = np.isin(self.status, RESULT_STATUSES)
+        self.diverged, self.failed = self.status == "diverged", self.status == "failed"
+        self.unfinished = np.isin(self.status, UNFINISHED_STATUSES)
         seeds = runs["seed"] if "seed" in runs else runs.index.to_series()
         self.seeds = seed_array(seeds.to_numpy())
         self.classes = runs["num_classes"].to_numpy(dtype=float)
