@@ -16,10 +16,10 @@ from normbench.report.base import (
     Method,
     Metric,
     frame,
-    groups,
+    group_rows,
     label,
+    label_codes,
     label_count,
-    labels,
     narrowed,
     numbers,
     result_columns,
@@ -51,29 +51,26 @@ def stability_table(
     rows = []
     loss = sensitivity_loss(metric)
     read = (axis, metric.column, "unigram_bpb", "train.lr", f"final_{loss}", f"initial_{loss}")
-    for values, part in groups(narrowed(runs, *row_keys, *read), row_keys):  # (as batch_table)
+    slim = narrowed(runs, *row_keys, *read)  # (as batch_table)
+    codes, shown = label_codes(slim[axis])  # per run, taken once for all the groups
+    ran, whole = trained(slim, metric), result_columns(slim, metric.column)
+    for values, at in group_rows(slim, row_keys):
         row, stable = {**values}, None
-        at = labels(part[axis]).to_numpy()
-        ran, seeds = trained(part, metric).tolist(), part["seed"].tolist()
-        columns = result_columns(part, metric.column)
+        columns, cells, ran_here = [column[at] for column in whole], codes[at], ran[at]
         for value in axis_values:
-            here = at == label(value)
-            by_seed: dict[int, bool] = {}  # a seed trained when each of its runs did
-            for i in np.flatnonzero(here).tolist():
-                seed = int(seeds[i])
-                by_seed[seed] = by_seed.get(seed, True) and ran[i]
-            seeds_trained = list(by_seed.values())
+            here = cells == shown.index(label(value))
+            count, seeds = seeds_trained(columns[0][here], ran_here[here])
             cell = seeded(*(c[here] for c in columns), metric, EXCLUDE_DIVERGED)
             finished = np.array(list(cell.values()), dtype=float)
             row[f"{label(value)}_mean"] = float(finished.mean()) if len(finished) else math.nan
-            row[f"{label(value)}_trained"] = f"{sum(seeds_trained)}/{len(seeds_trained)}"
-            if seeds_trained and all(seeds_trained):
+            row[f"{label(value)}_trained"] = f"{count}/{seeds}"
+            if seeds and count == seeds:
                 stable = value
         row["axis"] = axis
         row["largest_stable"] = stable
         row["metric_there"] = math.nan if stable is None else row[f"{label(stable)}_mean"]
         if axis == "train.lr":
-            row.update(lr_sensitivity_row(part, metric))
+            row.update(lr_sensitivity_row(slim.take(at), metric))
         rows.append(row)
     if axis == "train.lr" and len(rows) > 1:
         lr_sensitivity_verdicts(rows, row_keys, method or Method())
@@ -82,6 +79,18 @@ def stability_table(
         [-(v if v is not None else -math.inf) for v in table["largest_stable"]], kind="stable"
     )
     return table.iloc[order].reset_index(drop=True)
+
+
+def seeds_trained(seeds: np.ndarray, ran: np.ndarray) -> tuple[int, int]:
+    """How many of a cell's seeds trained (a seed trained when each of its runs did), and how
+    many seeds the cell has. ``seeds`` as base.seed_array gives them."""
+    if seeds.dtype == np.int64:
+        every = len(np.unique(seeds))
+        return every - len(np.unique(seeds[~ran])), every
+    by_seed: dict[int, bool] = {}
+    for seed, trained_here in zip(seeds.tolist(), ran.tolist(), strict=True):
+        by_seed[int(seed)] = by_seed.get(int(seed), True) and trained_here
+    return sum(by_seed.values()), len(by_seed)
 
 
 def lr_sensitivity_verdicts(rows: list[dict], row_keys: list[str], method: Method) -> None:

@@ -58,3 +58,26 @@ def test_with_a_key_left_out_a_seed_trains_when_each_of_its_runs_does(tmp_path):
     assert row["0.01_trained"] == "2/2" and row["1_trained"] == "1/2"  # seeds, not runs
     assert row["largest_stable"] == pytest.approx(0.01)
     assert any("mean of its runs over batch_size (8, 16)" in note for note in section.notes)
+
+
+def test_seeds_trained_counts_as_the_seed_by_seed_definition():
+    """A seed trained when each of its runs did: int64 seeds counted at once, any other kind
+    (floats, objects) seed by seed, both as the definition reads."""
+    import numpy as np
+
+    from normbench.report.base import seed_array
+    from normbench.report.stability import seeds_trained
+
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        size = int(rng.integers(0, 12))
+        seeds = rng.integers(0, 5, size)
+        ran = rng.random(size) < 0.7
+        by_seed: dict[int, bool] = {}
+        for seed, trained in zip(seeds.tolist(), ran.tolist(), strict=True):
+            by_seed[seed] = by_seed.get(seed, True) and trained
+        want = (sum(by_seed.values()), len(by_seed))
+        # int64, Python ints as the store gives them, and floats that int() truncates (seed
+        # by seed: 2.25 is seed 2, as before)
+        for kind in (seeds, seeds.astype(object), seeds.astype(float) + 0.25):
+            assert seeds_trained(seed_array(kind), ran) == want
