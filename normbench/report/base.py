@@ -297,6 +297,16 @@ def labels(values: pd.Series) -> pd.Series:
     return pd.Series(shown, index=values.index, dtype=object, name=values.name)
 
 
+def _one_label_per_hash(values: pd.Series) -> bool:
+    """Whether values that hash alike have one label here: not when booleans meet numbers
+    (True == 1, labelled true and 1), nor for lists (unhashable). Mixed columns are nulls
+    beside ints or text (a ghost batch of 32 or none)."""
+    kinds = set(map(type, values))
+    if list in kinds or dict in kinds:
+        return False
+    return not ({bool, np.bool_} & kinds) or kinds <= {bool, np.bool_, type(None), str}
+
+
 def label_count(values: pd.Series) -> int:
     """``labels(values).nunique()`` from the distinct values alone: deciding which of a
     section's config columns vary labelled 100,000 values a column."""
@@ -313,7 +323,9 @@ def label_codes(values: pd.Series) -> tuple[np.ndarray, list[str]]:
     """Each value's position among its column's distinct labels sorted, and those labels:
     labels compared, counted and grouped as integers (100,000 label strings cost 10-60 ms a
     column to build; their codes a few)."""
-    if pd.api.types.infer_dtype(values, skipna=False) in HOMOGENEOUS:  # as ``labels`` maps
+    if pd.api.types.infer_dtype(values, skipna=False) in HOMOGENEOUS or _one_label_per_hash(
+        values
+    ):  # equal values have one label: labelled once per distinct value
         codes, distinct = pd.factorize(values, use_na_sentinel=False)
         shown = [label(value) for value in distinct.to_numpy()]
     else:

@@ -35,6 +35,9 @@ COLUMNS = [
     ["a", "b", None],
     [[1, 2], [1, 2], None],  # lists: value by value
     [True, False, None],
+    [0, False, -0.0, None],  # equal, and hashed alike, but labelled 0 and false
+    [np.int64(3), 3, None],
+    [{"a": 1}, None],
     [],
 ]
 
