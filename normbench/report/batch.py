@@ -17,8 +17,7 @@ from normbench.report.base import (
     Method,
     Metric,
     frame,
-    groups,
-    narrowed,
+    group_rows,
     resolution,
     result_columns,
     scored,
@@ -62,14 +61,16 @@ def batch_table(
     ghost_study = runs["batch_size"].nunique() == 1
     row_keys = [k for k in keys if k not in BATCH_KEYS]
     rows, pairs = [], []
-    slim = narrowed(runs, *row_keys, metric.column, "device_batch", "norm.name")
-    for values, part in groups(slim, row_keys):  # parts of the columns read: a wide frame's
+    # The columns read, taken once for the whole frame; a group's cells from its rows
+    read = result_columns(runs, metric.column)
+    batches, names = runs["device_batch"].to_numpy(), runs["norm.name"].to_numpy()
+    for values, rows_at in group_rows(runs, row_keys):
         same_runs = ghost_study and not any(
-            "ghost_batch" in NORM_KEYS.get(n, set()) for n in part["norm.name"]
+            "ghost_batch" in NORM_KEYS.get(n, set()) for n in names[rows_at].tolist()
         )
         row = {**values}
-        columns = result_columns(part, metric.column)
-        at = part["device_batch"].to_numpy()
+        columns = [column[rows_at] for column in read]
+        at = batches[rows_at]
         by_size = {s: seeded(*(c[at == s] for c in columns), metric, method) for s in sizes}
         whole = seeded(*columns, metric, method) if same_runs else None  # every column's runs
         cells = {}
