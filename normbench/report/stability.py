@@ -6,6 +6,7 @@ al.'s LR sensitivity per seed and a verdict on it against a reference row.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -23,6 +24,7 @@ from normbench.report.base import (
     narrowed,
     numbers,
     result_columns,
+    seed_array,
     seeded,
 )
 from normbench.report.convergence import reference_indices
@@ -54,6 +56,7 @@ def stability_table(
     slim = narrowed(runs, *row_keys, *read)  # (as batch_table)
     codes, shown = label_codes(slim[axis])  # per run, taken once for all the groups
     ran, whole = trained(slim, metric), result_columns(slim, metric.column)
+    sensitivity = SensitivityColumns.of(slim, metric) if axis == "train.lr" else None
     for values, at in group_rows(slim, row_keys):
         row, stable = {**values}, None
         columns, cells, ran_here = [column[at] for column in whole], codes[at], ran[at]
@@ -69,8 +72,8 @@ def stability_table(
         row["axis"] = axis
         row["largest_stable"] = stable
         row["metric_there"] = math.nan if stable is None else row[f"{label(stable)}_mean"]
-        if axis == "train.lr":
-            row.update(lr_sensitivity_row(slim.take(at), metric))
+        if sensitivity is not None:
+            row.update(lr_sensitivity_row(sensitivity_by_seed(sensitivity.at(at), metric), metric))
         rows.append(row)
     if axis == "train.lr" and len(rows) > 1:
         lr_sensitivity_verdicts(rows, row_keys, method or Method())
@@ -147,24 +150,57 @@ def lr_sensitivity_by_seed(part: pd.DataFrame, metric: Metric) -> dict[int, floa
     back to the loss of the uniform prediction, ln(classes) nats (log2(classes) bits), which
     is near a freshly initialised model's (its logits start near zero). Several runs of a seed
     at one rate (the grouping leaves out a key that varies) count as their mean capped loss."""
+    return sensitivity_by_seed(SensitivityColumns.of(part, metric), metric)
+
+
+@dataclass
+class SensitivityColumns:
+    """What LR sensitivity reads of runs, as arrays: a stability table takes them once for the
+    whole frame and a group's by its rows (``at``). Plain arrays: a pandas groupby over a
+    group's seeds cost 2.6 ms a seed (200 seeds x 50 groups at 100,000 runs), and filtering
+    each group's runs by status 1-2 ms a group; the same numbers go through the same formula."""
+
+    seeds: np.ndarray  # base.seed_array
+    rates: np.ndarray  # the position of the run's train.lr label among the sorted labels
+    rate_labels: list[str]
+    finished: np.ndarray  # complete with a final loss, or diverged
+    complete: np.ndarray
+    final: np.ndarray
+    recorded: np.ndarray  # initial loss, NaN where the run did not record it
+    classes: np.ndarray
+
+    @classmethod
+    def of(cls, runs: pd.DataFrame, metric: Metric) -> SensitivityColumns:
+        loss = sensitivity_loss(metric)
+        status = runs["status"].to_numpy()
+        final = runs[f"final_{loss}"].to_numpy(dtype=float)
+        complete = status == "complete"
+        initial = f"initial_{loss}"
+        return cls(
+            seed_array(runs["seed"].to_numpy()),
+            *label_codes(runs["train.lr"]),
+            (status == "diverged") | (complete & ~np.isnan(final)),
+            complete,
+            final,
+            runs[initial].to_numpy(dtype=float) if initial in runs else np.full(len(runs), np.nan),
+            runs["num_classes"].to_numpy(dtype=float),
+        )
+
+    def at(self, rows: np.ndarray) -> SensitivityColumns:
+        sliced = {name: value[rows] for name, value in vars(self).items() if name != "rate_labels"}
+        return SensitivityColumns(**{**sliced, "rate_labels": self.rate_labels})
+
+
+def sensitivity_by_seed(columns: SensitivityColumns, metric: Metric) -> dict[int, float]:
+    """``lr_sensitivity_by_seed`` of a group's columns."""
     loss = sensitivity_loss(metric)
-    rate_of = {value: label(value) for value in set(part["train.lr"].tolist())}
-    grid = sorted(set(rate_of.values()))
-    diverged = part["status"] == "diverged"
-    finished = part[diverged | ((part["status"] == "complete") & part[f"final_{loss}"].notna())]
-    # Plain arrays: a pandas groupby over a group's seeds cost 2.6 ms a seed (200 seeds x 50
-    # groups at 100,000 runs); the same numbers go through the same formula.
-    seeds = finished["seed"].to_numpy()
-    code_of = {rate: code for code, rate in enumerate(grid)}
-    codes = np.array([code_of[rate_of[value]] for value in finished["train.lr"].tolist()], int)
-    complete = (finished["status"] == "complete").to_numpy()
-    final = finished[f"final_{loss}"].to_numpy(dtype=float)
-    recorded = (
-        finished[f"initial_{loss}"].to_numpy(dtype=float)
-        if f"initial_{loss}" in finished
-        else np.full(len(finished), np.nan)
-    )
-    classes = finished["num_classes"].to_numpy(dtype=float)
+    grid_codes = np.unique(columns.rates)  # the group's rates, as their labels sort
+    grid = [columns.rate_labels[code] for code in grid_codes.tolist()]
+    finished = columns.finished
+    seeds = columns.seeds[finished]
+    codes = np.searchsorted(grid_codes, columns.rates[finished])
+    complete, final = columns.complete[finished], columns.final[finished]
+    recorded, classes = columns.recorded[finished], columns.classes[finished]
     log = math.log2 if loss == "val_bpb" else math.log
 
     def uniform(count: float) -> float:
@@ -208,9 +244,9 @@ def lr_sensitivity_by_seed(part: pd.DataFrame, metric: Metric) -> dict[int, floa
     return {int(seed): values[seed] for seed in sorted(values)}
 
 
-def lr_sensitivity_row(part: pd.DataFrame, metric: Metric) -> dict:
-    """A group's LR sensitivity columns: mean over seeds and its 95% interval, seeds, values."""
-    by_seed = lr_sensitivity_by_seed(part, metric)
+def lr_sensitivity_row(by_seed: dict[int, float], metric: Metric) -> dict:
+    """A group's LR sensitivity columns from its values by seed (``lr_sensitivity_by_seed``):
+    mean over seeds and its 95% interval, seeds, values."""
     mean, ci = stats.mean_ci(np.array(list(by_seed.values()), dtype=float))
     return {
         "lr_sensitivity": mean,
