@@ -368,6 +368,14 @@ def group_codes(runs: pd.DataFrame, keys: list[str]) -> np.ndarray:
     return group.reshape(len(runs))
 
 
+def status_masks(status: pd.Series) -> dict[str, np.ndarray]:
+    """Which runs have each status: a mask per status, from one pass over the column (each
+    comparison with a status took 10-20 ms at 100,000 runs). A status the runs do not have:
+    ``masks.get(status, none)``."""
+    codes, names = pd.factorize(status)
+    return {name: codes == i for i, name in enumerate(names)}
+
+
 def frame(rows: list[dict], keys: list[str]) -> pd.DataFrame:
     """Table rows as a DataFrame whose key columns keep each value's type (a column of 2, 32
     and None stays ints and None, not floats and NaN)."""

@@ -29,6 +29,7 @@ from normbench.report.base import (
     scored,
     seed_array,
     seeded,
+    status_masks,
 )
 
 
@@ -202,9 +203,10 @@ class Columns:
 
     def __init__(self, runs: pd.DataFrame, metric: Metric):
         self.status = runs["status"].to_numpy(dtype=object)
-        self.finished = np.isin(self.status, RESULT_STATUSES)
-        self.diverged, self.failed = self.status == "diverged", self.status == "failed"
-        self.unfinished = np.isin(self.status, UNFINISHED_STATUSES)
+        masks, none = status_masks(runs["status"]), np.zeros(len(runs), dtype=bool)
+        self.diverged, self.failed = masks.get("diverged", none), masks.get("failed", none)
+        self.finished = np.logical_or.reduce([masks.get(s, none) for s in RESULT_STATUSES])
+        self.unfinished = np.logical_or.reduce([masks.get(s, none) for s in UNFINISHED_STATUSES])
         seeds = runs["seed"] if "seed" in runs else runs.index.to_series()
         self.seeds = seed_array(seeds.to_numpy())
         self.classes = runs["num_classes"].to_numpy(dtype=float)

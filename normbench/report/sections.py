@@ -27,6 +27,7 @@ from normbench.report.base import (
     label_count,
     labels,
     metric_of,
+    status_masks,
     varying_keys,
 )
 from normbench.report.batch import batch_table
@@ -117,7 +118,8 @@ def averaged_notes(runs: pd.DataFrame, keys: list[str]) -> list[str]:
     mean of its runs (base.seeded_results), and the note names the keys averaged over, with
     their values, and the --by that would compare them instead. None when every group has one
     run per seed."""
-    finished = runs["status"].isin(RESULT_STATUSES).to_numpy()
+    masks, none = status_masks(runs["status"]), np.zeros(len(runs), dtype=bool)
+    finished = np.logical_or.reduce([masks.get(status, none) for status in RESULT_STATUSES])
     if "seed" not in runs or not finished.any():
         return []
     seeds, _ = pd.factorize(runs["seed"].to_numpy()[finished], use_na_sentinel=False)
@@ -164,7 +166,8 @@ def section_notes(runs: pd.DataFrame, metric: Metric, method: Method) -> list[st
     """What a reader must know about the runs behind the numbers: failed and unfinished runs
     (never averaged, named), diverged runs (at chance, or how many were excluded)."""
     notes = []
-    diverged = int((runs["status"] == "diverged").sum())
+    masks, none = status_masks(runs["status"]), np.zeros(len(runs), dtype=bool)
+    diverged = int(masks.get("diverged", none).sum())
     if diverged and method.diverged == "exclude":
         notes.append(f"{diverged} diverged run(s) excluded (--diverged exclude)")
     elif diverged:
@@ -173,7 +176,7 @@ def section_notes(runs: pd.DataFrame, metric: Metric, method: Method) -> list[st
             "model that learned nothing)"
         )
     for status in ("failed", *UNFINISHED_STATUSES):
-        named = runs.loc[runs["status"] == status, ["run_id", "error"]]
+        named = runs.loc[masks.get(status, none), ["run_id", "error"]]
         if len(named):
             listed = ", ".join(
                 rid + (f" ({error})" if status == "failed" and error else "")

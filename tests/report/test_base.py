@@ -22,6 +22,7 @@ from normbench.report.base import (
     labels,
     seed_array,
     seeded_results,
+    status_masks,
 )
 
 COLUMNS = [
@@ -153,3 +154,14 @@ def test_group_codes_number_groups_as_group_rows_orders_them():
     for number, (_, rows) in enumerate(group_rows(runs, keys)):
         assert (codes[rows] == number).all()
     assert sorted(set(codes.tolist())) == list(range(len(group_rows(runs, keys))))
+
+
+def test_status_masks_are_the_comparisons_with_each_status():
+    status = pd.Series(
+        ["complete", "failed", None, "complete", "running", "diverged"], dtype=object
+    )
+    masks = status_masks(status)
+    assert set(masks) == {"complete", "failed", "running", "diverged"}
+    for name, mask in masks.items():
+        assert mask.tolist() == (status == name).tolist()
+    assert status_masks(status.iloc[:0]) == {}
