@@ -20,7 +20,6 @@ from normbench.cli.app import (
 
 
 @app.command()
-@collector_paused
 def report(
     arguments: Annotated[
         list[str] | None,
@@ -139,108 +138,115 @@ def report(
     from normbench.report.tidy import as_text
     from normbench.store import catalog
 
-    try:
-        runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir)
-        method = Method.from_options(alpha, margin, reference_batch, diverged, reference or [])
-        if fmt not in ("rich", "csv", "markdown", "json"):
-            raise UsageError(f"--format {fmt}: valid: rich, csv, markdown, json")
-        if out is not None:
-            check_out(out, fmt)
-        if html is not None:
-            check_out(html, "html", "--html")
-        if plots is not None:
-            if str(plots) in ("", "."):
-                raise UsageError(f"--plots {plots}: name a directory for the figures, e.g. img")
-            check_folder(plots, "--plots")
-        if profile is not None and across is None:
-            raise UsageError(f"--profile {profile}: for the table across workloads; add --across")
-        catalog.check_grouping(by.split(",") if by else [], best_over)
-        if x is not None:
-            from normbench.report.plots import check_x
+    # The store read and the tables make millions of objects and no cycles worth collecting
+    # (cli.app.collector_paused); the figures, which matplotlib links in cycles, are drawn
+    # with the collector back.
+    with collector_paused():
+        try:
+            runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir)
+            method = Method.from_options(alpha, margin, reference_batch, diverged, reference or [])
+            if fmt not in ("rich", "csv", "markdown", "json"):
+                raise UsageError(f"--format {fmt}: valid: rich, csv, markdown, json")
+            if out is not None:
+                check_out(out, fmt)
+            if html is not None:
+                check_out(html, "html", "--html")
+            if plots is not None:
+                if str(plots) in ("", "."):
+                    raise UsageError(f"--plots {plots}: name a directory for the figures, e.g. img")
+                check_folder(plots, "--plots")
+            if profile is not None and across is None:
+                raise UsageError(
+                    f"--profile {profile}: for the table across workloads; add --across"
+                )
+            catalog.check_grouping(by.split(",") if by else [], best_over)
+            if x is not None:
+                from normbench.report.plots import check_x
 
-            check_x(x)
-            if plots is None and html is None:
-                raise UsageError(f"--x {x}: for figures; add --plots DIR or --html FILE")
-        selection, design, sweep_commands = catalog.select_runs(
-            runs_dir, arguments, sweep_name, tag, scanning
-        )
-        for warning in selection.warnings:
-            typer.secho(f"warning: {plain(warning)}", fg="yellow", err=True)
-        tuned = tuning.tuning_of(runs_dir, sweep_name)
-        if tuned and tuned.phase == "tuning" and selection.runs.empty:
-            raise UsageError(
-                f"--sweep {sweep_name}: a tuned comparison still in its tuning phase, with no "
-                "confirmation run yet; run the same sweep command again to continue it"
+                check_x(x)
+                if plots is None and html is None:
+                    raise UsageError(f"--x {x}: for figures; add --plots DIR or --html FILE")
+            selection, design, sweep_commands = catalog.select_runs(
+                runs_dir, arguments, sweep_name, tag, scanning
             )
-        if tuned:  # chosen on validation from the tuning seeds: the verdicts use test
-            design = {**design, "test": True}
-            selection.warnings.extend(tuned.notes)  # unequal budgets: said in every output
-            for note in tuned.notes:
-                typer.secho(f"warning: {note}", fg="red", err=True)
-        elif table == "tuning":
-            raise UsageError("--table tuning: not a tuned sweep (normbench sweep --tune)")
-        method = method.with_(**design)
-        keys = catalog.as_columns(by.split(","), selection.runs) if by else None
-        if best_over and not selection.runs.empty:
-            best_over = catalog.best_over_column(best_over, selection.runs)
-        result = build(selection, keys, best_over, method, tuned.keys if tuned else ())
-        if across is not None:
-            from normbench.report.across import across as aggregate
-
-            before = len(result.warnings)
-            result.across = aggregate(result, across.split(","), profile or "steps")
-            for warning in result.warnings[before:]:  # the workloads left out, named
+            for warning in selection.warnings:
                 typer.secho(f"warning: {plain(warning)}", fg="yellow", err=True)
-        if diagnostics:
-            before = len(result.warnings)
-            try:
-                attach_diagnostics(result, runs_dir)
-            finally:  # the runs whose diagnostics were skipped, named even when none remain
-                for warning in result.warnings[before:]:
-                    typer.secho(f"warning: {plain(warning)}", fg="yellow", err=True)
-        if table != "tuning":
-            check_table(result, table)
-        if fmt != "rich" and table == "tuning":
-            text = tuning.alone(fmt, tuned)
-            text = text if out is None else {out: text}
-        elif fmt != "rich":
-            text = as_text(result, fmt, table, out)
-            text = tuning.attach(text, fmt, tuned, out) if tuned else text
-        else:
-            text = None
-    except UsageError as err:
-        raise fail(str(err)) from None
-    if text is not None and out is None:
-        typer.echo(text, nl=False)
-    elif text is not None:
-        from normbench.store.rundir import atomic_write
+            tuned = tuning.tuning_of(runs_dir, sweep_name)
+            if tuned and tuned.phase == "tuning" and selection.runs.empty:
+                raise UsageError(
+                    f"--sweep {sweep_name}: a tuned comparison still in its tuning phase, with no "
+                    "confirmation run yet; run the same sweep command again to continue it"
+                )
+            if tuned:  # chosen on validation from the tuning seeds: the verdicts use test
+                design = {**design, "test": True}
+                selection.warnings.extend(tuned.notes)  # unequal budgets: said in every output
+                for note in tuned.notes:
+                    typer.secho(f"warning: {note}", fg="red", err=True)
+            elif table == "tuning":
+                raise UsageError("--table tuning: not a tuned sweep (normbench sweep --tune)")
+            method = method.with_(**design)
+            keys = catalog.as_columns(by.split(","), selection.runs) if by else None
+            if best_over and not selection.runs.empty:
+                best_over = catalog.best_over_column(best_over, selection.runs)
+            result = build(selection, keys, best_over, method, tuned.keys if tuned else ())
+            if across is not None:
+                from normbench.report.across import across as aggregate
 
-        for path, content in text.items():
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write(path, content)
-            except OSError as err:
-                raise fail(f"--out {path}: cannot write it ({err.strerror})") from None
-            typer.echo(f"wrote {path}", err=True)
-    else:
-        console = terminal()
-        statuses = ", ".join(f"{n} {status}" for status, n in sorted(result.counts.items()))
-        total = sum(result.counts.values())
-        console.print(f"{total} run{'s' * (total != 1)} ({statuses})", soft_wrap=True)
-        if tuned:
-            console.print(tuned.rich())
-        shown = [] if table == "tuning" else rich_renderables(result, table)
-        for renderable in shown:
-            console.print(renderable)
-        if diagnostics:
-            for section in result.sections:
-                for name, when in DIAGNOSTICS_WHEN.items():
-                    if section.tables[name] is not None:
-                        table = diagnostics_rich(
-                            section.tables[name], section.keys, when, console.width
-                        )
-                        for renderable in caption_below(table):
-                            console.print(renderable)
+                before = len(result.warnings)
+                result.across = aggregate(result, across.split(","), profile or "steps")
+                for warning in result.warnings[before:]:  # the workloads left out, named
+                    typer.secho(f"warning: {plain(warning)}", fg="yellow", err=True)
+            if diagnostics:
+                before = len(result.warnings)
+                try:
+                    attach_diagnostics(result, runs_dir)
+                finally:  # the runs whose diagnostics were skipped, named even when none remain
+                    for warning in result.warnings[before:]:
+                        typer.secho(f"warning: {plain(warning)}", fg="yellow", err=True)
+            if table != "tuning":
+                check_table(result, table)
+            if fmt != "rich" and table == "tuning":
+                text = tuning.alone(fmt, tuned)
+                text = text if out is None else {out: text}
+            elif fmt != "rich":
+                text = as_text(result, fmt, table, out)
+                text = tuning.attach(text, fmt, tuned, out) if tuned else text
+            else:
+                text = None
+        except UsageError as err:
+            raise fail(str(err)) from None
+        if text is not None and out is None:
+            typer.echo(text, nl=False)
+        elif text is not None:
+            from normbench.store.rundir import atomic_write
+
+            for path, content in text.items():
+                try:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    atomic_write(path, content)
+                except OSError as err:
+                    raise fail(f"--out {path}: cannot write it ({err.strerror})") from None
+                typer.echo(f"wrote {path}", err=True)
+        else:
+            console = terminal()
+            statuses = ", ".join(f"{n} {status}" for status, n in sorted(result.counts.items()))
+            total = sum(result.counts.values())
+            console.print(f"{total} run{'s' * (total != 1)} ({statuses})", soft_wrap=True)
+            if tuned:
+                console.print(tuned.rich())
+            shown = [] if table == "tuning" else rich_renderables(result, table)
+            for renderable in shown:
+                console.print(renderable)
+            if diagnostics:
+                for section in result.sections:
+                    for name, when in DIAGNOSTICS_WHEN.items():
+                        if section.tables[name] is not None:
+                            table = diagnostics_rich(
+                                section.tables[name], section.keys, when, console.width
+                            )
+                            for renderable in caption_below(table):
+                                console.print(renderable)
+
     if plots is not None or html is not None:
         from normbench.report import plots as figures
 

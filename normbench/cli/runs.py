@@ -40,7 +40,7 @@ NEWEST = 50  # runs `runs list` shows unless told otherwise: 100,000 lines help 
 
 
 @runs_app.command("list")
-@collector_paused
+@collector_paused()
 def runs_list(
     arguments: RunsFilters = None,
     status: StatusOption = None,

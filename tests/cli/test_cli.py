@@ -150,8 +150,9 @@ def test_python_dash_m_works():
 
 
 def test_report_and_runs_list_pause_the_cyclic_collector_and_restore_it(tmp_path, monkeypatch):
-    """report and runs list run with gc paused (cli.app.collector_paused: 0.25-0.3 s of a
-    100,000-run report) and leave it as they found it, on success and on a refused input."""
+    """report and runs list read the store and build the tables with gc paused
+    (cli.app.collector_paused: 0.25-0.3 s of a 100,000-run report), draw figures with it on,
+    and leave it as they found it, on success and on a refused input."""
     import gc
 
     from normbench.report import sections
@@ -172,6 +173,14 @@ def test_report_and_runs_list_pause_the_cyclic_collector_and_restore_it(tmp_path
     assert seen == [False, False, False] and gc.isenabled()
     assert runner.invoke(app, ["report", "--runs-dir", str(runs), "--alpha", "2"]).exit_code == 2
     assert gc.isenabled()
+    from normbench.report import plots  # figures (cycles in matplotlib) with the collector on
+
+    draw = plots.draw
+    monkeypatch.setattr(plots, "draw", lambda *a, **k: seen.append(gc.isenabled()) or draw(*a, **k))
+    plotted = runner.invoke(
+        app, ["report", "--runs-dir", str(runs), "--plots", str(tmp_path / "p")]
+    )
+    assert plotted.exit_code == 0 and seen[-3:] == [False, False, True]
     gc.disable()
     try:
         assert runner.invoke(app, ["report", "--runs-dir", str(runs)]).exit_code == 0
