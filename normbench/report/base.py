@@ -297,14 +297,18 @@ def labels(values: pd.Series) -> pd.Series:
     return pd.Series(shown, index=values.index, dtype=object, name=values.name)
 
 
+PLAIN = {int, float, str, bool, type(None)}  # what a config value is (YAML's scalars)
+
+
 def _one_label_per_hash(values: pd.Series) -> bool:
-    """Whether values that hash alike have one label here: not when booleans meet numbers
-    (True == 1, labelled true and 1), nor for lists (unhashable). Mixed columns are nulls
-    beside ints or text (a ghost batch of 32 or none)."""
-    kinds = set(map(type, values))
-    if list in kinds or dict in kinds:
+    """Whether values that compare equal (and so hash alike) have one label here: in an object
+    column of plain values, unless booleans meet numbers (True == 1, labelled true and 1).
+    Anything else (numpy scalars, pandas' NA, lists, a typed column) is labelled value by
+    value, as ``labels`` does."""
+    if values.dtype != object:
         return False
-    return not ({bool, np.bool_} & kinds) or kinds <= {bool, np.bool_, type(None), str}
+    kinds = set(map(type, values))
+    return kinds <= PLAIN and not (bool in kinds and kinds & {int, float})
 
 
 def label_count(values: pd.Series) -> int:
@@ -323,13 +327,11 @@ def label_codes(values: pd.Series) -> tuple[np.ndarray, list[str]]:
     """Each value's position among its column's distinct labels sorted, and those labels:
     labels compared, counted and grouped as integers (100,000 label strings cost 10-60 ms a
     column to build; their codes a few)."""
-    if pd.api.types.infer_dtype(values, skipna=False) in HOMOGENEOUS or _one_label_per_hash(
-        values
-    ):  # equal values have one label: labelled once per distinct value
+    if _one_label_per_hash(values):  # labelled once per distinct value
         codes, distinct = pd.factorize(values, use_na_sentinel=False)
         shown = [label(value) for value in distinct.to_numpy()]
     else:
-        codes, distinct = pd.factorize(labels(values).to_numpy(dtype=object))
+        codes, distinct = pd.factorize(labels(values).to_numpy(dtype=object), use_na_sentinel=False)
         shown = list(distinct)
     ordered, rank = np.unique(np.array(shown, dtype=object), return_inverse=True)
     return rank.reshape(len(shown))[codes], ordered.tolist()

@@ -176,8 +176,8 @@ def section_notes(runs: pd.DataFrame, metric: Metric, method: Method) -> list[st
             "model that learned nothing)"
         )
     for status in ("failed", *UNFINISHED_STATUSES):
-        named = runs.loc[masks.get(status, none), ["run_id", "error"]]
-        if len(named):
+        if masks.get(status, none).any():
+            named = runs.loc[masks[status], ["run_id", "error"]]
             listed = ", ".join(
                 rid + (f" ({error})" if status == "failed" and error else "")
                 for rid, error in zip(named["run_id"], named["error"], strict=True)

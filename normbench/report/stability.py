@@ -53,15 +53,16 @@ def stability_table(
     rows = []
     loss = sensitivity_loss(metric)
     read = (axis, metric.column, "unigram_bpb", "train.lr", f"final_{loss}", f"initial_{loss}")
-    slim = narrowed(runs, *row_keys, *read)  # (as batch_table)
+    slim = narrowed(runs, *row_keys, *read)
     codes, shown = label_codes(slim[axis])  # per run, taken once for all the groups
+    code_of = {text: code for code, text in enumerate(shown)}  # (-1: a value no run shows so)
     ran, whole = trained(slim, metric), result_columns(slim, metric.column)
     sensitivity = SensitivityColumns.of(slim, metric) if axis == "train.lr" else None
     for values, at in group_rows(slim, row_keys):
         row, stable = {**values}, None
         columns, cells, ran_here = [column[at] for column in whole], codes[at], ran[at]
         for value in axis_values:
-            here = cells == shown.index(label(value))
+            here = cells == code_of.get(label(value), -1)
             count, seeds = seeds_trained(columns[0][here], ran_here[here])
             cell = seeded(*(c[here] for c in columns), metric, EXCLUDE_DIVERGED)
             finished = np.array(list(cell.values()), dtype=float)
@@ -162,7 +163,6 @@ class SensitivityColumns:
 
     seeds: np.ndarray  # base.seed_array
     rates: np.ndarray  # the position of the run's train.lr label among the sorted labels
-    rate_labels: list[str]
     finished: np.ndarray  # complete with a final loss, or diverged
     complete: np.ndarray
     final: np.ndarray
@@ -178,7 +178,7 @@ class SensitivityColumns:
         initial = f"initial_{loss}"
         return cls(
             seed_array(runs["seed"].to_numpy()),
-            *label_codes(runs["train.lr"]),
+            label_codes(runs["train.lr"])[0],
             (status == "diverged") | (complete & ~np.isnan(final)),
             complete,
             final,
@@ -187,18 +187,16 @@ class SensitivityColumns:
         )
 
     def at(self, rows: np.ndarray) -> SensitivityColumns:
-        sliced = {name: value[rows] for name, value in vars(self).items() if name != "rate_labels"}
-        return SensitivityColumns(**{**sliced, "rate_labels": self.rate_labels})
+        return SensitivityColumns(**{name: value[rows] for name, value in vars(self).items()})
 
 
 def sensitivity_by_seed(columns: SensitivityColumns, metric: Metric) -> dict[int, float]:
     """``lr_sensitivity_by_seed`` of a group's columns."""
     loss = sensitivity_loss(metric)
-    grid_codes = np.unique(columns.rates)  # the group's rates, as their labels sort
-    grid = [columns.rate_labels[code] for code in grid_codes.tolist()]
+    grid = np.unique(columns.rates)  # the group's rates (their labels' codes, in order)
     finished = columns.finished
     seeds = columns.seeds[finished]
-    codes = np.searchsorted(grid_codes, columns.rates[finished])
+    codes = np.searchsorted(grid, columns.rates[finished])
     complete, final = columns.complete[finished], columns.final[finished]
     recorded, classes = columns.recorded[finished], columns.classes[finished]
     log = math.log2 if loss == "val_bpb" else math.log

@@ -4,6 +4,7 @@ label count from distinct values, a group's results from arrays, groups as row p
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 
 import numpy as np
 import pandas as pd
@@ -63,9 +64,24 @@ def plain_results(part: pd.DataFrame, column: str, metric, method) -> dict[int, 
     return {seed: math.fsum(v) / len(v) for seed, v in by_seed.items()}
 
 
-@pytest.mark.parametrize("values", COLUMNS)
-def test_label_codes_number_the_sorted_labels(values):
-    column = pd.Series(values, dtype=object)
+ODD_COLUMNS = [  # values a store never holds, labelled as labels labels them all the same
+    pd.Series([np.float32(64.0), 64, None], dtype=object),  # 64.0 and 64
+    pd.Series([pd.NA, None, 1], dtype=object),  # <NA> and -
+    pd.Series([Decimal("1.0"), 1], dtype=object),
+    pd.Series([1 + 0j, 1], dtype=object),
+    pd.Series([pd.NaT, None], dtype=object),
+    pd.Series([1, None, 2], dtype="Int64"),
+    pd.Series([True, None], dtype="boolean"),
+    pd.Series([True, False]),  # numpy booleans
+    pd.Series(["a", None, "b"], dtype="str"),
+    pd.Series([{1}, {1}, None], dtype=object),  # unhashable, not a list
+]
+
+
+@pytest.mark.parametrize(
+    "column", [pd.Series(values, dtype=object) for values in COLUMNS] + ODD_COLUMNS
+)
+def test_label_codes_number_the_sorted_labels(column):
     codes, shown = label_codes(column)
     assert shown == sorted(set(labels(column)))  # each label once, in order
     assert [shown[code] for code in codes] == labels(column).tolist()

@@ -247,3 +247,15 @@ def test_table_names_are_checked_in_every_format(study, fmt):
     result = runner.invoke(app, ["report", str(study), "--table", "batch_sensitivity"])
     assert result.exit_code == 0 and "Batch sensitivity" in result.output
     assert "Verdicts on" not in result.output
+
+
+def test_section_notes_read_run_ids_only_of_runs_they_name():
+    import pandas as pd
+
+    from normbench.report.base import ACCURACY
+    from normbench.report.sections import section_notes
+
+    runs = pd.DataFrame({"status": ["complete", "diverged"]})  # no run_id, no error: none named
+    assert section_notes(runs, ACCURACY, Method()) == [
+        "1 diverged run(s) counted at chance (val acc of a model that learned nothing)"
+    ]

@@ -81,3 +81,27 @@ def test_seeds_trained_counts_as_the_seed_by_seed_definition():
         # by seed: 2.25 is seed 2, as before)
         for kind in (seeds, seeds.astype(object), seeds.astype(float) + 0.25):
             assert seeds_trained(seed_array(kind), ran) == want
+
+
+def test_a_typed_axis_column_is_labelled_as_before_not_refused():
+    """numpy booleans on the axis are labelled True and False by ``labels`` and false/true by
+    ``label``: cells no run falls in (0/0), as before the table took its cells from codes."""
+    import pandas as pd
+
+    from normbench.report.base import ACCURACY, Method
+    from normbench.report.stability import stability_table
+
+    runs = pd.DataFrame(
+        {
+            "norm.name": ["a"] * 4,
+            "train.lr": [True, False, True, False],
+            "seed": [0, 0, 1, 1],
+            "status": ["complete"] * 4,
+            "final_val_acc": [0.9, 0.8, 0.85, 0.7],
+            "final_val_loss": [0.5] * 4,
+            "initial_val_loss": [2.3] * 4,
+            "num_classes": [10.0] * 4,
+        }
+    )
+    table = stability_table(runs, ["norm.name", "train.lr"], "train.lr", ACCURACY, Method())
+    assert table.loc[0, "true_trained"] == table.loc[0, "false_trained"] == "0/0"
