@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -370,12 +371,27 @@ def group_codes(runs: pd.DataFrame, keys: list[str]) -> np.ndarray:
     return group.reshape(len(runs))
 
 
-def status_masks(status: pd.Series) -> dict[str, np.ndarray]:
-    """Which runs have each status: a mask per status, from one pass over the column (each
-    comparison with a status took 10-20 ms at 100,000 runs). A status the runs do not have:
-    ``masks.get(status, none)``."""
+class StatusMasks(dict):
+    """Which runs have each status, a mask per status (``status_masks``). A status the runs do
+    not have is no run's: ``masks[status]`` is then all false, and ``any_of`` unites several."""
+
+    def __init__(self, masks: dict[str, np.ndarray], size: int):
+        super().__init__(masks)
+        self.size = size
+
+    def __missing__(self, status: str) -> np.ndarray:
+        return np.zeros(self.size, dtype=bool)
+
+    def any_of(self, statuses: Iterable[str]) -> np.ndarray:
+        """The runs with any of ``statuses``."""
+        return np.logical_or.reduce([self[status] for status in statuses])
+
+
+def status_masks(status: pd.Series) -> StatusMasks:
+    """A mask per status from one pass over the column (each comparison with a status took
+    10-20 ms at 100,000 runs)."""
     codes, names = pd.factorize(status)
-    return {name: codes == i for i, name in enumerate(names)}
+    return StatusMasks({name: codes == i for i, name in enumerate(names)}, len(status))
 
 
 def frame(rows: list[dict], keys: list[str]) -> pd.DataFrame:

@@ -27,13 +27,17 @@ from normbench.report.base import (
 BATCH_KEYS = ("batch_size", "norm.ghost_batch")
 
 
-def device_batch(runs: pd.DataFrame) -> pd.Series:
-    """The batch a norm's statistics see: norm.ghost_batch when the norm uses it and it is
-    set, else batch_size."""
+def ghost_users(names: pd.Series) -> np.ndarray:
+    """Which runs' norm reads norm.ghost_batch (asked once per distinct name, not per run)."""
+    uses = [n for n in pd.unique(names) if "ghost_batch" in NORM_KEYS.get(n, set())]
+    return names.isin(uses).to_numpy()
+
+
+def device_batch(runs: pd.DataFrame, uses_ghost: np.ndarray) -> pd.Series:
+    """The batch a norm's statistics see: norm.ghost_batch where the run's norm uses it
+    (``uses_ghost``) and it is set, else batch_size."""
     ghost = runs.get("norm.ghost_batch", pd.Series(np.nan, index=runs.index))
-    names = runs["norm.name"]  # asked once per distinct name, not per run
-    uses = names.isin([n for n in pd.unique(names) if "ghost_batch" in NORM_KEYS.get(n, set())])
-    chosen = np.where(uses & ghost.notna(), ghost, runs["batch_size"])
+    chosen = np.where(uses_ghost & ghost.notna(), ghost, runs["batch_size"])
     return pd.Series(chosen.astype(float).astype(int), index=runs.index)
 
 
@@ -48,7 +52,8 @@ def batch_table(
 
     A norm that ignores norm.ghost_batch has one result for every ghost batch: its row shows
     the same runs in each column and is ``insensitive`` by construction ("same runs")."""
-    runs = runs.assign(device_batch=device_batch(runs))
+    uses_ghost = ghost_users(runs["norm.name"])
+    runs = runs.assign(device_batch=device_batch(runs, uses_ghost))
     sizes = sorted(runs.loc[runs["status"].isin(RESULT_STATUSES), "device_batch"].unique())
     if len(sizes) < 2:
         return None
@@ -63,11 +68,9 @@ def batch_table(
     rows, pairs = [], []
     # The columns read, taken once for the whole frame; a group's cells from its rows
     read = result_columns(runs, metric.column)
-    batches, names = runs["device_batch"].to_numpy(), runs["norm.name"].to_numpy()
+    batches = runs["device_batch"].to_numpy()
     for values, rows_at in group_rows(runs, row_keys):
-        same_runs = ghost_study and not any(
-            "ghost_batch" in NORM_KEYS.get(n, set()) for n in names[rows_at].tolist()
-        )
+        same_runs = ghost_study and not uses_ghost[rows_at].any()
         row = {**values}
         columns = [column[rows_at] for column in read]
         at = batches[rows_at]

@@ -203,10 +203,10 @@ class Columns:
 
     def __init__(self, runs: pd.DataFrame, metric: Metric):
         self.status = runs["status"].to_numpy(dtype=object)
-        masks, none = status_masks(runs["status"]), np.zeros(len(runs), dtype=bool)
-        self.diverged, self.failed = masks.get("diverged", none), masks.get("failed", none)
-        self.finished = np.logical_or.reduce([masks.get(s, none) for s in RESULT_STATUSES])
-        self.unfinished = np.logical_or.reduce([masks.get(s, none) for s in UNFINISHED_STATUSES])
+        masks = status_masks(runs["status"])
+        self.diverged, self.failed = masks["diverged"], masks["failed"]
+        self.finished = masks.any_of(RESULT_STATUSES)
+        self.unfinished = masks.any_of(UNFINISHED_STATUSES)
         seeds = runs["seed"] if "seed" in runs else runs.index.to_series()
         self.seeds = seed_array(seeds.to_numpy())
         self.classes = runs["num_classes"].to_numpy(dtype=float)

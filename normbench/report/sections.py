@@ -118,8 +118,7 @@ def averaged_notes(runs: pd.DataFrame, keys: list[str]) -> list[str]:
     mean of its runs (base.seeded_results), and the note names the keys averaged over, with
     their values, and the --by that would compare them instead. None when every group has one
     run per seed."""
-    masks, none = status_masks(runs["status"]), np.zeros(len(runs), dtype=bool)
-    finished = np.logical_or.reduce([masks.get(status, none) for status in RESULT_STATUSES])
+    finished = status_masks(runs["status"]).any_of(RESULT_STATUSES)
     if "seed" not in runs or not finished.any():
         return []
     seeds, _ = pd.factorize(runs["seed"].to_numpy()[finished], use_na_sentinel=False)
@@ -166,8 +165,8 @@ def section_notes(runs: pd.DataFrame, metric: Metric, method: Method) -> list[st
     """What a reader must know about the runs behind the numbers: failed and unfinished runs
     (never averaged, named), diverged runs (at chance, or how many were excluded)."""
     notes = []
-    masks, none = status_masks(runs["status"]), np.zeros(len(runs), dtype=bool)
-    diverged = int(masks.get("diverged", none).sum())
+    masks = status_masks(runs["status"])
+    diverged = int(masks["diverged"].sum())
     if diverged and method.diverged == "exclude":
         notes.append(f"{diverged} diverged run(s) excluded (--diverged exclude)")
     elif diverged:
@@ -176,7 +175,7 @@ def section_notes(runs: pd.DataFrame, metric: Metric, method: Method) -> list[st
             "model that learned nothing)"
         )
     for status in ("failed", *UNFINISHED_STATUSES):
-        if masks.get(status, none).any():
+        if masks[status].any():
             named = runs.loc[masks[status], ["run_id", "error"]]
             listed = ", ".join(
                 rid + (f" ({error})" if status == "failed" and error else "")

@@ -181,3 +181,13 @@ def test_status_masks_are_the_comparisons_with_each_status():
     for name, mask in masks.items():
         assert mask.tolist() == (status == name).tolist()
     assert status_masks(status.iloc[:0]) == {}
+
+
+def test_a_status_the_runs_lack_is_no_runs_and_any_of_unites():
+    status = pd.Series(["complete", "failed", None, "diverged"], dtype=object)
+    masks = status_masks(status)
+    assert masks["interrupted"].tolist() == [False] * 4
+    assert "interrupted" not in masks  # asked for, not added
+    assert masks.any_of(["complete", "diverged", "running"]).tolist() == [True, False, False, True]
+    assert masks.any_of(["running"]).tolist() == [False] * 4
+    assert status_masks(status.iloc[:0]).any_of(["complete"]).tolist() == []
