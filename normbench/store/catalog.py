@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 import numbers
+import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +70,7 @@ def load_runs(runs_dir: Path, scanning: Scan | None = None) -> Selection:
         index.close()
         index = Index.open(runs_dir, rebuild=True)
         known, indexed = Records(), set()
+    guess = guessed_frame(runs_dir, known) if scanning.in_child else None
     found, warnings = scanning.result()
     records = {  # the index's rows of unchanged runs, in the directory's order
         name: record
@@ -91,12 +93,32 @@ def load_runs(runs_dir: Path, scanning: Scan | None = None) -> Selection:
         index.close()
         with contextlib.suppress(OSError):
             (runs_dir / OLD_INDEX).unlink(missing_ok=True)
-    frame = as_frame(records, {**known.configs, **fresh.configs})
+    if guess is None or fresh.runs or guess[0] != list(records):
+        guess = None  # dropped: its memory freed before the frame is built again
+        frame = as_frame(records, {**known.configs, **fresh.configs})
+    else:
+        frame = guess[1]  # as_frame of these very records
     running = frame.index[frame["status"] == "running"]
     for row in running:
         if RunDir(runs_dir, frame.at[row, "run_id"]).lock_is_free():
             frame.at[row, "status"] = "abandoned"
     return Selection(frame, warnings)
+
+
+def guessed_frame(runs_dir: Path, known: Records) -> tuple[list[str], pd.DataFrame] | None:
+    """The frame of the index's rows in the directory's order, built while the scan's child
+    is still stamping (at 100,000 runs the parent is done with its imports and the index a
+    few tenths of a second before the child): what the report reads when no run changed
+    since the index was written, the usual case. load_runs keeps it only when the scan
+    agrees: the same runs, in the same order, every one unchanged. None when the index is
+    empty or the directory cannot be listed."""
+    if not known.runs:
+        return None
+    try:
+        names = [name for name in os.listdir(runs_dir) if name in known.runs]
+    except OSError:
+        return None
+    return names, as_frame({name: known.runs[name] for name in names}, known.configs)
 
 
 def as_frame(records: dict[str, Record], configs: dict[str, dict]) -> pd.DataFrame:

@@ -98,6 +98,12 @@ class Scan:
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
+    @property
+    def in_child(self) -> bool:
+        """Whether the scan runs in a child process (until ``result``): the caller's own work
+        meanwhile costs it nothing."""
+        return self._child is not None
+
     def result(self) -> Found:
         if self._child is None:
             return scan(self.runs_dir)

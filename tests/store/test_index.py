@@ -226,3 +226,67 @@ def test_a_config_key_named_like_the_index_s_own_columns_is_a_config_key(runs):
         assert frame.loc[run.name, "summary"] == 1
         assert frame.loc[run.name, "final_val_acc"] == pytest.approx(0.8)
         assert frame["final_val_acc"].dtype == float
+
+
+# Run in a fresh interpreter: one thread until pandas is imported, so Scan.start forks and
+# load_runs builds its guess while the child stamps.
+GUESS = """
+import json, sys
+from pathlib import Path
+from normbench.store.scan import Scan
+runs = Path(sys.argv[1])
+scanning = Scan.start(runs)
+from normbench.store import catalog
+guesses = []
+guessed_frame = catalog.guessed_frame
+def spy(runs_dir, known):
+    guesses.append(guessed_frame(runs_dir, known))
+    return guesses[-1]
+catalog.guessed_frame = spy
+frame = catalog.load_runs(runs, scanning).runs
+print(json.dumps({
+    "forked": scanning.runs_dir == runs and bool(guesses),
+    "guessed": bool(guesses) and guesses[0] is not None,
+    "kept": bool(guesses) and guesses[0] is not None and guesses[0][1] is frame,
+    "frame": [list(frame.columns), frame.astype(object).where(frame.notna(), None).values.tolist()],
+}, default=str))
+"""
+
+
+def loaded_in_child(runs) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-c", GUESS, str(runs)], capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout)
+
+
+def loaded_here(runs) -> list:
+    frame = load_runs(runs).runs
+    rows = frame.astype(object).where(frame.notna(), None).values.tolist()
+    return json.loads(json.dumps([list(frame.columns), rows], default=str))
+
+
+def test_the_frame_guessed_while_the_child_scans_is_kept_only_when_the_scan_agrees(runs):
+    """Unchanged since the index: the guess is the frame. A run edited or added since: the
+    guess is dropped. A run removed since: the guess, made from the directory's listing,
+    lacks it too. Every time, the frame is what a load without a guess reads."""
+    load_runs(runs)  # the index
+    answer = loaded_in_child(runs)
+    assert answer["forked"] and answer["guessed"] and answer["kept"]
+    assert answer["frame"] == loaded_here(runs)
+    names = sorted(p.name for p in runs.iterdir() if p.name.startswith("cnn-"))
+    run = RunDir(runs, names[0])
+    for change in ("edited", "removed", "added"):
+        if change == "edited":
+            run.write_meta({**run.read_meta(), "note": "edited"})
+        elif change == "removed":
+            for path in (runs / names[1]).iterdir():
+                path.unlink()
+            (runs / names[1]).rmdir()
+        else:
+            make_run(runs, ["norm=rmsnorm", "seed=0"])
+        answer = loaded_in_child(runs)
+        assert answer["guessed"] and answer["kept"] == (change == "removed"), change
+        assert answer["frame"] == loaded_here(runs), change
+        if change == "edited":
+            assert "edited" in json.dumps(answer["frame"])
