@@ -29,8 +29,8 @@ BATCH_KEYS = ("batch_size", "norm.ghost_batch")
 
 def ghost_users(names: pd.Series) -> np.ndarray:
     """Which runs' norm reads norm.ghost_batch (asked once per distinct name, not per run)."""
-    uses = [n for n in pd.unique(names) if "ghost_batch" in NORM_KEYS.get(n, set())]
-    return names.isin(uses).to_numpy()
+    readers = [n for n in pd.unique(names) if "ghost_batch" in NORM_KEYS.get(n, set())]
+    return names.isin(readers).to_numpy()
 
 
 def device_batch(runs: pd.DataFrame, uses_ghost: np.ndarray) -> pd.Series:

@@ -15,6 +15,7 @@ import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -93,11 +94,11 @@ def load_runs(runs_dir: Path, scanning: Scan | None = None) -> Selection:
         index.close()
         with contextlib.suppress(OSError):
             (runs_dir / OLD_INDEX).unlink(missing_ok=True)
-    if guess is None or fresh.runs or guess[0] != list(records):
+    if guess is None or fresh.runs or guess.names != list(records):
         guess = None  # dropped: its memory freed before the frame is built again
         frame = as_frame(records, {**known.configs, **fresh.configs})
     else:
-        frame = guess[1]  # as_frame of these very records
+        frame = guess.frame  # as_frame of these very records
     running = frame.index[frame["status"] == "running"]
     for row in running:
         if RunDir(runs_dir, frame.at[row, "run_id"]).lock_is_free():
@@ -105,20 +106,28 @@ def load_runs(runs_dir: Path, scanning: Scan | None = None) -> Selection:
     return Selection(frame, warnings)
 
 
-def guessed_frame(runs_dir: Path, known: Records) -> tuple[list[str], pd.DataFrame] | None:
+class Guess(NamedTuple):
+    """A frame built before the scan's answer, and the runs it holds, in its order."""
+
+    names: list[str]
+    frame: pd.DataFrame
+
+
+def guessed_frame(runs_dir: Path, known: Records) -> Guess | None:
     """The frame of the index's rows in the directory's order, built while the scan's child
     is still stamping (at 100,000 runs the parent is done with its imports and the index a
     few tenths of a second before the child): what the report reads when no run changed
     since the index was written, the usual case. load_runs keeps it only when the scan
     agrees: the same runs, in the same order, every one unchanged. None when the index is
-    empty or the directory cannot be listed."""
+    empty or the directory cannot be listed (entry by entry: only the index's names kept)."""
     if not known.runs:
         return None
     try:
-        names = [name for name in os.listdir(runs_dir) if name in known.runs]
+        with os.scandir(runs_dir) as entries:
+            names = [entry.name for entry in entries if entry.name in known.runs]
     except OSError:
         return None
-    return names, as_frame({name: known.runs[name] for name in names}, known.configs)
+    return Guess(names, as_frame({name: known.runs[name] for name in names}, known.configs))
 
 
 def as_frame(records: dict[str, Record], configs: dict[str, dict]) -> pd.DataFrame:

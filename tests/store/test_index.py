@@ -236,6 +236,7 @@ from pathlib import Path
 from normbench.store.scan import Scan
 runs = Path(sys.argv[1])
 scanning = Scan.start(runs)
+forked = scanning.in_child
 from normbench.store import catalog
 guesses = []
 guessed_frame = catalog.guessed_frame
@@ -245,9 +246,9 @@ def spy(runs_dir, known):
 catalog.guessed_frame = spy
 frame = catalog.load_runs(runs, scanning).runs
 print(json.dumps({
-    "forked": scanning.runs_dir == runs and bool(guesses),
+    "forked": forked,
     "guessed": bool(guesses) and guesses[0] is not None,
-    "kept": bool(guesses) and guesses[0] is not None and guesses[0][1] is frame,
+    "kept": bool(guesses) and guesses[0] is not None and guesses[0].frame is frame,
     "frame": [list(frame.columns), frame.astype(object).where(frame.notna(), None).values.tolist()],
 }, default=str))
 """
@@ -267,18 +268,21 @@ def loaded_here(runs) -> list:
 
 
 def test_the_frame_guessed_while_the_child_scans_is_kept_only_when_the_scan_agrees(runs):
-    """Unchanged since the index: the guess is the frame. A run edited or added since: the
-    guess is dropped. A run removed since: the guess, made from the directory's listing,
-    lacks it too. Every time, the frame is what a load without a guess reads."""
+    """Unchanged since the index: the guess is the frame. A run edited, spoiled (changed,
+    and unreadable now: read again, but not a fresh run) or added since: the guess is
+    dropped. A run removed since: the guess, made from the directory's listing, lacks it too.
+    Every time, the frame is what a load without a guess reads."""
     load_runs(runs)  # the index
     answer = loaded_in_child(runs)
     assert answer["forked"] and answer["guessed"] and answer["kept"]
     assert answer["frame"] == loaded_here(runs)
     names = sorted(p.name for p in runs.iterdir() if p.name.startswith("cnn-"))
     run = RunDir(runs, names[0])
-    for change in ("edited", "removed", "added"):
+    for change in ("edited", "spoiled", "removed", "added"):
         if change == "edited":
             run.write_meta({**run.read_meta(), "note": "edited"})
+        elif change == "spoiled":
+            (runs / names[2] / "meta.json").write_text("{not json")
         elif change == "removed":
             for path in (runs / names[1]).iterdir():
                 path.unlink()
