@@ -103,6 +103,14 @@ def sweep(
     eta: Annotated[
         int, typer.Option("--eta", help="With --tune: successive halving keeps 1/eta per rung.")
     ] = 3,
+    tune_extend: Annotated[
+        bool,
+        typer.Option(
+            "--tune-extend/--no-tune-extend",
+            help="With --tune: a choice at an edge of a key's values is tried one step beyond "
+            "it at the full budget",
+        ),
+    ] = True,
     config_dir: ConfigDirs = None,
 ) -> None:
     """Run a grid of runs: resumable, in parallel, locally or on SLURM."""
@@ -157,6 +165,7 @@ def sweep(
                 tune_seeds=tune_seeds,
                 tune_trials=tune_trials,
                 eta=eta,
+                extend=tune_extend,
                 max_seeds=max_seeds if until_decided else None,
                 method=method,
             )
@@ -246,6 +255,7 @@ def _tuned(
     tune_seeds,
     tune_trials,
     eta,
+    extend,
     max_seeds,
     method,
 ) -> None:
@@ -262,7 +272,7 @@ def _tuned(
     console = Console()
     grid = grids.expand(preset, overrides, max_runs)
     grid.name = name or grid.name
-    design = tuned.design(grid, space, tune_seeds, eta, tune_trials)
+    design = tuned.design(grid, space, tune_seeds, eta, tune_trials, extend)
     if dry_run:
         tuned_view.print_plan(console, design, runs_dir, launch.rerun)
         return
@@ -277,6 +287,11 @@ def _tuned(
             choices, plan, looks = tuned.run(session, design, launch.rerun, max_seeds, method)
         except UsageError as err:  # the cluster refused the submission
             raise fail(str(err)) from None
+        except tuned.TuningStopped as err:  # a failed run is no result: nothing is ranked
+            session.finish()
+            console.print(session.summary())
+            console.print(f"tuning stopped: {err}", soft_wrap=True)
+            raise typer.Exit(1) from None
         except KeyboardInterrupt:
             phase = session.extra["tuning"]["phase"]
             console.print(
@@ -289,6 +304,8 @@ def _tuned(
     console.line()
     console.print(session.summary())
     console.print(tuned_view.choices_table(design, choices))
+    for line in tuned_view.edge_lines(choices):
+        console.print(Text(line, style="bold yellow"), soft_wrap=True)
     for note in design.notes:
         console.print(Text(note, style="bold red"), soft_wrap=True)
     if plan:

@@ -33,7 +33,9 @@ COLUMNS = (
     "val_chosen",
     "runner_up",
     "val_gap",
-    "win_rate",
+    "regret_bound",
+    "tried",
+    "edge",
     "equal_budget",  # False in every row when the groups' budgets differed: said in every output
 )
 
@@ -61,14 +63,17 @@ class Tuning:
         seeds = ", ".join(map(str, self.tuning_seeds))
         budget = "equal budgets" if self.equal else "UNEQUAL BUDGETS"
         done = "" if self.phase == "done" else f" (the sweep stopped in its {self.phase} phase)"
+        how = "the full grid" if len(self.rungs) == 1 else f"successive halving (rungs: {rungs})"
         return (
             f"Tuned sweep {self.sweep}{done}: each group's value chosen on the final validation "
-            f"metric (mean over tuning seeds {seeds}) by successive halving (rungs: {rungs}); "
-            f"{budget}; steps: the group's tuning steps (full_grid_steps: every candidate at "
-            "the full budget); val_gap: the chosen candidate's lead over the runner-up at the "
-            "last rung, in the metric's units; win_rate: the share of resamples of the tuning "
-            "seeds in which the same value wins. The verdicts below are on test, from the "
-            "confirmation seeds only."
+            f"metric (mean over tuning seeds {seeds}) by {how}; {budget}; steps: the group's "
+            "tuning steps (full_grid_steps: every candidate at the full budget); val_gap: the "
+            "chosen candidate's lead over the runner-up at the last rung, in the metric's "
+            "units; regret_bound: a 90% upper bound on how much better another candidate "
+            "trained at the full budget could be (paired t over the tuning seeds, Bonferroni "
+            "over the candidates; - with one seed); tried: the values each group trained; "
+            "edge: a choice at the largest or smallest value listed. The verdicts below are "
+            "on test, from the confirmation seeds only."
         )
 
     def json(self) -> dict:
@@ -121,9 +126,11 @@ class Tuning:
             caption=self.caption(),
             caption_justify="left",
         )
-        shown = ("group", "trials", "steps", "chosen", "val_chosen", "val_gap", "win_rate")
+        shown = ("group", "trials", "steps", "chosen", "val_chosen", "val_gap", "regret_bound")
+        shown += ("tried",)
         for column in shown:
-            table.add_column(column, justify="left" if column in ("group", "chosen") else "right")
+            left = column in ("group", "chosen", "tried")
+            table.add_column(column, justify="left" if left else "right", overflow="fold")
         for _, row in self.table.iterrows():
             table.add_row(*(plain(_cell(row[c])) for c in shown))
         return table
@@ -148,6 +155,18 @@ def _count(value) -> int | None:
 
 def _text(value) -> str:
     return plain(str(value))[:200] if isinstance(value, (str, int, float)) else "-"
+
+
+def _tried(value) -> str:
+    """A record's ``tried`` ({key: [values]}) as ``train.lr 0.001,0.01``; "-" when absent
+    or malformed (records before normbench 0.5 did not keep it)."""
+    if not isinstance(value, dict):
+        return "-"
+    parts = []
+    for key, values in list(value.items())[:20]:
+        if isinstance(values, list):
+            parts.append(f"{_text(key)} {','.join(_text(v) for v in values[:100])}")
+    return "; ".join(parts) or "-"
 
 
 def group_values(group: str) -> dict[str, str]:
@@ -184,7 +203,9 @@ def parse(name: str, state: dict) -> Tuning:
             continue
         chosen = " ".join(f"{_text(k)}={_text(v)}" for k, v in group["chosen"].items())
         keys = group.get("keys") if isinstance(group.get("keys"), list) else []
-        win = _number(group.get("win_rate"))
+        edge = _text(group.get("edge")) if group.get("edge") else None
+        if edge:
+            notes.append(f"at an edge of the grid: {_text(group.get('group'))}: {edge}")
         rows.append(
             {
                 "group": _text(group.get("group")),
@@ -198,7 +219,9 @@ def parse(name: str, state: dict) -> Tuning:
                 "val_chosen": _number(group.get("value")),
                 "runner_up": _text(group.get("runner_up")) if group.get("runner_up") else None,
                 "val_gap": _number(group.get("gap")),
-                "win_rate": win,
+                "regret_bound": _number(group.get("regret_bound")),
+                "tried": _tried(group.get("tried")),
+                "edge": edge,
             }
         )
     tuning = {row["trials"] for row in rows if (row["space"] or 0) > 1}

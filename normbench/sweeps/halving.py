@@ -3,10 +3,17 @@
 Synchronous successive halving (Jamieson and Talwalkar 2016; Hyperband's inner loop) over a
 small discrete space: every candidate trains a short budget, the best 1/eta go on to a budget
 eta times longer, and so on, until the last rung trains at the full budget. Each rung's
-runs are ordinary normbench runs at ``train.max_steps`` = that rung's budget (the schedule
-compressed to it, as Hyperband's "resource = epochs" does), so every run is resumable and
-content-addressed, and every promotion is a pure function of the run store: rerunning the
-command recomputes the same promotions and trains only what is missing.
+runs are ordinary normbench runs at ``train.max_steps`` = that rung's budget, with the whole
+schedule compressed to it (the cosine decay follows ``max_steps``; the warm-up is scaled by
+the caller, normbench.sweeps.tuned), as Hyperband's "resource = epochs" does, so every run is
+resumable and content-addressed, and every promotion is a pure function of the run store:
+rerunning the command recomputes the same promotions and trains only what is missing.
+
+**When to halve.** Halving saves steps at the price of ranking candidates on short runs, whose
+ranking can differ from the full budget's (a third of the steps can sit on the task's
+plateau). It is used only where it saves at least half of the full grid's steps
+(``MAX_SHARE``): with eta 3, ten candidates or more; below that every candidate trains the
+full budget (the full grid), which is what halving would be compared against anyway.
 
 Why not Optuna's pruners: its SuccessiveHalvingPruner is asynchronous (ASHA) and decides
 from intermediate values reported inside a trial's own training loop, in the order trials
@@ -17,8 +24,8 @@ what makes a resume (after Ctrl-C or kill -9) choose exactly what an uninterrupt
 chooses; with a handful of candidates it is also what ASHA reduces to.
 
 The last rung keeps at least two candidates (when there are two), so that the choice has a
-runner-up at the full budget: the validation gap between them, and how often the same
-candidate wins when the tuning seeds are resampled, say how firm the choice is.
+runner-up at the full budget; how firm the choice is, is a bound on its regret among the
+candidates trained at the full budget (``regret_bound``).
 """
 
 from __future__ import annotations
@@ -30,7 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 
 ETA = 3  # Hyperband's default reduction factor
-RESAMPLES = 2000  # bootstrap resamples of the tuning seeds (firmness)
+MAX_SHARE = 0.5  # halve only where the rungs train at most this share of the full grid's steps
+CONFIDENCE = 0.90  # of the regret bound (one-sided, simultaneous over the runner-ups)
 
 
 @dataclass(frozen=True)
@@ -44,17 +52,28 @@ class Rung:
 def rungs(trials: int, max_steps: int, eta: int = ETA) -> list[Rung]:
     """The rungs for ``trials`` candidates: rung i trains ceil(trials / eta^i) of them for
     max_steps / eta^(K - i) steps, where K, the number of halvings, is the largest for which
-    the last rung still has two candidates. One candidate, or two or three with eta 3: one
-    rung at the full budget (the full grid)."""
+    the last rung still has two candidates. One rung at the full budget (the full grid) when
+    halving would train more than ``MAX_SHARE`` of the full grid's steps: one to three
+    candidates with eta 3 (nothing to halve), four to nine (it would save a third at most)."""
     if trials < 1 or max_steps < 1 or eta < 2:
         raise ValueError(f"rungs({trials}, {max_steps}, {eta}): need trials, steps >= 1, eta >= 2")
     halvings = 0
     while math.ceil(trials / eta ** (halvings + 1)) >= 2:
         halvings += 1
-    return [
-        Rung(math.ceil(trials / eta**i), max(1, round(max_steps / eta ** (halvings - i))))
-        for i in range(halvings + 1)
-    ]
+    keep = [math.ceil(trials / eta**i) for i in range(halvings + 1)]
+    share = sum(k / eta ** (halvings - i) for i, k in enumerate(keep)) / trials
+    if share > MAX_SHARE:
+        return [Rung(trials, max_steps)]
+    return [Rung(k, max(1, round(max_steps / eta ** (halvings - i)))) for i, k in enumerate(keep)]
+
+
+def scaled_warmup(warmup: int, steps: int, max_steps: int) -> int:
+    """The warm-up of a rung of ``steps`` whose full budget ``max_steps`` warms up over
+    ``warmup`` steps: the same share of the run (at least one step when there is any), so
+    that a short rung is the full run compressed, not mostly warm-up."""
+    if warmup <= 0 or steps >= max_steps:
+        return warmup
+    return max(1, round(warmup * steps / max_steps))
 
 
 def steps_spent(schedule: Sequence[Rung], seeds: int) -> int:
@@ -89,23 +108,59 @@ def promote(
 @dataclass(frozen=True)
 class Firmness:
     """How firm a choice is: the runner-up at the last rung, the validation gap to it (in the
-    metric's units, positive: the chosen is better), and the share of bootstrap resamples of
-    the tuning seeds in which the chosen candidate still wins (None with one seed)."""
+    metric's units, positive: the chosen is better), and ``regret``, an upper confidence
+    bound on how much worse the chosen candidate's expected metric is than the best of the
+    others trained at the full budget (``regret_bound``; None with one tuning seed)."""
 
     runner_up: str | None
     gap: float | None
-    win_rate: float | None
+    regret: float | None
 
 
-def firmness(
+def regret_bound(
     per_seed: Mapping[str, Sequence[float | None]],
     chosen: str,
     higher_is_better: bool,
-    resamples: int = RESAMPLES,
+    confidence: float = CONFIDENCE,
+) -> float | None:
+    """A one-sided upper bound on the chosen candidate's regret among the candidates of the
+    last rung, in the metric's units, at ``confidence`` simultaneously over them: for each
+    other candidate c, the paired differences d_s = m_s(c) - m_s(chosen) over the tuning
+    seeds s (oriented, higher is better), and the paired t upper limit
+
+        U_c = mean(d) + t_{1 - (1 - confidence) / (k - 1), n - 1} sd(d) / sqrt(n)
+
+    (Bonferroni over the k - 1 others); the bound is max(0, max_c U_c). A bound of 0.002 says
+    that no other candidate trained at the full budget is better than the chosen by more
+    than 0.002, at that confidence. Pruned candidates are not covered: they never reached the
+    full budget. None with one seed (no spread to bound with); inf when a run has no value."""
+    from scipy import stats
+
+    others = [c for c in per_seed if c != chosen]
+    if not others:
+        return 0.0
+    base = oriented(per_seed[chosen], higher_is_better)
+    n = len(base)
+    if n < 2:
+        return None
+    quantile = float(stats.t.ppf(1 - (1 - confidence) / len(others), n - 1))
+    worst = 0.0
+    for other in others:
+        with np.errstate(invalid="ignore"):
+            d = oriented(per_seed[other], higher_is_better) - base
+        if not np.isfinite(d).all():
+            if np.isneginf(oriented(per_seed[other], higher_is_better)).all():
+                continue  # the other never ran to a value: it cannot be better
+            return math.inf
+        worst = max(worst, float(d.mean() + quantile * d.std(ddof=1) / math.sqrt(n)))
+    return worst
+
+
+def firmness(
+    per_seed: Mapping[str, Sequence[float | None]], chosen: str, higher_is_better: bool
 ) -> Firmness:
-    """The runner-up, the gap and the resampled win rate of ``chosen`` among the last rung's
-    candidates. Resampling draws the tuning seeds with replacement, the same draw for every
-    candidate (the seeds are paired: one seed, one data order and initialisation)."""
+    """The runner-up, the gap and the regret bound of ``chosen`` among the last rung's
+    candidates (the seeds are paired: one seed, one data order and initialisation)."""
     others = [c for c in promote(per_seed, len(per_seed), higher_is_better) if c != chosen]
     if not others:
         return Firmness(None, None, None)
@@ -113,13 +168,4 @@ def firmness(
     best = score(per_seed[chosen], higher_is_better)
     second = score(per_seed[runner_up], higher_is_better)
     gap = best - second if math.isfinite(best) and math.isfinite(second) else None
-    matrix = np.stack([oriented(per_seed[c], higher_is_better) for c in per_seed])
-    seeds = matrix.shape[1]
-    if seeds < 2:
-        return Firmness(runner_up, gap, None)
-    draws = np.random.default_rng(0).integers(0, seeds, size=(resamples, seeds))
-    with np.errstate(invalid="ignore"):
-        means = matrix[:, draws].mean(axis=2)  # candidates x resamples
-    index = list(per_seed).index(chosen)
-    wins = np.argmax(np.nan_to_num(means, nan=-math.inf), axis=0) == index
-    return Firmness(runner_up, gap, float(wins.mean()))
+    return Firmness(runner_up, gap, regret_bound(per_seed, chosen, higher_is_better))

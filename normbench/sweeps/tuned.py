@@ -7,17 +7,22 @@ Two phases on one sweep record:
    a norm on a data set). Each group searches its own space (the product of the tuned
    values, less the keys its norm ignores: a candidate that composes to a run id already seen
    is the same run) on *tuning seeds* (from TUNING_SEED, never a seed of the grid) by
-   successive halving (normbench.sweeps.halving), and chooses on the final *validation*
-   metric, in the metric's direction (bits per byte: lower is better).
+   successive halving where it saves at least half the steps, else the full grid
+   (normbench.sweeps.halving), each rung's schedule compressed to its budget, and chooses
+   on the final *validation loss* (continuous: accuracy ties on a few hundred validation
+   samples, the loss hardly ever). A choice at an edge of a key's listed values is tried one
+   step beyond it at the full budget (``extend``) and flagged in every output.
 2. *Confirmation.* Each group runs at its chosen value on the grid's own seeds, fresh and
    paired across groups; the record lists these runs alone, so `report --sweep NAME` computes
    its verdicts on *test* from them only (the choice cannot leak into the verdict).
    ``--until-decided`` adds seeds to this phase only.
 
 Equal budget: every group gets the same number of trials (``--tune-trials``, default the
-smallest group's space) on the same rungs; a group whose space is larger samples that many
-candidates from it (a fixed draw per group, so a resume draws the same); one whose space is
-smaller gets fewer, and every output says the budgets were unequal. Every decision is a
+smallest group's space) on the same rungs; a group whose space is larger draws that many
+candidates from it, stratified so that every value of every key is tried at least once where
+the budget allows (a fixed draw per group, so a resume draws the same); one whose space is
+smaller gets fewer, and every output says the budgets were unequal. Every output lists the
+values each group tried. Every decision is a
 function of the run store, so rerunning the command after Ctrl-C or kill -9 continues the
 phase it was in (the record says which).
 """
@@ -27,6 +32,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -39,7 +45,7 @@ from normbench.core.keys import shown
 from normbench.experiment.compose import parse_overrides
 from normbench.experiment.options import schema_for
 from normbench.experiment.probe import compose_checked
-from normbench.report.base import ACCURACY, Method, Metric, metric_of
+from normbench.report.base import Method, Metric
 from normbench.store import catalog
 from normbench.store.rundir import Rerun, run_id
 from normbench.sweeps import adaptive, halving, search
@@ -49,7 +55,13 @@ from normbench.sweeps.presets import load_preset
 from normbench.sweeps.session import Launch, Looks, Session, check_devices, until_decided
 
 TUNING_SEED = 1_000_000  # tuning seeds are TUNING_SEED, TUNING_SEED + 1, ...: never the grid's
+# what the choice is made on: the final validation loss (next-byte cross-entropy on the LM,
+# whose bits per byte are the same number over ln 2), continuous where accuracy ties
+SELECTION = Metric("val_loss", higher_is_better=False)
+CHOSEN_BY = "final validation loss, mean over the tuning seeds"
 NOT_TUNABLE = ("seed", "train.max_steps", "train.epochs")  # the seeds and the budget itself
+MAX_CANDIDATES = 1000  # a group's space composed, or candidates drawn, at most
+MAX_TUNING_SEEDS = 100
 
 
 # ---------------------------------------------------------------------------- the space
@@ -110,6 +122,7 @@ class Design:
     trials: int
     tuning_seeds: list[int]
     eta: int
+    extend: bool = True  # try one step beyond a choice at an edge of the grid
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -158,17 +171,23 @@ def design(
     tuning_seeds: int = 2,
     eta: int = halving.ETA,
     trials: int | None = None,
+    extend: bool = True,
 ) -> Design:
     """Plan both phases: the groups of the grid, each group's distinct candidates, the equal
     budget and the rungs. Refused in one line: a tuned key that is also an axis of the grid,
     a grid seed among the tuning seeds, a grid without a step budget, groups of one setting
     with different step budgets, bad counts."""
-    if tuning_seeds < 1:
-        raise UsageError(f"--tune-seeds {tuning_seeds}: valid: an integer >= 1")
+    if not 1 <= tuning_seeds <= MAX_TUNING_SEEDS:
+        raise UsageError(
+            f"--tune-seeds {tuning_seeds}: valid: an integer from 1 to {MAX_TUNING_SEEDS}"
+        )
     if eta < 2:
         raise UsageError(f"--eta {eta}: valid: an integer >= 2")
-    if trials is not None and trials < 1:
-        raise UsageError(f"--tune-trials {trials}: valid: an integer >= 1")
+    if trials is not None and not 2 <= trials <= MAX_CANDIDATES:
+        raise UsageError(
+            f"--tune-trials {trials}: valid: an integer from 2 to {MAX_CANDIDATES} "
+            "(one candidate is no choice)"
+        )
     axes = [axis for axis in grid.axes if axis in space]
     if axes:
         raise UsageError(
@@ -212,17 +231,23 @@ def design(
             f"--tune {continuous}: an interval has no size to set the budget; valid: "
             "--tune-trials N (candidates per group)"
         )
+    finite = [size for size in tuning if math.isfinite(size)]
+    if trials is not None and len(finite) == len(tuning) and trials > max(finite):
+        raise UsageError(
+            f"--tune-trials {trials}: more than any group's space (the largest has "
+            f"{int(max(finite))} candidates); valid: 2 to {int(max(finite))}"
+        )
     budget = trials or int(min(tuning))
     for group in groups:
         if math.isinf(group.space):  # an interval: the budget's worth of points, drawn
             taken = {k: space[k] for k in group.keys}
             group.candidates = search.draw(taken, budget, f"normbench-tune {group.key}")
         elif group.space > budget:  # sample within the budget: a fixed draw per group
-            drawn = random.Random(f"normbench-tune {group.key}").sample(range(group.space), budget)
-            group.candidates = [group.candidates[i] for i in sorted(drawn)]
+            seed = f"normbench-tune {group.key}"
+            group.candidates = stratified(group.candidates, budget, seed)
     seeds = [TUNING_SEED + i for i in range(tuning_seeds)]
     _same_budget_per_setting(groups)
-    result = Design(grid, space, groups, budget, seeds, eta)
+    result = Design(grid, space, groups, budget, seeds, eta, extend)
     if not result.equal:
         result.notes.append(unequal_note(result))
     if len(result.step_budgets) > 1:
@@ -232,6 +257,26 @@ def design(
             "group trains its rungs in proportion to its own (equal within a setting)"
         )
     return result
+
+
+def stratified(
+    candidates: list[tuple[str, ...]], count: int, seed_text: str
+) -> list[tuple[str, ...]]:
+    """``count`` of ``candidates``, drawn so that every value of every key is in at least one
+    (where ``count`` allows: at least as many as the key with the most values has), in the
+    space's order. Greedy cover in a seeded random order: each pick is the candidate, first in
+    that order, that adds the most values not yet drawn; once all are drawn, the rest follow
+    the random order. A fixed function of the seed text: a resume draws the same."""
+    order = list(range(len(candidates)))
+    random.Random(seed_text).shuffle(order)
+    missing = {item for candidate in candidates for item in candidate}
+    picked: list[int] = []
+    while len(picked) < count:
+        left = [i for i in order if i not in picked]
+        best = max(left, key=lambda i: len(missing.intersection(candidates[i])))
+        picked.append(best)
+        missing -= set(candidates[best])
+    return [candidates[i] for i in sorted(picked)]
 
 
 def _group(key, label, jobs, base, space, max_steps) -> Group:
@@ -251,6 +296,12 @@ def _group(key, label, jobs, base, space, max_steps) -> Group:
             }
             taken += [name] if len(ids) > 1 else []
         return Group(key, label, jobs, base, [], math.inf, taken, max_steps)
+    size = math.prod(len(values) for values in space.values())
+    if size > MAX_CANDIDATES:
+        raise UsageError(
+            f"--tune {', '.join(space)}: {size:,} combinations for group {label}; valid: at "
+            f"most {MAX_CANDIDATES} (list fewer values, or give an interval and --tune-trials)"
+        )
     seen, candidates = {}, []
     for values in itertools.product(*space.values()):
         overrides = tuple(f"{k}={v}" for k, v in zip(space, values, strict=True))
@@ -298,15 +349,26 @@ def unequal_note(tuned: Design) -> str:
 
 
 def rung_jobs(tuned: Design, group: Group, candidates, steps: int) -> dict[tuple, list[Job]]:
-    """A rung's runs of one group: each candidate at each tuning seed, ``steps`` long."""
+    """A rung's runs of one group: each candidate at each tuning seed, ``steps`` long, its
+    warm-up scaled to the rung (halving.scaled_warmup: a rung is the full run compressed)."""
     out = {}
     for candidate in candidates:
         out[candidate] = []
+        warmup = halving.scaled_warmup(_warmup(group, candidate), steps, group.max_steps)
+        shorter = () if steps >= group.max_steps else (f"train.warmup_steps={warmup}",)
+        base = _strip(group.base, {"train.warmup_steps"}) if shorter else group.base
         for seed in tuned.tuning_seeds:
-            overrides = [*group.base, *candidate, f"seed={seed}", f"train.max_steps={steps}"]
-            cfg = _compose(group.base, candidate, seed, steps, group.label)
+            given = (*candidate, *shorter)
+            overrides = [*base, *given, f"seed={seed}", f"train.max_steps={steps}"]
+            cfg = _compose(base, given, seed, steps, group.label)
             out[candidate].append(Job(overrides, cfg, run_id(cfg)))
     return out
+
+
+def _warmup(group: Group, candidate: tuple[str, ...]) -> int:
+    """The full-budget warm-up of a candidate: its own when it tunes train.warmup_steps."""
+    own = dict(o.split("=", 1) for o in candidate).get("train.warmup_steps")
+    return int(float(own)) if own is not None else group.jobs[0].cfg["train"]["warmup_steps"]
 
 
 def confirmation_jobs(group: Group, chosen: tuple[str, ...]) -> list[Job]:
@@ -326,28 +388,63 @@ def tuning_frame(runs_dir: Path, run_ids: list[str]) -> pd.DataFrame:
     return selection.runs.set_index("run_id", drop=False)
 
 
-def values_of(frame: pd.DataFrame, jobs: list[Job]) -> tuple[dict[str, float | None], Metric]:
-    """Each run's final validation metric (None when it has none: diverged, failed, missing),
-    in the metric the report would use for these runs (bits per byte where they record it)."""
+def values_of(frame: pd.DataFrame, jobs: list[Job]) -> dict[str, float | None]:
+    """Each run's final validation loss (``SELECTION``): None when it has none (diverged, or
+    a loss that is not finite); a run that failed or is missing raises TuningStopped, since
+    it is no result (a killed worker, a full disk) and ranking it would prune a candidate."""
+    check_finished(frame, jobs)
     rows = frame[frame.index.isin([job.run_id for job in jobs])]
-    metric = metric_of(rows) if not rows.empty else ACCURACY
     out: dict[str, float | None] = {}
     for rid, row in rows.iterrows():
-        value = row.get(metric.column)
+        value = row.get(SELECTION.column)
         finite = row["status"] == "complete" and value is not None and math.isfinite(value)
         out[rid] = float(value) if finite else None
-    return out, metric
+    return out
+
+
+def check_finished(frame: pd.DataFrame, jobs: list[Job]) -> None:
+    """Raise TuningStopped unless every one of ``jobs`` is complete or diverged."""
+    rows = frame[frame.index.isin([job.run_id for job in jobs])]
+    unfinished = {j.run_id for j in jobs if j.run_id not in rows.index}
+    unfinished |= {rid for rid, st in rows["status"].items() if st not in ("complete", "diverged")}
+    if unfinished:
+        raise TuningStopped(len(unfinished))
+
+
+class TuningStopped(Exception):
+    """Tuning runs that failed or never finished: the rung cannot rank its candidates."""
+
+    def __init__(self, count: int):
+        super().__init__(
+            f"{count} tuning run(s) failed or did not finish, so no candidate was ranked: "
+            "run the command again (completed runs are kept)"
+        )
 
 
 @dataclass
 class Choice:
-    """What tuning chose for one group, and how firmly."""
+    """What tuning chose for one group, how firmly, what it tried, and whether the choice
+    sits at an edge of the grid (``edge``: a sentence, None when inside)."""
 
     group: Group
     chosen: tuple[str, ...]
-    rungs: list[dict]  # per rung: steps and each candidate's mean validation metric
-    metric: Metric | None  # None: a group with nothing to tune
+    rungs: list[dict]  # per rung: steps and each candidate's mean validation loss
     firm: halving.Firmness
+    edge: str | None = None
+
+    @property
+    def tuned(self) -> bool:
+        """Whether the group had anything to choose (a group taking none of the keys not)."""
+        return bool(self.rungs)
+
+    def tried(self) -> dict[str, list[str]]:
+        """Per tuned key, the values this group trained at any rung, in increasing order."""
+        found: dict[str, set[str]] = {key: set() for key in self.group.keys}
+        for rung in self.rungs:
+            for candidate in rung["values"]:
+                for key, value in group_values(candidate).items():
+                    found.setdefault(key, set()).add(value)
+        return {key: _ordered(values) for key, values in found.items()}
 
     def record(self, tuned: Design) -> dict:
         flat = dict(o.split("=", 1) for o in self.chosen)
@@ -359,17 +456,43 @@ class Choice:
             "steps": self.steps(tuned),
             "full_grid_steps": tuned.full_grid_steps(self.group),
             "chosen": flat,
-            "metric": self.metric.name if self.metric else None,
-            "higher_is_better": self.metric.higher_is_better if self.metric else None,
+            "tried": self.tried(),
+            "edge": self.edge,
+            "metric": SELECTION.name if self.tuned else None,
+            "higher_is_better": SELECTION.higher_is_better if self.tuned else None,
             "value": self.rungs[-1]["values"].get(" ".join(self.chosen)) if self.rungs else None,
             "runner_up": self.firm.runner_up,
             "gap": self.firm.gap,
-            "win_rate": self.firm.win_rate,
+            "regret_bound": self.firm.regret,
             "rungs": self.rungs,
         }
 
     def steps(self, tuned: Design) -> int:
-        return tuned.steps_of(self.group)
+        """Tuning steps spent: the rungs', and the extension beyond an edge at full budget."""
+        if not self.rungs:
+            return 0
+        extra = len(self.rungs[-1]["values"]) - tuned.schedule_of(self.group)[-1].keep
+        return tuned.steps_of(self.group) + extra * self.group.max_steps * len(tuned.tuning_seeds)
+
+
+def group_values(text: str) -> dict[str, str]:
+    """``train.lr=0.01 norm.alpha_init=1.0`` as {key: value text}."""
+    return dict(item.split("=", 1) for item in text.split() if "=" in item)
+
+
+def _numbers(values) -> list[float] | None:
+    """A key's values as numbers, or None when one is not a number."""
+    try:
+        return [float(v) for v in values]
+    except (TypeError, ValueError):
+        return None
+
+
+def _ordered(values) -> list[str]:
+    numbers = _numbers(values)
+    if numbers is None:
+        return sorted(values)
+    return [v for _, v in sorted(zip(numbers, values, strict=True))]
 
 
 def choose(
@@ -377,14 +500,14 @@ def choose(
 ) -> tuple[list[tuple], Choice | None]:
     """Promotions of one group from the rungs trained so far: the candidates the next rung
     trains, and after the last rung the choice. Only tuning-seed runs are read, and only
-    their validation metric: the grid's seeds and every test number are never looked at."""
+    their validation loss: the grid's seeds and every test number are never looked at."""
     alive = list(group.candidates)
     schedule = tuned.schedule_of(group)
     history = []
-    values, metric = values_of(frame, [j for r in per_rung for js in r.values() for j in js])
+    values = values_of(frame, [j for r in per_rung for js in r.values() for j in js])
+    hib = SELECTION.higher_is_better
     for index, jobs in enumerate(per_rung):
         per_seed = {" ".join(c): [values.get(j.run_id) for j in jobs[c]] for c in jobs}
-        hib = metric.higher_is_better
         history.append(
             {
                 "steps": schedule[index].steps,
@@ -397,9 +520,7 @@ def choose(
             continue
         (best,) = halving.promote(per_seed, 1, hib)
         chosen = next(c for c in jobs if " ".join(c) == best)
-        return [chosen], Choice(
-            group, chosen, history, metric, halving.firmness(per_seed, best, hib)
-        )
+        return [chosen], Choice(group, chosen, history, halving.firmness(per_seed, best, hib))
     return alive, None
 
 
@@ -408,13 +529,91 @@ def _mean(values: list[float | None]) -> float | None:
     return sum(finite) / len(finite) if len(finite) == len(values) and values else None
 
 
+@dataclass(frozen=True)
+class Edge:
+    """A choice at an edge of a key's listed values, and the candidate one step beyond it
+    (None where there is none: the key is not numeric, or the step does not compose)."""
+
+    key: str
+    value: str
+    side: str  # "top" | "bottom"
+    beyond: tuple[str, ...] | None
+    why_not: str = ""
+
+
+def edges(tuned: Design, group: Group, chosen: tuple[str, ...]) -> list[Edge]:
+    """The keys whose chosen value is the largest or smallest of the values listed for them,
+    each with the candidate one grid step beyond: the same ratio as the edge's neighbour
+    (geometric) where every value is positive, else the same difference; integers stay
+    integers. An interval has no listed edge and is not extended."""
+    flat = dict(o.split("=", 1) for o in chosen)
+    found = []
+    for key in group.keys:
+        listed = tuned.space.get(key)
+        numbers = _numbers(listed) if isinstance(listed, list) else None
+        if numbers is None or len(set(numbers)) < 2 or key not in flat:
+            continue
+        ordered = sorted(set(numbers))
+        value = float(flat[key])
+        if value not in (ordered[0], ordered[-1]):
+            continue
+        side = "top" if value == ordered[-1] else "bottom"
+        inner = ordered[-2] if side == "top" else ordered[1]
+        step = value * (value / inner) if min(ordered) > 0 else value + (value - inner)
+        integers = all(re.fullmatch(r"[+-]?\d+", str(v).strip()) for v in listed)
+        text = str(round(step)) if integers else f"{float(f'{step:.3g}')!r}"
+        beyond = tuple(f"{key}={text}" if o.startswith(f"{key}=") else o for o in chosen)
+        try:
+            _compose(group.base, beyond, TUNING_SEED, group.max_steps, group.label)
+        except UsageError as err:
+            found.append(Edge(key, flat[key], side, None, str(err).rpartition(": ")[2]))
+            continue
+        found.append(Edge(key, flat[key], side, beyond))
+    return found
+
+
+def edge_text(found: list[Edge], chosen: tuple[str, ...], extended: bool) -> str | None:
+    """The sentence every output shows for a choice at an edge of the grid."""
+    if not found:
+        return None
+    flat = dict(o.split("=", 1) for o in chosen)
+    parts = []
+    for edge in found:
+        if edge.beyond is not None and edge.beyond == chosen:
+            parts.append(
+                f"{edge.key}={flat[edge.key]}: one step beyond the grid's {edge.side}, chosen; "
+                "nothing was tried further: widen the grid"
+            )
+        elif edge.beyond is not None and extended:
+            step = dict(o.split("=", 1) for o in edge.beyond)[edge.key]
+            parts.append(
+                f"{edge.key}={edge.value}: at the grid's {edge.side}; {step} beyond it was "
+                "tried at the full budget, not better"
+            )
+        else:
+            why = f" ({edge.why_not})" if edge.why_not else ""
+            parts.append(f"{edge.key}={edge.value}: at the grid's {edge.side}, not extended{why}")
+    return "; ".join(parts)
+
+
 def tune(session: Session, tuned: Design, rerun: Rerun) -> list[Choice]:
     """Phase 1, rung after rung on the session: every group's rung trains at once (one
-    launch), then each group's promotions are read off the store."""
+    launch), then each group's promotions are read off the store. A choice at an edge of the
+    grid is then tried one step beyond, at the full budget (``tuned.extend``)."""
     alive = {g.key: list(g.candidates) for g in tuned.groups}
     trained: dict[str, list[dict[tuple, list[Job]]]] = {g.key: [] for g in tuned.groups}
-    tuning_runs: list[str] = []
+    runs: list[str] = []
     choices: list[Choice] = []
+
+    def launch(jobs: list[Job], title: str, rung: int) -> pd.DataFrame:
+        runs.extend(job.run_id for job in jobs)
+        session.save(tuning=state(tuned, "tuning", rung, runs, choices))
+        todo = planning.plan(Sweep(tuned.grid.name, None, jobs), session.runs_dir, rerun).todo
+        session.run(todo, title=title, among=jobs)
+        frame = tuning_frame(session.runs_dir, runs)
+        check_finished(frame, jobs)
+        return frame
+
     for index in range(tuned.rung_count):
         jobs = []
         for group in tuned.groups:
@@ -425,25 +624,41 @@ def tune(session: Session, tuned: Design, rerun: Rerun) -> list[Choice]:
             batch = rung_jobs(tuned, group, alive[group.key][: rung.keep], rung.steps)
             trained[group.key].append(batch)
             jobs += [job for js in batch.values() for job in js]
-        tuning_runs += [job.run_id for job in jobs]
-        session.save(tuning=state(tuned, "tuning", index + 1, tuning_runs, choices))
-        todo = planning.plan(Sweep(tuned.grid.name, None, jobs), session.runs_dir, rerun).todo
         steps = "/".join(
             str(r.steps) for r in (tuned.rungs_at(m)[index] for m in tuned.step_budgets)
         )
         title = f"tuning, rung {index + 1} of {tuned.rung_count}: {steps} steps"
-        session.run(todo, title=title, among=jobs)
+        frame = launch(jobs, title, index + 1)
         choices = []
-        frame = tuning_frame(session.runs_dir, tuning_runs)
         for group in tuned.groups:
             if not tuned.schedule_of(group):  # one candidate: it is the choice
                 untuned = halving.Firmness(None, None, None)
-                choices.append(Choice(group, group.candidates[0], [], None, untuned))
+                choices.append(Choice(group, group.candidates[0], [], untuned))
                 continue
             alive[group.key], choice = choose(tuned, group, trained[group.key], frame)
             if choice:
                 choices.append(choice)
-    session.save(tuning=state(tuned, "confirmation", tuned.rung_count, tuning_runs, choices))
+    at_edge = {c.group.key: edges(tuned, c.group, c.chosen) for c in choices if c.tuned}
+    beyond = {
+        key: [e.beyond for e in found if e.beyond is not None] for key, found in at_edge.items()
+    }
+    if tuned.extend and any(beyond.values()):
+        jobs = []
+        for group in tuned.groups:
+            if beyond.get(group.key):
+                batch = rung_jobs(tuned, group, beyond[group.key], group.max_steps)
+                trained[group.key][-1] = {**trained[group.key][-1], **batch}
+                jobs += [job for js in batch.values() for job in js]
+        title = f"tuning, one step beyond the grid's edge: {len(jobs)} runs at the full budget"
+        frame = launch(jobs, title, tuned.rung_count + 1)
+        choices = [
+            choose(tuned, c.group, trained[c.group.key], frame)[1] if beyond.get(c.group.key) else c
+            for c in choices
+        ]
+    for choice in choices:
+        found = at_edge.get(choice.group.key, [])
+        choice.edge = edge_text(found, choice.chosen, tuned.extend)
+    session.save(tuning=state(tuned, "confirmation", tuned.rung_count, runs, choices))
     return choices
 
 
@@ -463,8 +678,9 @@ def state(tuned: Design, phase: str, rung: int, runs: list[str], choices: list[C
         "max_steps": longest if len(tuned.step_budgets) == 1 else tuned.step_budgets,
         "equal_budget": tuned.equal,
         "notes": tuned.notes,
-        "selection": "final validation metric, mean over the tuning seeds; verdicts on test "
-        "from the confirmation seeds only",
+        "extend": tuned.extend,
+        "max_share": halving.MAX_SHARE,
+        "selection": f"{CHOSEN_BY}; verdicts on test from the confirmation seeds only",
         "groups": [choice.record(tuned) for choice in choices],
         "runs": runs,
     }

@@ -12,17 +12,25 @@ from rich.text import Text
 
 from normbench.report.base import Method, label
 from normbench.store.rundir import Rerun
-from normbench.sweeps import adaptive
+from normbench.sweeps import adaptive, halving
 from normbench.sweeps import plan as planning
 from normbench.sweeps.grid import Job, Sweep
 from normbench.sweeps.tuned import Choice, Design, rung_jobs
 
 
 def choices_table(tuned: Design, choices: list[Choice]) -> Table:
-    """What tuning chose, per group: the budget, the value, how firm."""
-    table = Table(title="tuned: each group at its own best (chosen on validation)", min_width=40)
-    for column in ("group", "trials", "steps", "chosen", "val", "gap", "wins"):
-        text = column in ("group", "chosen")
+    """What tuning chose, per group: the budget, the value, how firm, what it tried; a
+    choice at an edge of the grid is marked and said under the table (``edge_lines``)."""
+    table = Table(
+        title="tuned: each group at its own best (chosen on validation loss)",
+        caption="val loss: the chosen value's, mean over the tuning seeds; gap: its lead over "
+        "the runner-up; regret: a 90% upper bound on how much better another candidate "
+        "trained at the full budget could be; * at an edge of the grid",
+        caption_justify="left",
+        min_width=40,
+    )
+    for column in ("group", "trials", "steps", "chosen", "val loss", "gap", "regret", "tried"):
+        text = column in ("group", "chosen", "tried")
         table.add_column(column, justify="left" if text else "right", overflow="fold")
     for choice in choices:
         record = choice.record(tuned)
@@ -30,12 +38,23 @@ def choices_table(tuned: Design, choices: list[Choice]) -> Table:
             record["group"],
             str(record["trials"]),
             f"{record['steps']:,}",
-            " ".join(choice.chosen) or "-",
+            (" ".join(choice.chosen) or "-") + (" *" if record["edge"] else ""),
             _num(record["value"]),
             _num(record["gap"]),
-            "-" if record["win_rate"] is None else f"{record['win_rate']:.0%}",
+            _num(record["regret_bound"]),
+            tried_text(record["tried"]),
         )
     return table
+
+
+def tried_text(tried: dict[str, list[str]]) -> str:
+    """``train.lr 0.001,0.003,0.01``: per key, the values a group trained."""
+    return "; ".join(f"{key} {','.join(values)}" for key, values in tried.items()) or "-"
+
+
+def edge_lines(choices: list[Choice]) -> list[str]:
+    """One line per group whose choice sits at an edge of the grid."""
+    return [f"at an edge: {c.group.label}: {c.edge}" for c in choices if c.edge]
 
 
 def verdict_lines(tuned: Design, jobs: list[Job], runs_dir: Path, method: Method):
@@ -74,11 +93,13 @@ def _num(value) -> str:
 def print_plan(console: Console, tuned: Design, runs_dir: Path, rerun: Rerun) -> None:
     """``--dry-run`` of a tuned comparison: both phases and the budget."""
     seeds = len(tuned.tuning_seeds)
+    halves = tuned.rung_count > 1
+    how = f"successive halving (eta {tuned.eta})" if halves else "the full grid"
     console.print(
         Text(
             f"tuned sweep {tuned.grid.name}: {len(tuned.groups)} groups; tuning "
             f"{', '.join(tuned.space)} on seeds {', '.join(map(str, tuned.tuning_seeds))} "
-            f"by successive halving (eta {tuned.eta}), chosen on validation",
+            f"by {how}, chosen on validation loss",
             style="bold",
         ),
         soft_wrap=True,
@@ -88,8 +109,19 @@ def print_plan(console: Console, tuned: Design, runs_dir: Path, rerun: Rerun) ->
         f"rung {i + 1}: {r.keep} candidate(s) x {'/'.join(str(a[i].steps) for a in at)} steps"
         for i, r in enumerate(at[-1])
     )
+    why = (
+        "each rung's schedule, warm-up included, compressed to its steps"
+        if halves
+        else f"halving would train more than {halving.MAX_SHARE:.0%} of the full grid's steps"
+    )
+    beyond = (
+        "; a choice at an edge of a key's values is tried one step beyond at the full budget"
+        if tuned.extend
+        else ""
+    )
     console.print(
-        f"phase 1, tuning: {tuned.trials} trials per group x {seeds} seed(s); {rungs}",
+        f"phase 1, tuning: {tuned.trials} trials per group x {seeds} seed(s); {rungs} "
+        f"({why}){beyond}",
         soft_wrap=True,
     )
     total = full = 0

@@ -10,6 +10,7 @@ import json
 import math
 from collections import Counter
 
+import numpy as np
 import pytest
 from rich.console import Console
 from typer.testing import CliRunner
@@ -32,20 +33,38 @@ LRS = ["0.001", "0.01", "0.1", "1.0"]
 
 
 # ------------------------------------------------------------------ the pruning rule
-def test_rungs_halve_down_to_two_at_the_full_budget():
-    assert halving.rungs(4, 90, 3) == [halving.Rung(4, 30), halving.Rung(2, 90)]
+def test_rungs_halve_only_where_it_saves_half_the_steps():
+    # 12 candidates, eta 3: 12 x 10 + 4 x 30 + 2 x 90 = 420 steps against 1,080: halved
     assert halving.rungs(12, 90, 3) == [
         halving.Rung(12, 10),
         halving.Rung(4, 30),
         halving.Rung(2, 90),
     ]
-    assert halving.rungs(3, 90, 3) == [halving.Rung(3, 90)]  # no halving: the full grid
-    assert halving.rungs(4, 8, 2) == [halving.Rung(4, 4), halving.Rung(2, 8)]
     assert halving.steps_spent(halving.rungs(12, 90, 3), seeds=2) == (120 + 120 + 180) * 2
+    assert halving.rungs(10, 90, 3)[0] == halving.Rung(10, 10)
+    # 4 to 9 candidates: halving would train 2/3 or more of the full grid: the full grid
+    for trials in range(1, 10):
+        assert halving.rungs(trials, 90, 3) == [halving.Rung(trials, 90)]
+    assert halving.rungs(4, 8, 2) == [halving.Rung(4, 8)]  # eta 2 on 4 saves nothing
+
+
+def test_a_rung_is_the_full_schedule_compressed():
+    # warm-up scaled with the rung: at the same fraction of the run, the same learning rate
+    from normbench.training.optimizers import lr_factor
+
+    assert halving.scaled_warmup(300, 100, 900) == 33 and halving.scaled_warmup(0, 10, 90) == 0
+    assert halving.scaled_warmup(5, 1, 900) == 1 and halving.scaled_warmup(30, 90, 90) == 30
+    full = {"warmup_steps": 300, "schedule": "cosine"}
+    rung = {"warmup_steps": halving.scaled_warmup(300, 100, 900), "schedule": "cosine"}
+    for fraction in (0.01, 0.2, 0.3, 0.5, 0.9):
+        at_full = lr_factor(full, 900, round(fraction * 900))
+        assert lr_factor(rung, 100, round(fraction * 100)) == pytest.approx(at_full, abs=0.04)
+    # before the fix a rung of 100 steps with the full run's 300 warm-up steps never left it
+    assert lr_factor(full, 100, 99) == pytest.approx(1 / 3)
 
 
 def test_promotion_on_designed_curves():
-    # Short-budget values (val_bpb, lower is better) per tuning seed; a diverged run (None)
+    # Short-budget values (val loss, lower is better) per tuning seed; a diverged run (None)
     # is the worst; a tie goes to the candidate listed first.
     early = {"a": [2.0, 2.2], "b": [1.5, 1.6], "c": [None, 1.0], "d": [1.5, 1.6]}
     assert halving.promote(early, 2, higher_is_better=False) == ["b", "d"]
@@ -54,20 +73,63 @@ def test_promotion_on_designed_curves():
     assert halving.promote(late, 1, higher_is_better=False) == ["b"]
     firm = halving.firmness(late, "b", higher_is_better=False)
     assert firm.runner_up == "d" and firm.gap == pytest.approx(0.1)
-    assert 0.5 < firm.win_rate < 1  # resampling only seed 0 (d's win) makes d the choice
-    solid = halving.firmness({"x": [0.9, 0.9], "y": [0.5, 0.6]}, "x", higher_is_better=True)
-    assert solid.win_rate == 1.0 and solid.gap == pytest.approx(0.35)
-    assert halving.firmness({"x": [0.9], "y": [0.5]}, "x", True).win_rate is None
+    # d - b (oriented: b's loss minus d's) per seed 0.1, -0.3: mean -0.1, sd 0.283; t_0.9,1
+    # = 3.078: the bound is -0.1 + 3.078 * 0.2 = 0.516 (two seeds bound little)
+    assert firm.regret == pytest.approx(-0.1 + 3.0777 * 0.2, abs=1e-3)
+    solid = halving.firmness(
+        {"x": [0.9, 0.9, 0.91], "y": [0.5, 0.6, 0.55]}, "x", higher_is_better=True
+    )
+    assert solid.regret == 0.0 and solid.gap == pytest.approx(0.3533, abs=1e-3)
+    assert halving.firmness({"x": [0.9], "y": [0.5]}, "x", True).regret is None
+    # a candidate that never got a value cannot be better; one missing a seed is unbounded
+    assert halving.regret_bound({"x": [0.9, 0.8], "y": [None, None]}, "x", True) == 0.0
+    assert halving.regret_bound({"x": [0.9, 0.8], "y": [0.95, None]}, "x", True) == math.inf
+
+
+def test_regret_bound_covers_the_true_regret_at_its_confidence():
+    # Simulated tuning: 4 candidates whose true means differ, seed noise shared by the
+    # candidates of a seed (rho 0.5); the chosen is the best mean over 3 seeds. The bound
+    # (90%, simultaneous) must cover the chosen's true regret in at least 90% of draws.
+    rng = np.random.default_rng(7)
+    truth = np.array([0.50, 0.52, 0.53, 0.60])
+    covered = []
+    for _ in range(2000):
+        shared = rng.normal(0, 0.03, size=3)
+        values = truth[:, None] + shared + rng.normal(0, 0.03, size=(4, 3))
+        per_seed = {str(i): list(values[i]) for i in range(4)}
+        chosen = halving.promote(per_seed, 1, higher_is_better=False)[0]
+        bound = halving.regret_bound(per_seed, chosen, higher_is_better=False)
+        covered.append(truth[int(chosen)] - truth.min() <= bound)
+    assert np.mean(covered) >= 0.90
+
+
+def test_a_draw_within_the_budget_tries_every_value_of_every_key():
+    # 4 rates x 3 alphas, 4 trials: an unstratified sample of 4 of the 12 misses values
+    # (the audit's DyT draw had no 3e-3 or 1e-2); the stratified one never does
+    space = [
+        (f"train.lr={lr}", f"norm.alpha_init={a}")
+        for lr in ("1e-3", "3e-3", "1e-2", "3e-2")
+        for a in ("0.5", "1.0", "2.0")
+    ]
+    for seed in range(50):
+        drawn = tuned.stratified(space, 4, f"group {seed}")
+        assert len(set(drawn)) == 4 and drawn == sorted(drawn, key=space.index)
+        assert {c[0] for c in drawn} == {c[0] for c in space}
+        assert {c[1] for c in drawn} == {c[1] for c in space}
+        assert drawn == tuned.stratified(space, 4, f"group {seed}")  # a fixed draw
+    assert len({tuple(tuned.stratified(space, 4, f"g {s}")) for s in range(20)}) > 1
 
 
 # ------------------------------------------------------------------ designed stores
 def write_run(runs, job, val: float | None, test: float, status: str = "complete") -> None:
-    """A finished run as normbench writes it, with chosen final validation and test accuracy."""
+    """A finished run as normbench writes it, with a chosen final validation loss (and its
+    accuracy, 1 - loss) and test accuracy."""
     run = RunDir(runs, job.run_id)
     run.write_config(job.cfg)
     summary = {
-        "final_val_acc": val,
-        "best_val_acc": val,
+        "final_val_loss": val,
+        "final_val_acc": None if val is None else 1 - val,
+        "best_val_acc": None if val is None else 1 - val,
         "test_acc": test,
         "steps": job.cfg["train"]["max_steps"],
         "num_classes": 10,
@@ -83,12 +145,14 @@ def write_run(runs, job, val: float | None, test: float, status: str = "complete
             "command": ["normbench", "run"],
         }
     )
-    run.write_metrics([{"step": 1, "samples": 8, "train_loss": 1.0, "val_acc": val}])
+    acc = None if val is None else 1 - val
+    run.write_metrics([{"step": 1, "samples": 8, "train_loss": 1.0, "val_acc": acc}])
 
 
 class FakeLauncher:
-    """Writes each run it is given with numbers from ``numbers(cfg)``; ``stop_after``: raise
-    KeyboardInterrupt after that many runs (Ctrl-C mid-sweep)."""
+    """Writes each run it is given with numbers from ``numbers(cfg)`` (validation loss, test
+    accuracy, and optionally a status); ``stop_after``: raise KeyboardInterrupt after that
+    many runs (Ctrl-C mid-sweep)."""
 
     def __init__(self, runs, numbers, stop_after: int | None = None):
         self.runs, self.numbers, self.stop_after = runs, numbers, stop_after
@@ -98,27 +162,25 @@ class FakeLauncher:
         for job in jobs:
             if self.stop_after is not None and len(self.trained) >= self.stop_after:
                 raise KeyboardInterrupt
-            write_run(self.runs, job, *self.numbers(job.cfg))
+            result = self.numbers(job.cfg)
+            write_run(self.runs, job, *result)
             self.trained.append(job.cfg)
-            view.done(job.run_id, "complete")
+            view.done(job.run_id, result[2] if len(result) > 2 else "complete")
 
     def close(self) -> None:
         pass
 
 
 def numbers(cfg) -> tuple[float, float]:
-    """Validation and test accuracy designed so that every shortcut gives another answer:
-    at 4 steps lr 0.01 and 0.1 lead (1.0 is pruned), at 8 steps 0.1 is best on validation
-    but 0.01 best on test, 1.0 would win at 8 steps had it not been pruned, and on the
-    confirmation seeds (below the tuning seeds) 0.001 is best on both."""
-    lr, steps = cfg["train"]["lr"], cfg["train"]["max_steps"]
+    """Validation loss and test accuracy designed so that every shortcut gives another
+    answer: on the tuning seeds lr 0.1 has the lowest validation loss, 0.01 the best test
+    accuracy; on the confirmation seeds (below the tuning seeds) 0.001 is best on both."""
+    lr = cfg["train"]["lr"]
     if cfg["seed"] < tuned.TUNING_SEED:
-        return {0.001: 0.95, 0.01: 0.5, 0.1: 0.6, 1.0: 0.4}[lr], 0.9
+        return {0.001: 0.05, 0.01: 0.5, 0.1: 0.4, 1.0: 0.6}[lr], 0.9
     jitter = 0.01 * (cfg["seed"] - tuned.TUNING_SEED)
-    if steps == 4:
-        return {0.001: 0.3, 0.01: 0.7, 0.1: 0.6, 1.0: 0.2}[lr] + jitter, 0.5
-    val = {0.001: 0.31, 0.01: 0.8, 0.1: 0.9, 1.0: 0.99}[lr] + jitter
-    test = {0.001: 0.3, 0.01: 0.99, 0.1: 0.1, 1.0: 0.99}[lr]
+    val = {0.001: 0.69, 0.01: 0.2, 0.1: 0.1, 1.0: 0.3}[lr] + jitter
+    test = {0.001: 0.3, 0.01: 0.99, 0.1: 0.1, 1.0: 0.5}[lr]
     return val, test
 
 
@@ -126,10 +188,10 @@ def tuned_grid(*extra: str):
     return grids.expand(None, [*QUICK, "norm=batchnorm,layernorm", "seed=0,1", *extra])
 
 
-def run_tuned(runs, launcher, grid=None, name="tuned", max_seeds=None):
+def run_tuned(runs, launcher, grid=None, name="tuned", max_seeds=None, space=None, eta=2):
     grid = grid or tuned_grid()
     grid.name = name
-    design = tuned.design(grid, {"train.lr": LRS}, tuning_seeds=2, eta=2)
+    design = tuned.design(grid, space or {"train.lr": LRS}, tuning_seeds=2, eta=eta)
     console = Console(quiet=True)
     with tuned.session(design, runs, Launch(), console, runner=launcher) as session:
         choices, _, _ = tuned.run(session, design, Rerun(), max_seeds, Method())
@@ -146,10 +208,10 @@ def test_selection_uses_validation_of_the_tuning_seeds_only(tmp_path):
     launcher = FakeLauncher(runs, numbers)
     design, choices = run_tuned(runs, launcher, grid)
     assert [dict(o.split("=") for o in c.chosen) for c in choices] == [{"train.lr": "0.1"}] * 2
-    # it trained the tuning rungs (4 lrs x 2 seeds at 4 steps, 2 x 2 at 8) and no confirmation
-    # run (those at lr 0.1 were there); 1.0 never trained at 8 steps: it was pruned
+    # 4 candidates: the full grid (4 lrs x 2 seeds at 8 steps) and no confirmation run (those
+    # at lr 0.1 were there); 0.1 is inside the grid: nothing tried beyond it
     trained = Counter((c["train"]["max_steps"], c["train"]["lr"]) for c in launcher.trained)
-    assert trained == {(4, lr): 4 for lr in map(float, LRS)} | {(8, 0.01): 4, (8, 0.1): 4}
+    assert trained == {(8, lr): 4 for lr in map(float, LRS)}
     assert all(c["seed"] >= tuned.TUNING_SEED for c in launcher.trained)
     record = sweep_record(runs, "tuned")
     assert record["tuning"]["phase"] == "done"
@@ -158,8 +220,11 @@ def test_selection_uses_validation_of_the_tuning_seeds_only(tmp_path):
         r["run_id"] for r in record["runs"]
     }
     group = record["tuning"]["groups"][0]
+    assert group["metric"] == "val_loss" and group["value"] == pytest.approx(0.105)
     assert group["runner_up"] == "train.lr=0.01" and group["gap"] == pytest.approx(0.1)
-    assert group["steps"] == (4 * 4 + 2 * 8) * 2 and group["full_grid_steps"] == 4 * 8 * 2
+    assert group["regret_bound"] == 0.0 and group["edge"] is None
+    assert group["tried"] == {"train.lr": LRS}
+    assert group["steps"] == 4 * 8 * 2 == group["full_grid_steps"]
     out = runner.invoke(
         app, ["report", "--sweep", "tuned", "--runs-dir", str(runs), "--format", "json"]
     )
@@ -168,12 +233,98 @@ def test_selection_uses_validation_of_the_tuning_seeds_only(tmp_path):
     assert payload["method"]["verdict_split"] == "test"
     assert payload["tuning"]["equal_budget"] is True
     assert [g["chosen"] for g in payload["tuning"]["groups"]] == ["train.lr=0.1"] * 2
+    assert payload["tuning"]["groups"][0]["tried"] == "train.lr 0.001,0.01,0.1,1.0"
     where = ["--sweep", "tuned", "--runs-dir", str(runs)]
     markdown = runner.invoke(app, ["report", *where, "--format", "markdown"]).stdout
     assert markdown.startswith("## Tuned") and "train.lr=0.1" in markdown
+    assert "train.lr 0.001,0.01,0.1,1.0" in markdown and "the full grid" in markdown
     csv = runner.invoke(app, ["report", *where, "--format", "csv", "--table", "tuning"]).stdout
     assert csv.splitlines()[0].startswith("group,tuned,space,trials,steps")
+    assert "regret_bound,tried,edge" in csv.splitlines()[0]
     assert list(api.report(runs, sweep="tuned")["tuning"]["chosen"]) == ["train.lr=0.1"] * 2
+
+
+def test_halving_prunes_on_a_compressed_schedule(tmp_path):
+    # 12 rates, eta 3, 8 steps: rungs of 12 x 1, 4 x 3 and 2 x 8 steps, each rung's
+    # warm-up scaled to it; the short rungs rank by the designed curve, so the best at the
+    # full budget survives only if every rung keeps it
+    rates = [f"{r:g}" for r in np.geomspace(1e-4, 1e-1, 12)]
+
+    def curve(cfg):
+        lr, steps = cfg["train"]["lr"], cfg["train"]["max_steps"]
+        if cfg["seed"] < tuned.TUNING_SEED:
+            return 0.3, 0.9
+        distance = abs(math.log10(lr) - math.log10(float(rates[7])))  # best: rates[7]
+        return 0.1 + distance * (0.1 if steps == 8 else 0.05) + 0.001 * (cfg["seed"] % 2), 0.5
+
+    launcher = FakeLauncher(tmp_path, curve)
+    design, choices = run_tuned(tmp_path, launcher, space={"train.lr": rates}, eta=3)
+    assert design.rungs_at(8) == [halving.Rung(12, 1), halving.Rung(4, 3), halving.Rung(2, 8)]
+    assert [c.chosen for c in choices] == [(f"train.lr={rates[7]}",)] * 2
+    by_steps = Counter(c["train"]["max_steps"] for c in launcher.trained)
+    assert by_steps == {1: 2 * 12 * 2, 3: 2 * 4 * 2, 8: 2 * 2 * 2 + 2 * 2}  # + confirmation
+    warmups = {c["train"]["max_steps"]: c["train"]["warmup_steps"] for c in launcher.trained}
+    full = design.groups[0].jobs[0].cfg["train"]["warmup_steps"]
+    assert warmups == {1: halving.scaled_warmup(full, 1, 8), 3: round(full * 3 / 8), 8: full}
+    record = sweep_record(tmp_path, "tuned")["tuning"]["groups"][0]
+    assert record["tried"]["train.lr"] == rates and record["steps"] == (12 + 12 + 16) * 2
+
+
+def test_a_choice_at_the_edge_is_tried_one_step_beyond(tmp_path):
+    # validation loss falls with the rate over the grid and on to 3.0: batchnorm chooses 1.0,
+    # the grid's top, and 10.0 one step beyond (ratio 10) is trained at the full budget; for
+    # layernorm 10.0 is worse, for batchnorm better (and is then itself an edge)
+    def rising(cfg):
+        lr = cfg["train"]["lr"]
+        if cfg["seed"] < tuned.TUNING_SEED:
+            return 0.3, 0.9
+        best = 30.0 if cfg["norm"]["name"] == "batchnorm" else 2.0
+        return 0.1 + abs(math.log10(lr / best)) * 0.1 + 0.001 * (cfg["seed"] % 2), 0.5
+
+    launcher = FakeLauncher(tmp_path, rising)
+    design, choices = run_tuned(tmp_path, launcher)
+    chosen = {c.group.label: c.chosen for c in choices}
+    assert chosen == {"norm=batchnorm": ("train.lr=10.0",), "norm=layernorm": ("train.lr=1.0",)}
+    beyond = [c for c in launcher.trained if c["train"]["lr"] == 10.0 and c["seed"] >= 10**6]
+    assert len(beyond) == 4 and {c["train"]["max_steps"] for c in beyond} == {8}
+    groups = {g["group"]: g for g in sweep_record(tmp_path, "tuned")["tuning"]["groups"]}
+    assert "one step beyond the grid's top, chosen" in groups["norm=batchnorm"]["edge"]
+    assert (
+        "10.0 beyond it was tried at the full budget, not better"
+        in (groups["norm=layernorm"]["edge"])
+    )
+    assert groups["norm=layernorm"]["tried"] == {"train.lr": [*LRS, "10.0"]}
+    assert groups["norm=layernorm"]["steps"] == (4 + 1) * 8 * 2
+    out = runner.invoke(app, ["report", "--sweep", "tuned", "--runs-dir", str(tmp_path)])
+    assert out.exit_code == 0 and "at an edge of the grid: norm=batchnorm" in out.output
+    # without extension the same choice is flagged, untried beyond
+    other = tmp_path / "other"
+    grid = tuned_grid()
+    grid.name = "flat"
+    flat = tuned.design(grid, {"train.lr": LRS}, tuning_seeds=2, eta=2, extend=False)
+    with tuned.session(
+        flat, other, Launch(), Console(quiet=True), runner=FakeLauncher(other, rising)
+    ) as session:
+        picks, _, _ = tuned.run(session, flat, Rerun(), None, Method())
+    assert all("at the grid's top, not extended" in c.edge for c in picks)
+
+
+def test_a_failed_tuning_run_stops_the_rung_and_ranks_nothing(tmp_path):
+    def one_fails(cfg):
+        value, test = numbers(cfg)
+        failed = cfg["seed"] == tuned.TUNING_SEED and cfg["train"]["lr"] == 0.1
+        return (None, test, "failed") if failed else (value, test)
+
+    with pytest.raises(tuned.TuningStopped, match="2 tuning run"):  # one per group
+        run_tuned(tmp_path, FakeLauncher(tmp_path, one_fails))
+    record = sweep_record(tmp_path, "tuned")
+    assert record["tuning"]["phase"] == "tuning" and record["tuning"]["groups"] == []
+    # run again: the failed run is retrained (it is no result) and the choice is the one an
+    # uninterrupted sweep makes
+    again = FakeLauncher(tmp_path, numbers)
+    _, choices = run_tuned(tmp_path, again)
+    assert [c.chosen for c in choices] == [("train.lr=0.1",)] * 2
+    assert len([c for c in again.trained if c["seed"] >= tuned.TUNING_SEED]) == 2
 
 
 def test_groups_at_their_own_values_are_compared_with_each_other(tmp_path):
@@ -184,7 +335,7 @@ def test_groups_at_their_own_values_are_compared_with_each_other(tmp_path):
         best = 0.1 if cfg["norm"]["name"] == "batchnorm" else 0.01
         lead = 0.3 if cfg["train"]["lr"] == best else 0.0
         jitter = 0.001 * (cfg["seed"] % 7)
-        return 0.5 + lead + jitter, (0.9 if best == 0.1 else 0.7) + jitter
+        return 0.5 - lead + jitter, (0.9 if best == 0.1 else 0.7) + jitter
 
     runs = tmp_path / "runs"
     design, choices = run_tuned(runs, FakeLauncher(runs, own_best))
@@ -271,9 +422,9 @@ def test_bad_designs_are_refused(space, message):
         tuned.design(grid, space)
 
 
-@pytest.mark.parametrize("stop_after, phase", [(20, "tuning"), (26, "confirmation")])
+@pytest.mark.parametrize("stop_after, phase", [(12, "tuning"), (18, "confirmation")])
 def test_resume_in_each_phase_trains_only_what_is_missing(tmp_path, stop_after, phase):
-    # 28 runs in all: 16 at rung 1, 8 at rung 2, then 4 of confirmation; Ctrl-C after
+    # 20 runs in all: 16 of tuning (the full grid), then 4 of confirmation; Ctrl-C after
     # ``stop_after`` of them, then the same sweep again
     first = FakeLauncher(tmp_path, numbers, stop_after=stop_after)
     with pytest.raises(KeyboardInterrupt):
@@ -281,7 +432,7 @@ def test_resume_in_each_phase_trains_only_what_is_missing(tmp_path, stop_after, 
     assert sweep_record(tmp_path, "tuned")["tuning"]["phase"] == phase
     again = FakeLauncher(tmp_path, numbers)
     _, choices = run_tuned(tmp_path, again)
-    assert len(first.trained) == stop_after and len(again.trained) == 28 - stop_after
+    assert len(first.trained) == stop_after and len(again.trained) == 20 - stop_after
     assert [c.chosen for c in choices] == [("train.lr=0.1",)] * 2
     assert sweep_record(tmp_path, "tuned")["tuning"]["phase"] == "done"
 
@@ -300,7 +451,7 @@ def test_until_decided_adds_seeds_to_the_confirmation_only(tmp_path):
     assert seeds == {"0": 2, "1": 2, "2": 2}  # the next seed, at the chosen value
     assert all("train.lr=0.1" in r["overrides"] for r in record["runs"])
     assert record["until_decided"]["max_seeds"] == 3 and record["tuning"]["phase"] == "done"
-    assert sum(c["seed"] >= tuned.TUNING_SEED for c in launcher.trained) == 24  # tuning: once
+    assert sum(c["seed"] >= tuned.TUNING_SEED for c in launcher.trained) == 16  # tuning: once
 
 
 def test_cli_dry_run_shows_both_phases_and_the_budget(tmp_path):
