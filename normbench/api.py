@@ -360,8 +360,10 @@ def _report(
         )
     where, filters = _where(runs_dir, filters)
     method = Method.from_options(**steps["method"])
-    selection, design, _ = select_runs(where, filters, **steps["select"])
+    selection, design, _ = select_runs(where, filters, **steps["select"], verdicts=True)
     _warn(selection.warnings)
+    if method.reference:  # named here: it wins over the one the sweep named
+        design.pop("reference", None)
     check_grouping(steps["build"]["by"] or [], steps["build"]["best_over_key"])
     if steps["build"]["by"]:
         steps["build"]["by"] = as_columns(steps["build"]["by"], selection.runs)

@@ -167,8 +167,10 @@ def report(
                 if plots is None and html is None:
                     raise UsageError(f"--x {x}: for figures; add --plots DIR or --html FILE")
             selection, design, sweep_commands = catalog.select_runs(
-                runs_dir, arguments, sweep_name, tag, scanning
+                runs_dir, arguments, sweep_name, tag, scanning, verdicts=True
             )
+            if method.reference:  # named here: it wins over the one the sweep named
+                design.pop("reference", None)
             for warning in selection.warnings:
                 typer.secho(f"warning: {plain(warning)}", fg="yellow", err=True)
             tuned = tuning.tuning_of(runs_dir, sweep_name)

@@ -200,7 +200,10 @@ def sweep(
             runs_dir,
             Launch(launcher, settings, jobs, rerun),
             console,
-            extra={"until_decided": plan.record(looks_taken=1)} if plan else None,
+            extra={
+                **({"reference": list(method.reference)} if method.reference else {}),
+                **({"until_decided": plan.record(looks_taken=1)} if plan else {}),
+            },
         )
     except UsageError as err:
         raise fail(str(err)) from None
@@ -265,20 +268,28 @@ def _tuned(
     from rich.text import Text
 
     from normbench.core.errors import UsageError
-    from normbench.sweeps import adaptive, tuned, tuned_view
+    from normbench.sweeps import adaptive, precheck, tuned, tuned_view
     from normbench.sweeps import grid as grids
-    from normbench.sweeps.session import looks_text
+    from normbench.sweeps.session import check_devices, looks_text
 
     console = Console()
     grid = grids.expand(preset, overrides, max_runs)
     grid.name = name or grid.name
     design = tuned.design(grid, space, tune_seeds, eta, tune_trials, extend)
+    # the plain sweep's checks, before anything trains (and in --dry-run)
+    precheck.check_reference(grid, method.reference)
+    if max_seeds is not None:
+        precheck.until_decided(grid, adaptive.design(grid, max_seeds, method))
+        tuned.check_seed_room(grid, max_seeds)
+    precheck.destinations({job.cfg["log"]["tensorboard"] for job in grid.jobs})
+    if launch.launcher == "local":
+        check_devices({job.cfg["device"] for job in grid.jobs})
     if dry_run:
         tuned_view.print_plan(console, design, runs_dir, launch.rerun)
         return
-    if max_seeds is not None:
-        adaptive.design(grid, max_seeds, method)  # refuse a bad --max-seeds before tuning
     session = tuned.session(design, runs_dir, launch, console)
+    if method.reference:  # what report --sweep compares against, as the lines below do
+        session.save(reference=list(method.reference))
     for note in design.notes:
         console.print(Text(note, style="bold red"), soft_wrap=True)
     interrupt_on_sigterm()

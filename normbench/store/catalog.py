@@ -35,7 +35,7 @@ from normbench.store.reading import (
     Records,
     read_many,
 )
-from normbench.store.records import sweep_run_ids
+from normbench.store.records import sweep_run_ids, tuning_run_ids
 from normbench.store.rundir import RunDir
 from normbench.store.scan import Scan
 
@@ -259,14 +259,38 @@ def select_runs(
     sweep: str | None = None,
     tag: str | None = None,
     scanning: Scan | None = None,
+    verdicts: bool = False,
 ) -> tuple[Selection, dict, list]:
     """The runs a report is about: every readable run of ``runs_dir``, narrowed to the latest
     record of each named sweep (``a,b``), to the filters and to a tag; with the sequential
-    design of a sweep run until decided (records.sequential_design) and the sweeps' commands.
-    ``scanning``: as load_runs takes it."""
+    design of a sweep run until decided (records.sequential_design, and the ``reference`` the
+    sweep named) and the sweeps' commands. ``scanning``: as load_runs takes it.
+    ``verdicts``: the runs are for verdicts, so a whole directory's leaves tuning runs out."""
     selection = load_runs(runs_dir, scanning)
     ids, design, commands = sweep_run_ids(runs_dir, sweep) if sweep is not None else (None, {}, [])
+    if sweep is None and verdicts:
+        selection = without_tuning_runs(selection, runs_dir)
     return select(selection, list(filters), ids, tag), design, commands
+
+
+def without_tuning_runs(selection: Selection, runs_dir: Path) -> Selection:
+    """The selection less the tuning runs of every tuned sweep in ``runs_dir``, with a note
+    naming how many and which sweeps: runs that chose a value on validation are not evidence
+    for a verdict about it (``report --sweep NAME`` reports the tuned comparison)."""
+    tuning = tuning_run_ids(runs_dir)
+    chosen_on = {rid for ids in tuning.values() for rid in ids}
+    runs = selection.runs
+    if not chosen_on or runs.empty:
+        return selection
+    left_out = runs["run_id"].isin(chosen_on)
+    if not left_out.any():
+        return selection
+    names = ", ".join(tuning)
+    note = (
+        f"{int(left_out.sum())} tuning runs of the tuned sweep(s) {names} are left out: they "
+        f"chose each group's value on validation (normbench report --sweep NAME reports each)"
+    )
+    return Selection(runs[~left_out.to_numpy()], [*selection.warnings, note])
 
 
 def check_grouping(by: list[str], best_over: str | None) -> None:

@@ -32,9 +32,10 @@ def sweep_run_ids(runs_dir: Path, names: str) -> tuple[list[str], dict, list]:
     sequential design the verdicts must honour (``sequential_design``; of the sweep with the
     most looks), and the sweeps' commands. Linear in the records' sizes."""
     ids: dict[str, None] = {}  # insertion-ordered, and a set for the test of membership
-    design, commands = {}, []
+    design, commands, references = {}, [], set()
     for name in names.split(","):
         record = sweep_record(runs_dir, name)
+        references.add(recorded_reference(record))
         ids.update((run["run_id"], None) for run in record["runs"])
         found = sequential_design(record, name)
         if len(found.get("fractions", ())) + found.get("looks", 0) > len(
@@ -42,7 +43,48 @@ def sweep_run_ids(runs_dir: Path, names: str) -> tuple[list[str], dict, list]:
         ) + design.get("looks", 0):
             design = found
         commands.append(record.get("command"))
+    if len(references) == 1 and (named := references.pop()):  # the sweeps agree on one
+        design = {**design, "reference": named}
     return list(ids), design, commands
+
+
+def recorded_reference(record: dict) -> tuple[str, ...]:
+    """The ``--reference`` a sweep named (its record's ``reference``, or its until-decided
+    design's), so that its report compares against the group the sweep's own lines did;
+    () when it named none or the field is not a short list of KEY=VALUE texts."""
+    design = record.get("until_decided")
+    named = record.get("reference", design.get("reference") if isinstance(design, dict) else ())
+    ok = isinstance(named, list) and len(named) <= 20
+    ok = ok and all(isinstance(n, str) and "=" in n and len(n) <= 200 for n in named)
+    return tuple(named) if ok else ()
+
+
+def tuning_run_ids(runs_dir: Path) -> dict[str, list[str]]:
+    """Per tuned sweep (its latest record), the runs its tuning phase trained: they chose
+    each group's value on validation, so a report over the whole directory leaves them out
+    of its verdicts (``report --sweep NAME`` reports the comparison itself)."""
+    folder = runs_dir / "sweeps"
+    latest: dict[str, tuple[str, dict]] = {}
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        record = read_record(path)
+        tuning = record.get("tuning") if record else None
+        if isinstance(tuning, dict) and isinstance(tuning.get("runs"), list):
+            name = _sweep_name(path.stem)
+            started = str(record.get("started"))
+            if name not in latest or started >= latest[name][0]:
+                latest[name] = (started, tuning)
+    return {
+        name: [r for r in tuning["runs"] if isinstance(r, str)]
+        for name, (_, tuning) in sorted(latest.items())
+    }
+
+
+def _sweep_name(stem: str) -> str:
+    """A record's sweep name: its file name less the ``-<time>-<id>`` stamp."""
+    for cut in range(len(stem)):
+        if stem[cut] == "-" and RECORD_STAMP.fullmatch(stem[cut + 1 :]):
+            return stem[:cut]
+    return stem
 
 
 MAX_LOOKS = 10_000  # a sequential design's looks: one per seed added, far fewer in practice

@@ -48,6 +48,7 @@ DECIDED = ("worse", "better", "equivalent", "sensitive", "insensitive")
 # levels' scale (scripts/sequential_design.py): a lower threshold draws seeds for comparisons
 # that rarely pay, a higher one stops some that would.
 FUTILITY = 0.35
+MAX_SEEDS_CAP = 100  # --max-seeds at most: a round per seed, each a report of the whole grid
 # Until decided against a fixed design at --max-seeds, decided comparisons per run, measured by
 # simulation of the calibrated design (3 seeds to 8 at alpha 0.05; docs/statistics.md): the
 # smallest and the median ratio over its 36 settings.
@@ -152,10 +153,10 @@ def design(sweep: Sweep, max_seeds: int, method: Method) -> Design:
     for job in sweep.jobs:
         per_group[group_key(job.cfg)] += 1
     most = max(per_group.values())
-    if max_seeds < 1 or max_seeds < most:
+    if max_seeds < max(2, most) or max_seeds > MAX_SEEDS_CAP:
         raise UsageError(
-            f"--max-seeds {max_seeds}: the grid already has {most} seed(s) per group; valid: "
-            f"an integer >= {max(1, most)}"
+            f"--max-seeds {max_seeds}: the grid already has {most} seed(s) per group, and one "
+            f"seed decides nothing; valid: an integer from {max(2, most)} to {MAX_SEEDS_CAP}"
         )
     first = min(per_group.values())
     fractions = tuple((first + i) / max_seeds for i in range(1 + max_seeds - first))

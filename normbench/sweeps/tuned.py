@@ -161,6 +161,21 @@ class Design:
         return len(group.candidates) * group.max_steps * len(self.tuning_seeds)
 
 
+def check_seed_room(grid: Sweep, max_seeds: int) -> None:
+    """``--until-decided`` adds the next seeds of each group: they must stay below the
+    tuning seeds, or a confirmation would count the runs that chose its value."""
+    seeds: dict[str, list[int]] = defaultdict(list)
+    for job in grid.jobs:
+        seeds[adaptive.group_key(job.cfg)].append(int(job.cfg["seed"]))
+    last = max(max(s) + max_seeds - len(s) for s in seeds.values())
+    if last >= TUNING_SEED:
+        raise UsageError(
+            f"--max-seeds {max_seeds}: rounds would add seeds up to {last}, among the tuning "
+            f"seeds ({TUNING_SEED} and up); valid: grid seeds that leave room below "
+            f"{TUNING_SEED}, or a smaller --max-seeds"
+        )
+
+
 def _strip(overrides: list[str], keys) -> list[str]:
     return [o for o in overrides if o.split("=", 1)[0].lstrip("+~") not in keys]
 

@@ -188,12 +188,16 @@ def tuned_grid(*extra: str):
     return grids.expand(None, [*QUICK, "norm=batchnorm,layernorm", "seed=0,1", *extra])
 
 
-def run_tuned(runs, launcher, grid=None, name="tuned", max_seeds=None, space=None, eta=2):
+def run_tuned(
+    runs, launcher, grid=None, name="tuned", max_seeds=None, space=None, eta=2, reference=()
+):
     grid = grid or tuned_grid()
     grid.name = name
     design = tuned.design(grid, space or {"train.lr": LRS}, tuning_seeds=2, eta=eta)
     console = Console(quiet=True)
     with tuned.session(design, runs, Launch(), console, runner=launcher) as session:
+        if reference:  # as normbench sweep --reference records it
+            session.save(reference=list(reference))
         choices, _, _ = tuned.run(session, design, Rerun(), max_seeds, Method())
         session.finish()
     return design, choices
@@ -539,3 +543,36 @@ def test_an_interval_needs_a_trial_count():
     space = tuned.parse_space(["train.lr=interval(1e-3,1e-1)"], None)
     with pytest.raises(UsageError, match="--tune-trials N"):
         tuned.design(grid, space)
+
+
+def test_a_whole_directory_report_leaves_tuning_runs_out(tmp_path):
+    # 16 tuning runs (seeds 1000000, 1000001) and 4 confirmation runs: a bare report counts
+    # the confirmation runs only and says how many it left out and of which sweep
+    run_tuned(tmp_path, FakeLauncher(tmp_path, numbers))
+    out = runner.invoke(app, ["report", str(tmp_path), "--format", "json"])
+    assert out.exit_code == 0, out.output
+    assert "16 tuning runs of the tuned sweep(s) tuned are left out" in out.output
+    rows = json.loads(out.stdout)["convergence"]
+    assert sum(row["n"] for row in rows) == 4
+    with pytest.warns(UserWarning, match="16 tuning runs"):
+        table = api.report(tmp_path)["convergence"]
+    assert table["n"].sum() == 4
+    listed = runner.invoke(app, ["runs", "list", "--all", "--runs-dir", str(tmp_path)])
+    shown = [line for line in listed.output.splitlines() if line.startswith("cnn-")]
+    assert listed.exit_code == 0 and len(shown) == 20  # runs list shows them all
+
+
+def test_report_of_a_sweep_compares_against_the_reference_it_named(tmp_path):
+    def layer_best(cfg):  # layernorm best on test, batchnorm second: the best is layernorm
+        test = 0.95 if cfg["norm"]["name"] == "layernorm" else 0.9
+        return 0.3, test + 0.001 * (cfg["seed"] % 3)
+
+    run_tuned(tmp_path, FakeLauncher(tmp_path, layer_best), reference=("norm=batchnorm",))
+    where = ["report", "--sweep", "tuned", "--runs-dir", str(tmp_path), "--format", "json"]
+    rows = json.loads(runner.invoke(app, where).stdout)["convergence"]
+    verdicts = {row["norm.name"]: row["verdict"] for row in rows}
+    assert verdicts["batchnorm"] == "reference" and verdicts["layernorm"] != "reference"
+    named = json.loads(runner.invoke(app, [*where, "--reference", "norm=layernorm"]).stdout)
+    assert {r["norm.name"]: r["verdict"] for r in named["convergence"]}["layernorm"] == (
+        "reference"
+    )  # one named on the command line wins
