@@ -1,6 +1,8 @@
 """The stability tables over a stress axis (train.lr, model.depth): per group and value how
-many seeds trained, the largest value at which every seed did; over train.lr also Wortsman et
-al.'s LR sensitivity per seed and a verdict on it against a reference row.
+many seeds trained, the largest value at which every seed did (a lower bound, shown "≥",
+when no value the group tried failed); over train.lr also Wortsman et al.'s LR sensitivity
+per seed, over the rates every compared group was tried at (none below two), and a verdict on
+it against a reference row.
 """
 
 from __future__ import annotations
@@ -58,8 +60,11 @@ def stability_table(
     code_of = {text: code for code, text in enumerate(shown)}  # (-1: a value no run shows so)
     ran, whole = trained(slim, metric), result_columns(slim, metric.column)
     sensitivity = SensitivityColumns.of(slim, metric) if axis == "train.lr" else None
-    for values, at in group_rows(slim, row_keys):
-        row, stable = {**values}, None
+    groups = [(values, np.arange(len(slim))[at]) for values, at in group_rows(slim, row_keys)]
+    # LR sensitivity compares groups over the same rates: those every group has runs at
+    shared = set.intersection(*(set(codes[at].tolist()) for _, at in groups)) - {-1}
+    for values, at in groups:
+        row, stable, failed = {**values}, None, False
         columns, cells, ran_here = [column[at] for column in whole], codes[at], ran[at]
         for value in axis_values:
             here = cells == code_of.get(label(value), -1)
@@ -70,13 +75,18 @@ def stability_table(
             row[f"{label(value)}_trained"] = f"{count}/{seeds}"
             if seeds and count == seeds:
                 stable = value
+            failed = failed or count < seeds
         row["axis"] = axis
         row["largest_stable"] = stable
+        # no value tried failed: the largest stable value is a lower bound, shown "≥"
+        row["largest_stable_is_bound"] = stable is not None and not failed
         row["metric_there"] = math.nan if stable is None else row[f"{label(stable)}_mean"]
         if sensitivity is not None:
-            row.update(lr_sensitivity_row(sensitivity_by_seed(sensitivity.at(at), metric), metric))
+            kept = at[np.isin(cells, sorted(shared))] if len(shared) >= 2 else at[:0]
+            by_seed = sensitivity_by_seed(sensitivity.at(kept), metric) if len(kept) else {}
+            row.update(lr_sensitivity_row(by_seed, metric, [shown[c] for c in sorted(shared)]))
         rows.append(row)
-    if axis == "train.lr" and len(rows) > 1:
+    if axis == "train.lr" and len(rows) > 1 and len(shared) >= 2:
         lr_sensitivity_verdicts(rows, row_keys, method or Method())
     table = frame(rows, row_keys)
     order = np.argsort(
@@ -242,11 +252,15 @@ def sensitivity_by_seed(columns: SensitivityColumns, metric: Metric) -> dict[int
     return {int(seed): values[seed] for seed in sorted(values)}
 
 
-def lr_sensitivity_row(by_seed: dict[int, float], metric: Metric) -> dict:
+def lr_sensitivity_row(
+    by_seed: dict[int, float], metric: Metric, rates: list[str] | None = None
+) -> dict:
     """A group's LR sensitivity columns from its values by seed (``lr_sensitivity_by_seed``):
-    mean over seeds and its 95% interval, seeds, values."""
+    mean over seeds and its 95% interval, seeds, values, and the rates it is over (``rates``:
+    those every compared group was tried at; none below two: no sensitivity, "-")."""
     mean, ci = stats.mean_ci(np.array(list(by_seed.values()), dtype=float))
     return {
+        "lr_sensitivity_rates": ",".join(rates) if rates is not None else None,
         "lr_sensitivity": mean,
         "lr_sensitivity_ci95": ci,
         "lr_sensitivity_seeds": len(by_seed),

@@ -369,13 +369,21 @@ def stability_rich(name: str):
             table.add_row(
                 *(cell(row[k]) for k in row_keys),
                 *(f"{fmt(row[f'{v}_mean'])}\n{row[f'{v}_trained']}" for v in values),
-                "none" if row["largest_stable"] is None else label(row["largest_stable"]),
+                largest_text(row),
                 fmt(row["metric_there"]),
                 *sensitivity,
             )
         return table
 
     return rich
+
+
+def largest_text(row) -> str:
+    """The largest stable value, "≥ v" when no value the group tried failed (a lower bound)."""
+    if row["largest_stable"] is None:
+        return "none"
+    bound = "≥ " if row.get("largest_stable_is_bound") is True else ""
+    return bound + label(row["largest_stable"])
 
 
 RICH_TABLES = {  # the report's tables in the order they are shown, and their renderers

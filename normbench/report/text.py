@@ -288,8 +288,8 @@ def caption_of(name: str, table: pd.DataFrame, section: Section, method: Method)
 
 STABILITY_MARKDOWN = {  # the terminal's headers, as the markdown table names them
     "largest = ": "largest_stable = ",
-    "with the metric there.": "metric_there: the metric there; VALUE_mean and VALUE_trained: "
-    "the mean and the seeds that trained at each value.",
+    "with the metric there (≥": "metric_there: the metric there; VALUE_mean and VALUE_trained: "
+    "the mean and the seeds that trained at each value (largest_stable_is_bound, ≥",
     " LR sens. = ": " lr_sensitivity (lr_sensitivity_ci95) = ",
     "at every rate (n).": "at every rate (lr_sensitivity_seeds).",
     " verdict: ": " lr_sensitivity_verdict: ",
@@ -311,7 +311,8 @@ def _stability_caption(section: Section, axis: str, loss: str | None) -> str:
     what = "learning rate" if axis == "train.lr" else "depth"
     sensitivity = (
         f" LR sens. = Wortsman et al.'s LR sensitivity in final {loss.replace('_', ' ')}: per "
-        "seed, the mean over the learning rates of the loss (capped at the loss at "
+        "seed, the mean over the learning rates every row was tried at (at least two, else "
+        "-) of the loss (capped at the loss at "
         "initialisation; a diverged run counts there) less the best rate's; mean ± 95% "
         "interval over seeds with a result at every rate (n). Lower: less sensitive. verdict: "
         "each row's LR sensitivity against the reference row (--reference on these keys, "
@@ -323,8 +324,8 @@ def _stability_caption(section: Section, axis: str, loss: str | None) -> str:
         f"Stability: mean final {section.metric.label} of finished runs per {what}, and how "
         f"many seeds trained (finished, no divergence, clear of chance by 5%: chance is "
         f"{'the unigram solution' if not section.metric.higher_is_better else '1 / classes'}); "
-        f"largest = the largest {what} at which every seed trained, with the metric there."
-        + sensitivity
+        f"largest = the largest {what} at which every seed trained, with the metric there "
+        f"(≥: no {what} tried failed, so the limit is above it)." + sensitivity
     )
 
 

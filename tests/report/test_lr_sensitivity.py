@@ -158,3 +158,37 @@ def test_a_seed_with_several_runs_at_a_rate_counts_their_mean_and_one_missing_a_
     # a class count no run can have (a tampered store) gives no loss_init to fall back on
     hostile = part.assign(num_classes=0, initial_val_loss=math.nan)
     assert all(math.isnan(v) for v in lr_sensitivity_by_seed(hostile, ACCURACY).values())
+
+
+def test_sensitivity_is_over_the_rates_every_group_was_tried_at(tmp_path):
+    """The audit's case: DyT tried at one rate, LayerNorm at two. DyT's LR sensitivity over one
+    rate is 0 by construction, which made it "the least sensitive"; now no row has one (fewer
+    than two shared rates) and nothing is judged. With a third group at both rates, the
+    shared rates are still one: the same. Then DyT at both: sensitivity over both, for all.
+    DyT's largest stable rate is a lower bound (nothing it tried failed): "≥ 0.01"."""
+    runs = tmp_path / "runs"
+
+    def add(norm, lr, seed, loss):
+        extra = {"final_val_loss": loss, "initial_val_loss": 2.3}
+        make_run(runs, [f"norm={norm}", f"train.lr={lr}", f"seed={seed}"], summary_extra=extra)
+
+    for seed in range(3):
+        add("dyt", 0.01, seed, 0.5)
+        add("layernorm", 0.01, seed, 0.5 + 0.01 * seed)
+        add("layernorm", 0.1, seed, 0.9)
+    (section,) = build(load_runs(runs)).sections
+    table = section.tables["lr_stability"].set_index("norm.name")
+    assert table["lr_sensitivity"].isna().all() and (table["lr_sensitivity_seeds"] == 0).all()
+    assert "lr_sensitivity_verdict" not in table or table["lr_sensitivity_verdict"].isna().all()
+    assert table.loc["dyt", "largest_stable_is_bound"]  # it was never tried above 0.01
+    assert table.loc["layernorm", "largest_stable_is_bound"]  # both its rates trained
+    out = CliRunner().invoke(app, ["report", str(runs)], env={"COLUMNS": "160"})
+    assert out.exit_code == 0 and "≥ 0.01" in out.output and "≥ 0.1" in out.output
+    for seed in range(3):
+        add("dyt", 0.1, seed, 2.3 if seed else 1.0)
+    (section,) = build(load_runs(runs)).sections
+    table = section.tables["lr_stability"].set_index("norm.name")
+    assert (table["lr_sensitivity_seeds"] == 3).all()
+    assert (table["lr_sensitivity_rates"] == "0.01,0.1").all()
+    assert table.loc["dyt", "lr_sensitivity"] > table.loc["layernorm", "lr_sensitivity"]
+    assert table.loc["layernorm", "lr_sensitivity_verdict"] == "reference"
