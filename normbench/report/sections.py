@@ -36,6 +36,16 @@ from normbench.report.precision import precision_table
 from normbench.report.stability import STRESS_AXES, stability_table
 from normbench.store.catalog import Selection
 
+# --best-over chooses each group's value on validation from the very runs whose test numbers
+# the verdicts then read: selection and verdict share seeds, so every output says so
+# (docs/statistics.md, "Validation and test": the error rate this costs, measured)
+BEST_OVER_NOTE = (
+    "--best-over {key}: each group's {key} was chosen on validation from the same runs (the "
+    "same seeds) whose test numbers these verdicts use, so the choice is not independent of "
+    "them and the stated error rate is not kept; for verdicts on fresh seeds, tune instead: "
+    "normbench sweep ... --tune {key}=..."
+)
+
 
 def build(
     selection: Selection,
@@ -109,6 +119,10 @@ def build_section(
         },
     }
     notes = [*averaged_notes(runs, keys), *section_notes(runs, metric, method)]
+    if best_over_key:
+        notes.append(BEST_OVER_NOTE.format(key=best_over_key))
+        if tables["convergence"] is not None:  # a column, so that CSV and JSON rows say it too
+            tables["convergence"]["chosen_on"] = "validation of the same runs"
     return Section(setting, fixed, keys, metric, tables, notes, runs)
 
 

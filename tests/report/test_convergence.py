@@ -143,6 +143,15 @@ def test_best_over_chooses_on_validation_and_reports_test(tmp_path):
     assert table.loc["batchnorm", "test_acc_mean"] == pytest.approx(0.7005)
     assert report.method.test and table.index[0] == "groupnorm"  # verdicts on test
     assert "Verdicts on test" in markdown(report, None)
+    # chosen on the same runs whose test numbers are judged: said in every output
+    assert any("chosen on validation from the same runs" in n for n in report.sections[0].notes)
+    assert "from the same runs" in markdown(report, None)
+    for fmt in ("json", "markdown", "csv", "rich"):
+        table = ["--table", "convergence"] if fmt == "csv" else []
+        out = CliRunner().invoke(
+            app, ["report", str(runs), "--best-over", "train.lr", "--format", fmt, *table]
+        )
+        assert out.exit_code == 0 and "same runs" in out.output.replace("\n", " "), fmt
 
 
 def test_an_exploded_bits_per_byte_run_counts_at_chance_never_beyond():
