@@ -174,10 +174,11 @@ def report(
             for warning in selection.warnings:
                 typer.secho(f"warning: {plain(warning)}", fg="yellow", err=True)
             tuned = tuning.tuning_of(runs_dir, sweep_name)
-            if tuned and tuned.phase == "tuning" and selection.runs.empty:
+            if tuned and tuned.phase != "done" and selection.runs.empty:
                 raise UsageError(
-                    f"--sweep {sweep_name}: a tuned comparison still in its tuning phase, with no "
-                    "confirmation run yet; run the same sweep command again to continue it"
+                    f"--sweep {sweep_name}: a tuned comparison stopped in its {tuned.phase} "
+                    "phase, with no confirmation run yet; run the same sweep command again to "
+                    "continue it"
                 )
             if tuned:  # chosen on validation from the tuning seeds: the verdicts use test
                 design = {**design, "test": True}

@@ -29,6 +29,7 @@ phase it was in (the record says which).
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import math
 import random
@@ -45,6 +46,7 @@ from normbench.core.keys import shown
 from normbench.experiment.compose import parse_overrides
 from normbench.experiment.options import schema_for
 from normbench.experiment.probe import compose_checked
+from normbench.experiment.schema import EXECUTION_KEYS, GROUPS, OBSERVATION_KEYS
 from normbench.report.base import Method, Metric
 from normbench.store import catalog
 from normbench.store.rundir import Rerun, run_id
@@ -161,6 +163,32 @@ class Design:
         return len(group.candidates) * group.max_steps * len(self.tuning_seeds)
 
 
+def check_keys(space: dict, configs: list[dict]) -> None:
+    """Each tuned key names a hyperparameter of these runs, each refusal saying which kind of
+    key it got: a config group (its choice is what the grid compares: sweep it), an execution
+    setting (no run differs by it), or no key at all (with the closest key)."""
+    known = set().union(*(schema_for(cfg) for cfg in configs))
+    for key in space:
+        if key in GROUPS or (key.endswith(".name") and key.partition(".")[0] in GROUPS):
+            group = key.partition(".")[0]
+            raise UsageError(
+                f"--tune {key}: a config group, whose choice is what a grid compares; valid: "
+                f"sweep it ({group}=a,b in the grid) and tune a key of it, e.g. train.lr"
+            )
+        if key in EXECUTION_KEYS + OBSERVATION_KEYS:
+            raise UsageError(
+                f"--tune {key}: an execution setting, not part of the experiment (no result "
+                "depends on it); valid: a hyperparameter, e.g. train.lr"
+            )
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise UsageError(
+                f"--tune {key}: no such key in these runs' configs{hint}; valid: a config key, "
+                "e.g. train.lr"
+            )
+
+
 def check_seed_room(grid: Sweep, max_seeds: int) -> None:
     """``--until-decided`` adds the next seeds of each group: they must stay below the
     tuning seeds, or a confirmation would count the runs that chose its value."""
@@ -221,6 +249,7 @@ def design(
     members: dict[str, list[Job]] = defaultdict(list)
     for job in grid.jobs:
         members[adaptive.group_key(job.cfg)].append(job)
+    check_keys(space, [jobs[0].cfg for jobs in members.values()])
     shown_axes = [axis for axis in grid.axes if axis != "seed"]
     groups = []
     for key, jobs in members.items():
@@ -733,7 +762,9 @@ def run(
     by_key = {choice.group.key: choice for choice in choices}
     confirm = [j for g in tuned.groups for j in confirmation_jobs(g, by_key[g.key].chosen)]
     grid = Sweep(tuned.grid.name, tuned.grid.version, confirm, tuned.grid.axes)
-    plan = adaptive.design(grid, max_seeds, method) if max_seeds is not None else None
+    # the confirmation's looks decide on test, as its report and closing lines do
+    confirming = method.with_(test=True)
+    plan = adaptive.design(grid, max_seeds, confirming) if max_seeds is not None else None
     plan = replace(plan, tuned=tuple(tuned.space)) if plan else None
     session.jobs = confirm
     if plan:

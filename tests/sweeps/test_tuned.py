@@ -417,6 +417,11 @@ def test_equal_budgets_and_keys_only_some_groups_take():
     [
         ({"seed": ["1", "2"]}, "not tunable"),
         ({"norm": ["layernorm", "rmsnorm"]}, "also an axis of the grid"),
+        ({"train.lrr": ["1", "2"]}, r"no such key .*\(did you mean train.lr\?\)"),
+        ({"placement": ["pre", "post"]}, "a config group, whose choice is what a grid compares"),
+        ({"placement.name": ["pre", "post"]}, "a config group"),
+        ({"threads": ["1", "2"]}, "an execution setting"),
+        ({"device": ["cpu", "auto"]}, "an execution setting"),
     ],
 )
 def test_bad_designs_are_refused(space, message):
@@ -576,3 +581,54 @@ def test_report_of_a_sweep_compares_against_the_reference_it_named(tmp_path):
     assert {r["norm.name"]: r["verdict"] for r in named["convergence"]}["layernorm"] == (
         "reference"
     )  # one named on the command line wins
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--tune-trials", "1"], "--tune-trials 1: valid: an integer from 2 to 1000"),
+        (["--tune-trials", "10"], "more than any group's space (the largest has 3"),
+        (["--tune-seeds", "99999999999999999999"], "--tune-seeds"),
+        (["--tune-seeds", "3000"], "valid: an integer from 1 to 100"),
+        (["--until-decided", "--max-seeds", "1000000000"], "--max-seeds 1000000000"),
+        (["--until-decided", "--max-seeds", "1"], "one seed decides nothing"),
+        (["--reference", "nope=1"], "--reference"),
+        (["--tune", "train.lr=range(0,2000)", "--tune", "train.weight_decay=0,1"], "combinations"),
+    ],
+)
+def test_the_tuned_path_refuses_bad_bounds_before_anything_trains(tmp_path, extra, message):
+    args = [*QUICK, "norm=batchnorm,layernorm", "seed=0,1", "--tune", "train.lr=0.001,0.01,0.1"]
+    for dry in ([], ["--dry-run"]):
+        out = runner.invoke(app, ["sweep", *args, *extra, *dry, "--runs-dir", str(tmp_path)])
+        assert out.exit_code == 2, out.output
+        assert message in out.output and "Traceback" not in out.output
+        assert not tmp_path.joinpath("sweeps").exists()
+
+
+def test_until_decided_never_reaches_the_tuning_seeds(tmp_path):
+    # seed 999999 and --max-seeds 3: rounds would add 1000000 and 1000001, the tuning
+    # seeds, whose runs chose the value (issue: half of n=2 were tuning runs)
+    args = [*QUICK, "norm=batchnorm,layernorm", "seed=999999", "--tune", "train.lr=1e-3,3e-2"]
+    out = runner.invoke(
+        app, ["sweep", *args, "--until-decided", "--max-seeds", "3", "--runs-dir", str(tmp_path)]
+    )
+    assert out.exit_code == 2 and "among the tuning seeds (1000000 and up)" in out.output
+
+
+def test_a_tuned_confirmation_decides_its_rounds_on_test(tmp_path):
+    # its looks (seeds added, futility) read the split its report and closing lines read
+    grid = tuned_grid()
+    design = tuned.design(grid, {"train.lr": LRS}, tuning_seeds=2, eta=2)
+    launcher = FakeLauncher(tmp_path, numbers)
+    with tuned.session(design, tmp_path, Launch(), Console(quiet=True), runner=launcher) as s:
+        _, plan, looks = tuned.run(s, design, Rerun(), 3, Method())
+    assert plan.method.test and plan.at(looks.taken).test
+
+
+def test_report_of_a_tuned_sweep_stopped_before_its_confirmation_says_so(tmp_path):
+    first = FakeLauncher(tmp_path, numbers, stop_after=16)  # every tuning run, no confirmation
+    with pytest.raises(KeyboardInterrupt):
+        run_tuned(tmp_path, first)
+    assert sweep_record(tmp_path, "tuned")["tuning"]["phase"] == "confirmation"
+    out = runner.invoke(app, ["report", "--sweep", "tuned", "--runs-dir", str(tmp_path)])
+    assert out.exit_code == 2 and "stopped in its confirmation phase" in out.output
