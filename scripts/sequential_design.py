@@ -1,10 +1,13 @@
-"""Seeds until decided, measured: the family-wise error under the null and the decisions per run
-against a fixed design at --max-seeds, by simulation of the whole procedure (docs/statistics.md's
-table).
+"""Seeds until decided, measured: the family-wise error under the null, with the futility rule
+obeyed and ignored, the batch contrast's false "sensitive", and the decisions per run against
+fixed designs of 4, 8, 12 and 16 seeds, by simulation of the whole procedure (docs/statistics.md's
+tables).
 
-    python scripts/sequential_design.py [TABLES]              # the table (default 4000)
-    python scripts/sequential_design.py calibrate [TABLES]    # the levels' scale
-    python scripts/sequential_design.py oracle [TABLES]       # the bound: futility known
+    python scripts/sequential_design.py [TABLES] [--scale L]     # the tables (default 4000)
+    python scripts/sequential_design.py calibrate [TABLES]       # the levels' scale
+
+``--scale L``: the levels of a trial scale instead of normbench's (``--scale 1.84``: the scale
+calibrated for binding futility, normbench 0.4's first design).
 
 The procedure simulated is `normbench sweep --until-decided`'s: a grid of 3 seeds per group,
 then round after round a report at that look's level (normbench.report.stats.look_alpha), and
@@ -18,11 +21,24 @@ the k - 1 (tests/sweeps/test_adaptive.py checks it against stats on a few tables
 group's seeds are a prefix 0, 1, ... (seeds are added in order), so every pair is paired on
 its first min(n_i, n_j) seeds.
 
+Futility *ignored* (``gamma=None``): every open group keeps drawing seeds to the cap (a user
+who adds seeds, a resumed sweep); the levels are calibrated so that the error stays at alpha
+this way too (non-binding futility), and with futility obeyed, as the sweep runs it.
+
 Groups at one seed share noise with correlation rho; every group's seed noise has sd 1.
 Null: every group equal (any *worse* or *better*, at any look, is an error). Efficiency: one
 group 1 sd below the others (in reference mode, below the reference, group 0); the count is
 the comparisons decided (worse, better, equivalent) in the final report, per run, against the
-fixed design with every group at 8 seeds and one report at alpha.
+fixed design with every group at 4, 8, 12 or 16 seeds and one report at alpha.
+
+The batch contrast (normbench.report.batch, stats.contrast): per row, a group at the reference
+batch and at the smallest, paired by seed; *sensitive* when the one-sided t test that the
+smallest is lower is below the look's level after Holm over the rows, *insensitive* by TOST
+within the margin (Holm over the rows). Rows are never stopped for futility: an open row
+draws a seed on both sides until the cap (``seeding="open"``); a row's groups can also draw
+seeds for the convergence table's comparisons, so ``seeding="cap"`` draws for every row at
+every look. Either way every look is taken (the sweep goes on while any comparison is open).
+Null: no row differs; any *sensitive* at any look is an error.
 """
 
 from __future__ import annotations
@@ -140,11 +156,9 @@ def wrong(verdict, ref, mu, margin):
     return (bad | (verdict == EQUIVALENT) & (np.abs(delta) >= margin)).any(1)
 
 
-def until_decided(x, mu, margin, best, levels, gamma, oracle=None):
+def until_decided(x, mu, margin, best, levels, gamma):
     """The procedure: per table, whether any look erred, comparisons decided at the end, runs.
-    ``oracle`` (T, k): instead of conditional power, seed exactly the groups whose comparison
-    the fixed design decides (a futility rule that knows the answer: the bound any rule of
-    this design can reach)."""
+    ``gamma`` None: futility ignored, every open group draws seeds to the cap."""
     tables, k, _ = x.shape
     n = np.full((tables, k), FIRST)
     running = np.ones(tables, dtype=bool)
@@ -161,7 +175,7 @@ def until_decided(x, mu, margin, best, levels, gamma, oracle=None):
         power = conditional_power(
             stat, levels[-1], margin, np.maximum(1, tests - shown), np.maximum(1, k - 1 - same)
         )
-        hopeful = power >= gamma if oracle is None else oracle[idx]
+        hopeful = power >= gamma if gamma is not None else np.ones(power.shape, dtype=bool)
         grow = (verdict == OPEN) & hopeful & (n[idx] < MAX_SEEDS)
         grow[np.arange(len(idx)), ref] = grow.any(1) & (n[idx, ref] < MAX_SEEDS)
         stop = ~grow.any(1) | (look == len(levels) - 1)
@@ -173,21 +187,54 @@ def until_decided(x, mu, margin, best, levels, gamma, oracle=None):
     return erred, decided, runs
 
 
-def fixed(x, mu, margin, best):
-    """The fixed design: every group at MAX_SEEDS, one report at ALPHA; per table whether it
-    erred, the comparisons decided, and which groups' comparisons those are (T, k)."""
-    n = np.full(x.shape[:2], MAX_SEEDS)
-    verdict, ref, _ = report(x, n, ALPHA, margin, best)
-    which = np.isin(verdict, (WORSE, BETTER, EQUIVALENT))
-    return wrong(verdict, ref, mu, margin), which.sum(1), which
+def fixed(x, mu, margin, best, seeds=MAX_SEEDS):
+    """The fixed design: every group at ``seeds``, one report at ALPHA; per table whether it
+    erred and the comparisons decided."""
+    n = np.full(x.shape[:2], seeds)
+    verdict, ref, _ = report(x[..., :seeds], n, ALPHA, margin, best)
+    return wrong(verdict, ref, mu, margin), np.isin(verdict, (WORSE, BETTER, EQUIVALENT)).sum(1)
 
 
-def draw(rng, tables, k, rho, gap):
-    shared = rng.standard_normal((tables, 1, MAX_SEEDS))
-    x = math.sqrt(rho) * shared + math.sqrt(1 - rho) * rng.standard_normal((tables, k, MAX_SEEDS))
+def draw(rng, tables, k, rho, gap, seeds=MAX_SEEDS):
+    """(tables, k, seeds) results and the groups' true means; the procedure reads a prefix."""
+    shared = rng.standard_normal((tables, 1, seeds))
+    x = math.sqrt(rho) * shared + math.sqrt(1 - rho) * rng.standard_normal((tables, k, seeds))
     mu = np.zeros(k)
     mu[-1] = -gap
     return x + mu[None, :, None], mu
+
+
+def contrast(d: np.ndarray, n: np.ndarray, level: float, margin: float):
+    """stats.contrast vectorised over tables: ``d`` (T, R, N) the per-seed differences
+    smallest - reference of R rows, ``n`` (T, R) the seeds each row has. Verdicts (T, R):
+    WORSE (*sensitive*), EQUIVALENT (*insensitive*) or OPEN."""
+    mask = np.arange(d.shape[-1]) < n[..., None]
+    mean = (d * mask).sum(-1) / n
+    sd = np.sqrt((((d - mean[..., None]) * mask) ** 2).sum(-1) / (n - 1))
+    se = sd / np.sqrt(n)
+    lower = holm_rows(special.stdtr(n - 1, mean / se))
+    tost = np.maximum(
+        special.stdtr(n - 1, -(mean + margin) / se), special.stdtr(n - 1, (mean - margin) / se)
+    )
+    same = holm_rows(tost)
+    return np.where(same < level, EQUIVALENT, np.where((lower < level) & (mean < 0), WORSE, OPEN))
+
+
+def batch_null(rng, tables, rows, rho, margin, levels, seeding):
+    """The batch contrast under the null: per table whether any look said *sensitive*. Every
+    row's two groups have sd 1 and correlation rho at one seed."""
+    shared = rng.standard_normal((tables, rows, 1, MAX_SEEDS))
+    own = rng.standard_normal((tables, rows, 2, MAX_SEEDS))
+    x = math.sqrt(rho) * shared + math.sqrt(1 - rho) * own
+    d = x[:, :, 1] - x[:, :, 0]
+    n = np.full((tables, rows), FIRST)
+    erred = np.zeros(tables, dtype=bool)
+    for level in levels:
+        verdict = contrast(d, n, level, margin)
+        erred |= (verdict == WORSE).any(1)
+        grow = (verdict == OPEN) if seeding == "open" else np.ones(n.shape, dtype=bool)
+        n = np.minimum(MAX_SEEDS, n + grow)
+    return erred
 
 
 def design_levels(scale: float | None = None) -> list[float]:
@@ -212,90 +259,146 @@ def null_errors(tables, levels, gamma, margin, seed=1):
     return out
 
 
-def efficiency(tables, levels, gamma, margin, seed=2, oracle=False):
+MARGINS = (0.0, 0.5, 1.0)  # null: margin 0 never says equivalent, so nothing stops early
+BATCH = [(rows, rho) for rows in range(1, 6) for rho in (0.0, 0.5, 0.9)]
+FIXED = (4, 8, 12, 16)
+
+
+def batch_errors(tables, levels, margin, seeding, seed=1):
     out = {}
-    for c, (k, rho, best) in enumerate(CELLS):
-        rng = np.random.default_rng([seed, c, int(margin * 10)])
-        x, mu = draw(rng, tables, k, rho, 1.0)
-        f_erred, f_decided, which = fixed(x, mu, margin, best)
-        known = which if oracle else None
-        erred, decided, runs = until_decided(x, mu, margin, best, levels, gamma, known)
-        out[(k, rho, best)] = (
-            decided.mean(),
-            runs.mean(),
-            f_decided.mean(),
-            k * MAX_SEEDS,
-            erred.mean(),
-            f_erred.mean(),
-        )
+    for c, (rows, rho) in enumerate(BATCH):
+        rng = np.random.default_rng([seed, 100 + c, int(margin * 10)])
+        out[(rows, rho)] = batch_null(rng, tables, rows, rho, margin, levels, seeding).mean()
     return out
 
 
+def efficiency(tables, levels, gamma, margin, seed=2):
+    """Per cell: until decided's (decided, runs, wrong) and each fixed design's (decided, runs,
+    wrong), on the same draws (the procedure reads the first MAX_SEEDS seeds)."""
+    out = {}
+    for c, (k, rho, best) in enumerate(CELLS):
+        rng = np.random.default_rng([seed, c, int(margin * 10)])
+        x, mu = draw(rng, tables, k, rho, 1.0, max(FIXED))
+        erred, decided, runs = until_decided(x[..., :MAX_SEEDS], mu, margin, best, levels, gamma)
+        row = {"until": (decided.mean(), runs.mean(), erred.mean())}
+        for seeds in FIXED:
+            f_erred, f_decided = fixed(x, mu, margin, best, seeds)
+            row[seeds] = (f_decided.mean(), k * seeds, f_erred.mean())
+        out[(k, rho, best)] = row
+    return out
+
+
+def worst_null(tables, levels, seed):
+    """The largest error of every null setting: convergence with futility obeyed and ignored
+    (every margin), and the batch contrast (every margin, both seedings)."""
+    worst = {}
+    for margin in MARGINS:
+        for name, gamma in (("futility obeyed", FUTILITY), ("futility ignored", None)):
+            e = null_errors(tables, levels, gamma, margin, seed=seed)
+            worst[name] = max(worst.get(name, 0.0), max(e.values()))
+        for seeding in ("open", "cap"):
+            e = batch_errors(tables, levels, margin, seeding, seed=seed)
+            worst["batch"] = max(worst.get("batch", 0.0), max(e.values()))
+    return worst
+
+
 def calibrate(tables: int) -> None:
-    """The largest scale of the levels whose worst null cell (both margins) stays at alpha,
-    by bisection on common random numbers (seed 3: not the table's)."""
-    low, high = 1.0, 4.0
-    for _ in range(8):
+    """The largest scale of the levels whose worst null cell stays at alpha, every setting of
+    ``worst_null`` (futility obeyed and ignored, the batch contrast), by bisection on common
+    random numbers (seed 3: not the table's)."""
+    low, high = 1.0, 1.84
+    for _ in range(7):
         mid = (low + high) / 2
         levels = design_levels(mid)
-        worst = max(
-            max(null_errors(tables, levels, FUTILITY, m, seed=3).values()) for m in (0.5, 1.0)
-        )
-        print(f"scale {mid:.3f}: levels {[round(v, 4) for v in levels]}, worst {worst:.4f}")
-        low, high = (mid, high) if worst <= ALPHA else (low, mid)
+        worst = worst_null(tables, levels, seed=3)
+        shown = ", ".join(f"{name} {value:.4f}" for name, value in worst.items())
+        print(f"scale {mid:.3f}: levels {[round(v, 4) for v in levels]}, worst: {shown}")
+        low, high = (mid, high) if max(worst.values()) <= ALPHA else (low, mid)
     print(f"calibrated scale {low:.3f} (stats.CALIBRATED)")
 
 
-def efficiency_table(tables: int, levels: list[float], margin: float, oracle=False) -> None:
-    """The 1 sd gap's table at one margin: decided and runs against the fixed design."""
-    result = efficiency(tables, levels, FUTILITY, margin, oracle=oracle)
-    rule = "futility known (oracle)" if oracle else "futility by conditional power"
-    print(f"\n1 sd gap, margin {margin} sd, {tables} tables a cell, {rule}\n")
+def efficiency_table(tables: int, levels: list[float], margin: float) -> list[dict]:
+    """The 1 sd gap's table at one margin: decided per run against each fixed design."""
+    result = efficiency(tables, levels, FUTILITY, margin)
     print(
-        "| groups | correlation | against | until decided: decided, runs | fixed 8 seeds: "
-        "decided, runs | per run, ratio | wrong: until decided, fixed |\n"
-        "|---|---|---|---|---|---|---|"
+        f"\n1 sd gap, margin {margin} sd, {tables} tables a cell, futility by conditional power\n"
     )
-    ratios = []
-    for cell, (dec, runs, f_dec, f_runs, err, f_err) in result.items():
-        k, rho, best = cell
-        ratio = (dec / runs) / (f_dec / f_runs) if f_dec else math.inf
-        ratios.append(ratio)
+    heads = " | ".join(f"ratio, fixed {s}" for s in FIXED)
+    print(
+        f"| groups | correlation | against | until decided: decided, runs | fixed 8: decided, "
+        f"runs | {heads} | wrong: until decided, fixed 8 |\n|" + "---|" * (6 + len(FIXED))
+    )
+    rows = []
+    for (k, rho, best), row in result.items():
+        dec, runs, err = row["until"]
+        ratios = {
+            s: (dec / runs) / (row[s][0] / row[s][1]) if row[s][0] else math.inf for s in FIXED
+        }
+        rows.append(ratios)
+        f_dec, f_runs, f_err = row[MAX_SEEDS]
+        shown = " | ".join(f"{ratios[s]:.2f}" for s in FIXED)
         print(
-            f"| {k} | {rho:g} | {'best' if best else 'reference'} | {dec:.3f}, {runs:.1f} | "
-            f"{f_dec:.3f}, {f_runs} | {ratio:.2f} | {err:.3f}, {f_err:.3f} |"
+            f"| {k} | {rho:g} | {'best' if best else 'reference'} | {dec:.2f} in {runs:.1f} | "
+            f"{f_dec:.2f} in {f_runs} | {shown} | {err:.3f}, {f_err:.3f} |"
         )
-    print(f"\nratio: min {min(ratios):.2f}, median {np.median(ratios):.2f}")
+    return rows
 
 
 def main() -> None:
-    if sys.argv[1:2] == ["calibrate"]:
-        calibrate(int(sys.argv[2]) if len(sys.argv) > 2 else 4000)
+    args = sys.argv[1:]
+    scale = None
+    if "--scale" in args:
+        at = args.index("--scale")
+        scale = float(args[at + 1])
+        del args[at : at + 2]
+    if args[:1] == ["calibrate"]:
+        calibrate(int(args[1]) if len(args) > 1 else 4000)
         return
-    if sys.argv[1:2] == ["oracle"]:
-        for margin in (0.5, 1.0):
-            efficiency_table(
-                int(sys.argv[2]) if len(sys.argv) > 2 else 2000,
-                design_levels(),
-                margin,
-                oracle=True,
-            )
-        return
-    tables = int(sys.argv[1]) if len(sys.argv) > 1 else 4000
-    levels = design_levels()
+    tables = int(args[0]) if args else 4000
+    levels = design_levels(scale)
     start = time.process_time()
+    se = math.sqrt(0.05 * 0.95 / tables)
     print(f"levels {[round(v, 4) for v in levels]}, futility below conditional power {FUTILITY}")
-    print(f"\nnull, {tables} tables a cell (standard error at 0.05: ", end="")
-    print(f"{math.sqrt(0.05 * 0.95 / tables):.4f})\n")
-    print("| groups | correlation | against | FWER, margin 0.5 | margin 1 |\n|---|---|---|---|---|")
-    errors = [null_errors(tables, levels, FUTILITY, margin) for margin in (0.5, 1.0)]
+    print(f"\nnull, {tables} tables a cell (standard error at 0.05: {se:.4f})\n")
+    heads = " | ".join(f"margin {m:g}: obeyed | ignored" for m in MARGINS)
+    print(f"| groups | correlation | against | {heads} |\n|" + "---|" * (3 + 2 * len(MARGINS)))
+    errors = {
+        (m, name): null_errors(tables, levels, gamma, m)
+        for m in MARGINS
+        for name, gamma in (("obeyed", FUTILITY), ("ignored", None))
+    }
     for cell in CELLS:
         k, rho, best = cell
-        against = "best" if best else "reference"
-        print(f"| {k} | {rho:g} | {against} | {errors[0][cell]:.4f} | {errors[1][cell]:.4f} |")
-    print(f"\nworst {max(max(e.values()) for e in errors):.4f}")
+        shown = " | ".join(f"{errors[key][cell]:.4f}" for key in errors)
+        print(f"| {k} | {rho:g} | {'best' if best else 'reference'} | {shown} |")
+    for name in ("obeyed", "ignored"):
+        worst = max(max(e.values()) for (m, n), e in errors.items() if n == name)
+        print(f"futility {name}: worst {worst:.4f}")
+    print(f"\nbatch contrast, false sensitive, {tables} tables a cell\n")
+    heads = " | ".join(f"margin {m:g}: open | cap" for m in MARGINS)
+    print(f"| rows | correlation | {heads} |\n|" + "---|" * (2 + 2 * len(MARGINS)))
+    batch = {
+        (m, seeding): batch_errors(tables, levels, m, seeding)
+        for m in MARGINS
+        for seeding in ("open", "cap")
+    }
+    for cell in BATCH:
+        shown = " | ".join(f"{batch[key][cell]:.4f}" for key in batch)
+        print(f"| {cell[0]} | {cell[1]:g} | {shown} |")
+    print(f"batch: worst {max(max(e.values()) for e in batch.values()):.4f}")
+    ratios = []
     for margin in (0.5, 1.0):
-        efficiency_table(tables // 2, levels, margin)
+        ratios += efficiency_table(tables // 2, levels, margin)
+    print(
+        "\n| against fixed | median | smallest | largest | settings below 1 |\n"
+        "|---|---|---|---|---|"
+    )
+    for s in FIXED:
+        r = np.array([row[s] for row in ratios])
+        print(
+            f"| {s} seeds | {np.median(r):.2f} | {r.min():.2f} | {r.max():.2f} | "
+            f"{(r < 1).sum()} of {len(r)} |"
+        )
     print(f"\nCPU {time.process_time() - start:.0f} s")
 
 

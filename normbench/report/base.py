@@ -111,7 +111,8 @@ class Method:
     fractions: tuple[float, ...] = ()
     look: int = 1
     looks: int = 1
-    # how the design spent alpha (normbench.report.stats.SPENDING); '' for a record of
+    # how the design spent alpha (normbench.report.stats.SPENDING; a record naming
+    # stats.BINDING_SPENDING keeps the first calibration's levels); '' for a record of
     # normbench 0.3, whose design was O'Brien-Fleming type (stats.OBRIEN_FLEMING)
     spending: str = stats.SPENDING
 

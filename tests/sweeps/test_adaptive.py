@@ -1,6 +1,7 @@
-"""Seeds until decided: the simulation behind docs/statistics.md's table
-(scripts/sequential_design.py) checked against normbench's own verdicts, the error of the whole
-procedure under the null at small scale, and the futility rule read off a report's row."""
+"""Seeds until decided: the simulation behind docs/statistics.md's tables
+(scripts/sequential_design.py) checked against normbench's own verdicts and batch contrast, the
+error of the whole procedure under the null with futility obeyed and ignored (non-binding), the
+batch contrast's false *sensitive*, and the futility rule read off a report's row."""
 
 from __future__ import annotations
 
@@ -63,38 +64,114 @@ def test_the_vectorised_report_is_normbench_s(sim, best):
             assert power[t, g] == pytest.approx(cp, abs=1e-9)
 
 
-def test_the_whole_procedure_keeps_its_error_under_the_null(sim):
-    """Identical groups, normbench's levels and futility: any *worse* or *better* at any look is
-    an error. 300 tables a setting (standard error 0.013 at 0.05), a loose bound."""
+def test_the_vectorised_contrast_is_normbench_s(sim):
+    """The simulation's batch contrast (rows of paired differences, unequal seeds per row) gives
+    stats.contrast's verdicts: sensitive, insensitive and inconclusive."""
+    rng = np.random.default_rng(4)
+    tables, rows = 80, 4
+    x = rng.standard_normal((tables, rows, 2, sim.MAX_SEEDS))
+    x[:, :, 1] -= 1.5 * rng.random((tables, rows, 1))
+    n = rng.integers(2, sim.MAX_SEEDS + 1, size=(tables, rows))
+    words = {sim.WORSE: "worse", sim.EQUIVALENT: "equivalent", sim.OPEN: "inconclusive"}
+    seen = set()
+    for level, margin in ((0.03, 0.8), (0.2, 1.5), (0.01, 0.0)):
+        verdict = sim.contrast(x[:, :, 1] - x[:, :, 0], n, level, margin)
+        for t in range(tables):
+            pairs = [
+                tuple(
+                    {s: float(v) for s, v in enumerate(x[t, r, side, : n[t, r]])} for side in (0, 1)
+                )
+                for r in range(rows)
+            ]
+            expected = [v.verdict for v in stats.contrast(pairs, level, margin)]
+            assert [words[v] for v in verdict[t]] == expected
+            seen |= set(expected)
+    assert seen == {"worse", "equivalent", "inconclusive"}
+
+
+SE = math.sqrt(0.05 * 0.95 / 4000)  # 4,000 tables a setting
+BINDING = 1.84  # the first calibration, measured with futility obeyed only
+
+
+def null_error(sim, scale, k, best, gamma):
+    """The family-wise error under the null, margin 0 (nothing shown equivalent: every open
+    group goes on), correlation 0, 4,000 tables on fixed draws."""
+    x, mu = sim.draw(np.random.default_rng([7, k, best]), 4000, k, 0.0, 0.0)
+    levels = sim.design_levels(scale)
+    return sim.until_decided(x, mu, 0.0, best, levels, gamma)[0].mean()
+
+
+def test_the_levels_hold_with_futility_ignored(sim):
+    """Non-binding futility: with every open group drawing seeds to the cap (a user adds seeds,
+    a resumed sweep), the error of the whole procedure stays at alpha at the presets' sizes
+    with normbench's levels, and does not with the first calibration's (lambda 1.84, measured
+    only with futility obeyed)."""
+    scale = stats.design_scale(0.05, [(3 + i) / 8 for i in range(6)])
+    settings = [(2, False), (2, True), (5, False), (5, True)]
+    now = [null_error(sim, scale, k, best, None) for k, best in settings]
+    before = [null_error(sim, BINDING, k, best, None) for k, best in settings]
+    assert max(now) <= 0.05 + 3 * SE
+    assert max(before) > 0.05 + 3 * SE and np.mean(before) > 0.05
+    # obeyed, futility stops hopeless comparisons early: fewer runs, no more error
+    x, mu = sim.draw(np.random.default_rng(8), 300, 5, 0.0, 0.0)
     levels = sim.design_levels()
-    for k, best in ((2, False), (5, True), (5, False)):
-        x, mu = sim.draw(np.random.default_rng([7, k, best]), 300, k, 0.0, 0.0)
-        erred, decided, runs = sim.until_decided(x, mu, 0.5, best, levels, adaptive.FUTILITY)
-        assert erred.mean() <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 300)
-        assert runs.mean() < k * sim.MAX_SEEDS  # futility stops hopeless comparisons early
+    erred, _, runs = sim.until_decided(x, mu, 0.5, False, levels, adaptive.FUTILITY)
+    assert erred.mean() <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 300)
+    assert runs.mean() < 5 * sim.MAX_SEEDS
+    # ignored, a table that decides nothing ends with every group at the cap
+    _, decided, runs = sim.until_decided(x, mu, 0.0, False, levels, None)
+    assert (runs[decided == 0] == 5 * sim.MAX_SEEDS).all()
 
 
-def test_the_oracle_bound_seeds_only_what_the_fixed_design_decides(sim):
-    """docs/statistics.md's bound on any futility rule: a table whose comparisons the fixed
-    design decides none of stops at the grid; one it decides some of may seed on."""
-    x, mu = sim.draw(np.random.default_rng(11), 200, 5, 0.5, 1.0)
-    _, _, which = sim.fixed(x, mu, 0.5, False)
-    _, decided, runs = sim.until_decided(x, mu, 0.5, False, sim.design_levels(), 0.0, which)
-    none = ~which.any(1)
-    assert none.any() and (~none).any()
-    assert (runs[none] == 5 * sim.FIRST).all() and (decided[none] == 0).all()
-    assert runs[~none].mean() > 5 * sim.FIRST
+def test_the_batch_contrast_holds_its_level(sim):
+    """Batch contrasts are never stopped for futility: with every row drawing seeds at every
+    look, the false *sensitive* stays at alpha with normbench's levels over 1, 3 and 5 rows,
+    and does not with the first calibration's."""
+    scale = stats.design_scale(0.05, [(3 + i) / 8 for i in range(6)])
+
+    def error(scale, rows):
+        rng = np.random.default_rng([9, rows])
+        levels = sim.design_levels(scale)
+        return sim.batch_null(rng, 4000, rows, 0.0, 0.0, levels, "cap").mean()
+
+    now = [error(scale, rows) for rows in (1, 3, 5)]
+    before = [error(BINDING, rows) for rows in (1, 3, 5)]
+    assert max(now) <= 0.05 + 3 * SE
+    assert max(before) > 0.05 + 3 * SE and np.mean(before) > 0.05
+
+
+def test_a_fixed_design_reads_its_own_seeds(sim):
+    """The efficiency table's fixed designs: 4 seeds test the first 4 of the same draws."""
+    x, mu = sim.draw(np.random.default_rng(11), 50, 3, 0.5, 1.0, 16)
+    for seeds in (4, 16):
+        erred, decided = sim.fixed(x, mu, 0.5, False, seeds)
+        verdict, ref, _ = sim.report(x[..., :seeds], np.full((50, 3), seeds), 0.05, 0.5, False)
+        assert (decided == np.isin(verdict, (sim.WORSE, sim.BETTER, sim.EQUIVALENT)).sum(1)).all()
 
 
 def test_levels_are_calibrated_for_the_default_design_and_the_union_bound_elsewhere():
     default = [(3 + i) / 8 for i in range(6)]
     levels = [stats.look_alpha(0.05, default, look) for look in range(1, 7)]
-    assert levels == sorted(levels) and levels[-1] == pytest.approx(0.05)
-    assert levels[0] < 0.001  # three seeds, two degrees of freedom: almost nothing
+    assert levels == sorted(levels) and levels[0] < 0.001  # two degrees of freedom: nothing
+    scale = stats.design_scale(0.05, default)
+    assert 1 < scale < 1.84
+    assert levels[-1] == pytest.approx(scale * 0.05 * (1 - (7 / 8) ** 6))
     other = [(2 + i) / 6 for i in range(5)]
     assert sum(stats.look_alpha(0.05, other, look) for look in range(1, 6)) == pytest.approx(0.05)
     legacy = [stats.look_alpha(0.05, default, look, stats.OBRIEN_FLEMING) for look in range(1, 7)]
     assert [round(v, 4) for v in legacy] == [0.0014, 0.0042, 0.0076, 0.0105, 0.0125, 0.0139]
+
+
+def test_a_record_of_the_first_calibration_reports_at_its_levels():
+    """A sweep recorded with the binding calibration's label is reported at the levels it ran
+    with (lambda 1.84: 0.05 at the last look), not at the recalibrated ones."""
+    default = (3 / 8, 4 / 8, 5 / 8, 6 / 8, 7 / 8, 1.0)
+    old = [stats.look_alpha(0.05, default, look, stats.BINDING_SPENDING) for look in range(1, 7)]
+    assert [round(v, 4) for v in old] == [0.0003, 0.0012, 0.004, 0.0109, 0.0249, 0.05]
+    method = Method(0.05, 0.01, fractions=default, look=6, spending=stats.BINDING_SPENDING)
+    assert method.level == pytest.approx(0.05)
+    assert Method(0.05, 0.01, fractions=default, look=6).level < 0.04
+    assert stats.SPENDING != stats.BINDING_SPENDING
 
 
 def test_futility_is_read_off_a_convergence_row():
@@ -120,7 +197,9 @@ def test_futility_is_read_off_a_convergence_row():
     d = stats.difference(groups[other], groups[best])
     shown = sum(v.verdict in ("worse", "better") for v in verdicts)
     same = sum(v.verdict == "equivalent" for v in verdicts)
-    expected = stats.conditional_power(d, 8, 0.05, margin, max(1, 3 - shown), max(1, 2 - same))
+    last = plan.at(plan.looks).level  # the last look's level: what a verdict will need
+    assert last == pytest.approx(stats.look_alpha(0.05, method.fractions, 6))
+    expected = stats.conditional_power(d, 8, last, margin, max(1, 3 - shown), max(1, 2 - same))
     assert adaptive.power(table.iloc[other], table, plan, level) == pytest.approx(expected)
     assert (
         adaptive.power(table.assign(reason="unpaired (Welch)").iloc[other], table, plan, level) == 1
