@@ -62,13 +62,14 @@ def main() -> None:
         raise SystemExit(f"--sweep {args.sweep}: not a tuned sweep")
     runs = catalog.load_runs(args.runs_dir).runs
     runs = runs[runs["seed"].isin(tuning["tuning_seeds"])]
-    metric = {"val_acc": "final_val_acc", "val_bpb": "final_val_bpb"}
+    metric = {"val_acc": "final_val_acc", "val_bpb": "final_val_bpb", "val_loss": "final_val_loss"}
     spent = sum(g["steps"] for g in tuning["groups"])
     grid = sum(g["full_grid_steps"] for g in tuning["groups"])
     print(f"tuning steps: {spent:,} spent, {grid:,} for the full grid ({spent / grid:.3f})")
     agree = differ = missing = 0
     for group in tuning["groups"]:
-        mine = runs
+        full_budget = group["rungs"][-1]["steps"]  # the short rungs' runs are not the grid's
+        mine = runs[runs["train.max_steps"] == full_budget]
         for key, value in pairs(group["group"]).items():
             mine = where(mine, key, value)
         candidates = list(group["rungs"][0]["values"])

@@ -87,6 +87,58 @@ def test_random_overrides_give_a_config_or_one_line_error(tmp_path_factory, over
     assert list(runs.iterdir()) == []
 
 
+TUNE_VALUES = st.one_of(
+    st.sampled_from(
+        [
+            "train.lr=1e-3,3e-3",
+            "train.lr=tag(log,interval(1e-4,1e-1))",
+            "train.lr=interval(1,0)",
+            "train.lr=glob(*)",
+            "train.lr=abc",
+            "train.lr=1e-3",
+            "train.lrr=1,2",
+            "placement=pre,post",
+            "threads=1,2",
+            "norm.alpha_init=0.5,1.0",
+            "train.lr=range(0,5000)",
+            "seed=1,2",
+            "=",
+            "",
+        ]
+    ),
+    st.tuples(st.sampled_from(KEYS), VALUES).map(lambda kv: f"{kv[0]}={kv[1]}"),
+)
+TUNE_OPTIONS = st.lists(
+    st.one_of(
+        st.tuples(st.just("--tune-trials"), st.integers(-3, 10**7).map(str)),
+        st.tuples(st.just("--tune-seeds"), st.sampled_from(["0", "1", "3", "101", "9" * 25])),
+        st.tuples(st.just("--eta"), st.sampled_from(["1", "2", "3", "-1"])),
+        st.tuples(st.just("--max-seeds"), st.sampled_from(["0", "1", "3", "101", "9" * 12])),
+        st.tuples(st.just("--reference"), st.sampled_from(["norm=layernorm", "nope=1", "x"])),
+        st.tuples(st.just("--until-decided"), st.just("--no-tune-extend")),
+    ),
+    max_size=3,
+)
+
+
+@FUZZ
+@given(st.lists(TUNE_VALUES, min_size=1, max_size=2), TUNE_OPTIONS)
+def test_random_tuned_sweeps_never_crash_a_dry_run(tmp_path_factory, tunes, options):
+    """The tuned path's bounds and keys: every combination plans or is one line, exit 2,
+    and writes nothing (the audit's tracebacks: a huge --tune-seeds, --max-seeds, glob())."""
+    runs = tmp_path_factory.mktemp("runs")
+    grid = ["model=cnn", "model.width=8", "norm=layernorm,dyt", "seed=0,1"]
+    args = [*grid, *(a for t in tunes for a in ("--tune", t)), *(o for p in options for o in p)]
+    result = runner.invoke(app, ["sweep", *args, "--dry-run", "--runs-dir", str(runs)])
+    assert result.exit_code in (0, 2), (args, result.output, result.exception)
+    if result.exit_code == 2:
+        assert result.output.startswith("normbench: error: ") and result.output.count("\n") == 1
+    assert not isinstance(result.exception, Exception) or isinstance(
+        result.exception, SystemExit
+    ), (args, result.exception)
+    assert not (runs / "sweeps").exists()
+
+
 @FUZZ
 @given(st.lists(OVERRIDE, max_size=3))
 def test_random_sweep_overrides_never_crash_a_dry_run(tmp_path_factory, overrides):

@@ -275,16 +275,9 @@ def test_halving_prunes_on_a_compressed_schedule(tmp_path):
 
 
 def test_a_choice_at_the_edge_is_tried_one_step_beyond(tmp_path):
-    # validation loss falls with the rate over the grid and on to 3.0: batchnorm chooses 1.0,
-    # the grid's top, and 10.0 one step beyond (ratio 10) is trained at the full budget; for
-    # layernorm 10.0 is worse, for batchnorm better (and is then itself an edge)
-    def rising(cfg):
-        lr = cfg["train"]["lr"]
-        if cfg["seed"] < tuned.TUNING_SEED:
-            return 0.3, 0.9
-        best = 30.0 if cfg["norm"]["name"] == "batchnorm" else 2.0
-        return 0.1 + abs(math.log10(lr / best)) * 0.1 + 0.001 * (cfg["seed"] % 2), 0.5
-
+    # (rising, below) batchnorm chooses 1.0, the grid's top, and 10.0 one step beyond
+    # (ratio 10) is trained at the full budget: for layernorm it is worse, for batchnorm
+    # better (and is then itself an edge)
     launcher = FakeLauncher(tmp_path, rising)
     design, choices = run_tuned(tmp_path, launcher)
     chosen = {c.group.label: c.chosen for c in choices}
@@ -632,3 +625,34 @@ def test_report_of_a_tuned_sweep_stopped_before_its_confirmation_says_so(tmp_pat
     assert sweep_record(tmp_path, "tuned")["tuning"]["phase"] == "confirmation"
     out = runner.invoke(app, ["report", "--sweep", "tuned", "--runs-dir", str(tmp_path)])
     assert out.exit_code == 2 and "stopped in its confirmation phase" in out.output
+
+
+def rising(cfg):
+    """Validation loss falls with the rate up to 30 (batchnorm) or 2 (layernorm): both choose
+    the grid's top, 1.0, and try 10.0 beyond it."""
+    if cfg["seed"] < tuned.TUNING_SEED:
+        return 0.3, 0.9
+    best = 30.0 if cfg["norm"]["name"] == "batchnorm" else 2.0
+    lr = cfg["train"]["lr"]
+    return 0.1 + abs(math.log10(lr / best)) * 0.1 + 0.001 * (cfg["seed"] % 2), 0.5
+
+
+@pytest.mark.parametrize("stop_after", range(0, 24, 3))
+def test_killed_at_any_run_the_resumed_sweep_chooses_what_an_uninterrupted_one_does(
+    tmp_path, stop_after
+):
+    # 24 runs: 16 of tuning, 4 beyond the grid's edge, 4 of confirmation; stopped after any
+    # of them (Ctrl-C, or a kill before the next run's files exist), then the same command
+    whole = tmp_path / "whole"
+    _, expected = run_tuned(whole, FakeLauncher(whole, rising))
+    first = FakeLauncher(tmp_path / "cut", rising, stop_after=stop_after)
+    with pytest.raises(KeyboardInterrupt):
+        run_tuned(tmp_path / "cut", first)
+    again = FakeLauncher(tmp_path / "cut", rising)
+    _, choices = run_tuned(tmp_path / "cut", again)
+    assert [(c.chosen, c.edge) for c in choices] == [(c.chosen, c.edge) for c in expected]
+    assert len(first.trained) + len(again.trained) == 24  # no run trained twice
+    assert (
+        sweep_record(tmp_path / "cut", "tuned")["tuning"]["groups"]
+        == (sweep_record(whole, "tuned")["tuning"]["groups"])
+    )
