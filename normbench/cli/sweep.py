@@ -278,14 +278,15 @@ def _tuned(
     design = tuned.design(grid, space, tune_seeds, eta, tune_trials, extend)
     # the plain sweep's checks, before anything trains (and in --dry-run)
     precheck.check_reference(grid, method.reference)
-    if max_seeds is not None:
-        precheck.until_decided(grid, adaptive.design(grid, max_seeds, method))
+    rounds = adaptive.design(grid, max_seeds, method) if max_seeds is not None else None
+    if rounds is not None:
+        precheck.until_decided(grid, rounds)
         tuned.check_seed_room(grid, max_seeds)
     precheck.destinations({job.cfg["log"]["tensorboard"] for job in grid.jobs})
     if launch.launcher == "local":
         check_devices({job.cfg["device"] for job in grid.jobs})
     if dry_run:
-        tuned_view.print_plan(console, design, runs_dir, launch.rerun)
+        tuned_view.print_plan(console, design, runs_dir, launch.rerun, rounds)
         return
     session = tuned.session(design, runs_dir, launch, console)
     if method.reference:  # what report --sweep compares against, as the lines below do

@@ -90,8 +90,15 @@ def _num(value) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
-def print_plan(console: Console, tuned: Design, runs_dir: Path, rerun: Rerun) -> None:
-    """``--dry-run`` of a tuned comparison: both phases and the budget."""
+def print_plan(
+    console: Console,
+    tuned: Design,
+    runs_dir: Path,
+    rerun: Rerun,
+    rounds: adaptive.Design | None = None,
+) -> None:
+    """``--dry-run`` of a tuned comparison: both phases, the budget, and the rounds
+    ``--until-decided`` may add to the confirmation."""
     seeds = len(tuned.tuning_seeds)
     halves = tuned.rung_count > 1
     how = f"successive halving (eta {tuned.eta})" if halves else "the full grid"
@@ -166,3 +173,12 @@ def print_plan(console: Console, tuned: Design, runs_dir: Path, rerun: Rerun) ->
         f"{'/'.join(map(str, tuned.step_budgets))} steps; verdicts on test from these runs only",
         soft_wrap=True,
     )
+    if rounds is not None:
+        looks = ", ".join(str(round(f * rounds.max_seeds)) for f in rounds.fractions)
+        console.print(
+            f"  until decided: one more seed per open group and round, up to "
+            f"{rounds.max_seeds} seeds; {rounds.looks} possible looks (at {looks} seeds per "
+            f"group), each on test at its level ({rounds.at(1).level:.2g} "
+            "at the first; docs/statistics.md)",
+            soft_wrap=True,
+        )

@@ -462,6 +462,12 @@ def test_cli_dry_run_shows_both_phases_and_the_budget(tmp_path):
     assert out.exit_code == 0, out.output
     assert "phase 1, tuning: 3 trials per group x 2 seed(s)" in out.stdout
     assert "phase 2, confirmation" in out.stdout and "budget:" in out.stdout
+    rounds = runner.invoke(
+        app,
+        ["sweep", *args, "--dry-run", "--until-decided", "--max-seeds", "4", "--runs-dir"]
+        + [str(tmp_path)],
+    )
+    assert "until decided: one more seed per open group and round, up to 4" in rounds.stdout
     assert not tmp_path.joinpath("sweeps").exists()
     bad = runner.invoke(app, ["sweep", *args, "--tune", "seed=1,2", "--runs-dir", str(tmp_path)])
     assert bad.exit_code == 2 and "not tunable" in bad.output
