@@ -662,3 +662,31 @@ def test_killed_at_any_run_the_resumed_sweep_chooses_what_an_uninterrupted_one_d
         sweep_record(tmp_path / "cut", "tuned")["tuning"]["groups"]
         == (sweep_record(whole, "tuned")["tuning"]["groups"])
     )
+
+
+@pytest.mark.slow
+def test_a_tuning_run_that_fails_stops_the_sweep_in_one_line_through_the_cli(tmp_path):
+    # the audit's repro: a file where one tuning run's TensorBoard directory goes makes that
+    # run fail; the sweep stops before ranking (exit 1, one line), and the same command again
+    # retrains only that run and chooses
+    grid = ["model=cnn", "data=digits", "model.width=8", "model.depth=1", "train.max_steps=20"]
+    grid += ["train.eval_every=10", "threads=1", "norm=batchnorm,layernorm", "seed=range(2)"]
+    space = ["--tune", "train.lr=1e-3,3e-3,1e-2,3e-2", "--tune-seeds", "2", "-j", "2"]
+    cfg = runner.invoke(
+        app, ["run", "--cfg", *grid[:-2], "norm=batchnorm", "train.lr=0.03"] + ["seed=1000000"]
+    )
+    failing = cfg.stdout.split()[2]
+    (tmp_path / "tb").mkdir()
+    (tmp_path / "tb" / failing).write_text("not a directory")
+    command = ["sweep", *grid, *space, f"log.tensorboard={tmp_path / 'tb'}", "--name", "t"]
+    where = ["--runs-dir", str(tmp_path / "runs")]
+    out = runner.invoke(app, [*command, *where])
+    assert out.exit_code == 1, out.output
+    assert "tuning stopped: 1 tuning run(s) failed or did not finish" in out.output
+    assert "tuned: each group at its own best" not in out.output  # nothing ranked
+    (tmp_path / "tb" / failing).unlink()
+    again = runner.invoke(app, [*command, *where])
+    assert again.exit_code == 0, again.output
+    assert "1/1 runs (15 already complete)" in again.output  # only the failed one retrained
+    record = sweep_record(tmp_path / "runs", "t")
+    assert record["tuning"]["phase"] == "done" and len(record["runs"]) == 4
