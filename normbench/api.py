@@ -57,7 +57,7 @@ import importlib
 import numbers
 import warnings
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -68,7 +68,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
     from torch import nn
 
-    from normbench.report.base import Report
+    from normbench.report.pipeline import Built
 
 # name -> the module that defines it (imported on first use)
 _LAZY = {
@@ -260,11 +260,9 @@ def report(runs_dir: str | Path = "runs", *filters: str, **options: Any) -> dict
     import pandas as pd
 
     from normbench.report.tidy import chosen_tables, section_records
-    from normbench.report.tuning import tuning_of
 
-    result, where, output = _report(runs_dir, filters, options)
-    tuned = tuning_of(where, options.get("sweep"))
-    _warn(tuned.notes if tuned else [])  # unequal budgets, said in every output
+    built, _, output = _report(runs_dir, filters, options)
+    result, tuned = built.report, built.tuning
     if tuned and output["only"] == "tuning":
         return {"tuning": tuned.table}
     tables = chosen_tables(result, output["only"])
@@ -283,8 +281,8 @@ def learning_curves(
     from normbench.report.plots import learning_curves as draw
 
     check_x(x)
-    result, where, _ = _report(runs_dir, filters, options)
-    figures = [draw(section, where, x) for section in result.sections]
+    built, where, _ = _report(runs_dir, filters, options)
+    figures = [draw(section, where, x) for section in built.report.sections]
     return [figure for figure in figures if figure is not None]
 
 
@@ -327,14 +325,12 @@ def _selected(
 
 def _report(
     runs_dir: str | Path, filters: Iterable[str], options: dict[str, Any]
-) -> tuple[Report, Path, dict[str, Any]]:
-    """The report ``normbench report`` builds for these options (the same functions called in
-    the same order), its runs directory, and the output options (``diagnostics``, ``only``)."""
+) -> tuple[Built, Path, dict[str, Any]]:
+    """The report ``normbench report`` builds for these options (the same pipeline,
+    normbench.report.pipeline), its runs directory, and the output options (``diagnostics``,
+    ``only``). Warnings are raised as Python warnings, attributed to the caller."""
     from normbench.report.base import Method
-    from normbench.report.diagnostics import attach_diagnostics
-    from normbench.report.sections import build
-    from normbench.report.tuning import tuning_of
-    from normbench.store.catalog import as_columns, best_over_column, check_grouping, select_runs
+    from normbench.report.pipeline import Request, build_report
 
     unknown = sorted(set(options) - set(REPORT_OPTIONS))
     if unknown:
@@ -359,30 +355,24 @@ def _report(
             f"--profile {options['profile']}: for the table across workloads; add --across"
         )
     where, filters = _where(runs_dir, filters)
-    method = Method.from_options(**steps["method"])
-    selection, design, _ = select_runs(where, filters, **steps["select"], verdicts=True)
-    _warn(selection.warnings)
-    if method.reference:  # named here: it wins over the one the sweep named
-        design.pop("reference", None)
-    check_grouping(steps["build"]["by"] or [], steps["build"]["best_over_key"])
-    if steps["build"]["by"]:
-        steps["build"]["by"] = as_columns(steps["build"]["by"], selection.runs)
-    if steps["build"]["best_over_key"] and not selection.runs.empty:
-        key = steps["build"]["best_over_key"]
-        steps["build"]["best_over_key"] = best_over_column(key, selection.runs)
-    tuned = tuning_of(where, steps["select"]["sweep"])
-    if tuned:  # chosen on validation: verdicts on test
-        design = {**design, "test": True}
-    result = build(
-        selection,
-        method=replace(method, **design),
-        tuned=tuned.keys if tuned else (),
-        **steps["build"],
+    request = Request(
+        where,
+        tuple(filters),
+        steps["select"]["sweep"],
+        steps["select"]["tag"],
+        by=tuple(steps["build"]["by"] or ()),
+        best_over=steps["build"]["best_over_key"],
+        method=Method.from_options(**steps["method"]),
+        across=tuple(steps["across"]["keys"] or ()),
+        profile=steps["across"]["profile_x"],
+        diagnostics=steps["output"]["diagnostics"],
     )
-    if steps["across"]["keys"]:
-        from normbench.report.across import across
+    messages: list[str] = []  # runs skipped, a tuned comparison's notes: raised as warnings
 
-        result.across = across(result, **steps["across"])
-    if steps["output"]["diagnostics"]:
-        attach_diagnostics(result, where)
-    return result, where, steps["output"]
+    def keep(message: str, kind: str) -> None:
+        if kind in ("selection", "tuning"):
+            messages.append(message)
+
+    built = build_report(request, warn=keep)
+    _warn(messages)
+    return built, where, steps["output"]

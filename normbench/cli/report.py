@@ -129,14 +129,17 @@ def report(
 
     from normbench.core.errors import UsageError
     from normbench.core.text import plain
-    from normbench.report import tuning
+    from normbench.report import pipeline, tuning
     from normbench.report.base import Method
-    from normbench.report.diagnostics import attach_diagnostics
-    from normbench.report.sections import build
     from normbench.report.terminal import caption_below, diagnostics_rich, rich_renderables
     from normbench.report.text import DIAGNOSTICS_WHEN, check_table
     from normbench.report.tidy import as_text
-    from normbench.store import catalog
+
+    def warn(message: str, kind: str) -> None:
+        """A warning on stderr as it arises: a tuned comparison's notes in red."""
+        color = "red" if kind == "tuning" else "yellow"
+        text = plain(message) if kind != "tuning" else message
+        typer.secho(f"warning: {text}", fg=color, err=True)
 
     # The store read and the tables make millions of objects and no cycles worth collecting
     # (cli.app.collector_paused); the figures, which matplotlib links in cycles, are drawn
@@ -159,53 +162,29 @@ def report(
                 raise UsageError(
                     f"--profile {profile}: for the table across workloads; add --across"
                 )
-            catalog.check_grouping(by.split(",") if by else [], best_over)
             if x is not None:
                 from normbench.report.plots import check_x
 
                 check_x(x)
                 if plots is None and html is None:
                     raise UsageError(f"--x {x}: for figures; add --plots DIR or --html FILE")
-            selection, design, sweep_commands = catalog.select_runs(
-                runs_dir, arguments, sweep_name, tag, scanning, verdicts=True
+            request = pipeline.Request(
+                runs_dir,
+                tuple(arguments),
+                sweep_name,
+                tag,
+                by=tuple(by.split(",")) if by else (),
+                best_over=best_over,
+                method=method,
+                across=tuple(across.split(",")) if across is not None else (),
+                profile=profile or "steps",
+                diagnostics=diagnostics,
             )
-            if method.reference:  # named here: it wins over the one the sweep named
-                design.pop("reference", None)
-            for warning in selection.warnings:
-                typer.secho(f"warning: {plain(warning)}", fg="yellow", err=True)
-            tuned = tuning.tuning_of(runs_dir, sweep_name)
-            if tuned and tuned.phase != "done" and selection.runs.empty:
-                raise UsageError(
-                    f"--sweep {sweep_name}: a tuned comparison stopped in its {tuned.phase} "
-                    "phase, with no confirmation run yet; run the same sweep command again to "
-                    "continue it"
-                )
-            if tuned:  # chosen on validation from the tuning seeds: the verdicts use test
-                design = {**design, "test": True}
-                selection.warnings.extend(tuned.notes)  # unequal budgets: said in every output
-                for note in tuned.notes:
-                    typer.secho(f"warning: {note}", fg="red", err=True)
-            elif table == "tuning":
+            selected = pipeline.select(request, scanning, warn)
+            tuned, sweep_commands = selected.tuning, selected.commands
+            if table == "tuning" and not tuned:
                 raise UsageError("--table tuning: not a tuned sweep (normbench sweep --tune)")
-            method = method.with_(**design)
-            keys = catalog.as_columns(by.split(","), selection.runs) if by else None
-            if best_over and not selection.runs.empty:
-                best_over = catalog.best_over_column(best_over, selection.runs)
-            result = build(selection, keys, best_over, method, tuned.keys if tuned else ())
-            if across is not None:
-                from normbench.report.across import across as aggregate
-
-                before = len(result.warnings)
-                result.across = aggregate(result, across.split(","), profile or "steps")
-                for warning in result.warnings[before:]:  # the workloads left out, named
-                    typer.secho(f"warning: {plain(warning)}", fg="yellow", err=True)
-            if diagnostics:
-                before = len(result.warnings)
-                try:
-                    attach_diagnostics(result, runs_dir)
-                finally:  # the runs whose diagnostics were skipped, named even when none remain
-                    for warning in result.warnings[before:]:
-                        typer.secho(f"warning: {plain(warning)}", fg="yellow", err=True)
+            result = pipeline.verdicts(request, selected, warn)
             if table != "tuning":
                 check_table(result, table)
             if fmt != "rich" and table == "tuning":

@@ -4,10 +4,8 @@ placements are the subject of the claims study's (e))."""
 
 from __future__ import annotations
 
-from normbench.report.base import Method
-from normbench.report.sections import build
 from normbench.studies.claims import DEPTH
-from normbench.studies.study import Context, command_of, load, md, row_of, verdict
+from normbench.studies.study import Context, command_of, load, md, report, row_of, verdict
 
 STUDIES = ()  # the depth sweep is the claims study's
 
@@ -16,10 +14,8 @@ def lns(ctx: Context) -> str:
     runs, scale = ctx.runs, ctx.scale
     selection = load(runs, "depth")
     deepest = max(selection.runs["model.depth"].astype(int))
-    method = Method(reference=("placement=pre",))
-    result = build(
-        load(runs, "depth", [f"model.depth={deepest}"]), by=["placement.name"], method=method
-    )
+    deepest_runs = load(runs, "depth", [f"model.depth={deepest}"])
+    result = report(deepest_runs, by=["placement.name"], reference=("placement=pre",))
     (section,) = result.sections
     table = section.tables["convergence"]
     found = {name: row_of(table, **{"placement.name": name}) for name in ("lns", "mix")}

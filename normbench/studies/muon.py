@@ -15,8 +15,7 @@ import numpy as np
 import pandas as pd
 
 from normbench.report import stats
-from normbench.report.base import Method, Section, label
-from normbench.report.sections import build
+from normbench.report.base import Section, label
 from normbench.report.text import with_ci
 from normbench.store.rundir import RunDir
 from normbench.studies.study import (
@@ -28,6 +27,7 @@ from normbench.studies.study import (
     load,
     md,
     predictions_text,
+    report,
     section_of,
     verdict,
 )
@@ -57,8 +57,8 @@ def group_name(norm: str, placement: str, qk_norm: str) -> str:
 
 def muon(ctx: Context) -> str:
     selection = load(ctx.runs, "muon")
-    method = Method(reference=("train.optimizer=adamw",))
-    result = build(selection, by=[*KEYS, "train.optimizer", "train.lr"], method=method)
+    by = [*KEYS, "train.optimizer", "train.lr"]
+    result = report(selection, by=by, reference=("train.optimizer=adamw",))
     section = section_of(result)
     table = section.tables["lr_stability"]
     sensitivity = sensitivity_rows(table)

@@ -12,10 +12,18 @@ import pandas as pd
 
 from normbench.report import plots, stability, stats
 from normbench.report.base import Method, Section, label, seeded_results
-from normbench.report.sections import build
 from normbench.report.text import fmt, with_ci
 from normbench.store.rundir import RunDir
-from normbench.studies.study import Context, Study, command_of, load, md, section_of, verdict
+from normbench.studies.study import (
+    Context,
+    Study,
+    command_of,
+    load,
+    md,
+    report,
+    section_of,
+    verdict,
+)
 
 QK_NORM = Study(
     "qk_norm",
@@ -31,8 +39,8 @@ GROWTH = 100.0  # "the logit grew": the largest attention logit 100x its step-0 
 def qk_norm(ctx: Context) -> str:
     runs, scale = ctx.runs, ctx.scale
     selection = load(runs, "qk_norm")
-    method = Method(reference=("model.qk_norm=none",))
-    result = build(selection, by=["model.qk_norm", "train.lr"], method=method)
+    by = ["model.qk_norm", "train.lr"]
+    result = report(selection, by=by, reference=("model.qk_norm=none",))
     section = section_of(result)
     stability = section.tables["lr_stability"].set_index("model.qk_norm")
     shown = stability.reset_index()

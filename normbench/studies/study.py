@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from normbench.report import base, plots
+from normbench.report import base, pipeline, plots
 from normbench.report.base import Method, Report, Section
 from normbench.report.markdown import to_markdown
-from normbench.report.sections import build
 from normbench.store import catalog, records
 from normbench.store.catalog import Selection
 
@@ -91,8 +90,8 @@ def report(
     """The study's report; a tuned study's verdicts are on test (its values were chosen on
     validation), ``method``: Method fields (``reference=("norm=layernorm",)``)."""
     tuned = tuple(item.split("=", 1)[0] for item in study.tune) if study else ()
-    chosen = Method(**method).with_(test=bool(tuned))
-    return build(selection, by=by, method=chosen, tuned=tuned)
+    request = pipeline.Request(None, by=tuple(by or ()), method=Method(**method), tuned=tuned)
+    return pipeline.verdicts(request, pipeline.given(selection, request))
 
 
 def tune_of(study: Study, scale: str) -> list[str]:

@@ -39,11 +39,9 @@ from typing import TYPE_CHECKING
 from normbench.core.errors import UsageError
 from normbench.experiment.probe import compose_checked
 from normbench.experiment.schema import experiment, flatten
-from normbench.report import stats
+from normbench.report import pipeline, stats
 from normbench.report.base import Method, Report, Section, label
 from normbench.report.batch import BATCH_KEYS
-from normbench.report.sections import build
-from normbench.store import catalog
 from normbench.store.rundir import run_id
 from normbench.sweeps.grid import Job, Sweep
 
@@ -177,10 +175,13 @@ def design(sweep: Sweep, max_seeds: int, method: Method) -> Design:
 def look_at(
     jobs: list[Job], runs_dir: Path, method: Method, tuned: tuple[str, ...] = ()
 ) -> Report | None:
-    """The report of these jobs' runs, as the sweep sees them at a look (a tuned
-    confirmation's groups, each at its own tuned value, compared with each other)."""
-    selection = catalog.select(catalog.load_runs(runs_dir), [], [job.run_id for job in jobs])
-    return None if selection.runs.empty else build(selection, method=method, tuned=tuned)
+    """The report of these jobs' runs, as the sweep sees them at a look, through the report's
+    one pipeline (a tuned confirmation's groups, each at its own tuned value, compared with
+    each other on test)."""
+    ids = tuple(job.run_id for job in jobs)
+    request = pipeline.Request(runs_dir, run_ids=ids, method=method, tuned=tuned)
+    selected = pipeline.select(request)
+    return None if selected.selection.runs.empty else pipeline.verdicts(request, selected)
 
 
 def tally(report: Report | None, runs: int) -> Tally:

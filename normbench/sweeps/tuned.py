@@ -762,9 +762,7 @@ def run(
     by_key = {choice.group.key: choice for choice in choices}
     confirm = [j for g in tuned.groups for j in confirmation_jobs(g, by_key[g.key].chosen)]
     grid = Sweep(tuned.grid.name, tuned.grid.version, confirm, tuned.grid.axes)
-    # the confirmation's looks decide on test, as its report and closing lines do
-    confirming = method.with_(test=True)
-    plan = adaptive.design(grid, max_seeds, confirming) if max_seeds is not None else None
+    plan = adaptive.design(grid, max_seeds, method) if max_seeds is not None else None
     plan = replace(plan, tuned=tuple(tuned.space)) if plan else None
     session.jobs = confirm
     if plan:

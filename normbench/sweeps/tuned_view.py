@@ -60,7 +60,7 @@ def edge_lines(choices: list[Choice]) -> list[str]:
 def verdict_lines(tuned: Design, jobs: list[Job], runs_dir: Path, method: Method):
     """The confirmation's verdicts on test, one line per group: what a tuned comparison
     answers (``report --sweep NAME`` has the full tables)."""
-    result = adaptive.look_at(jobs, runs_dir, method.with_(test=True), tuple(tuned.space))
+    result = adaptive.look_at(jobs, runs_dir, method, tuple(tuned.space))  # on test
     lines = []
     sections = result.sections if result else []
     for section in sections:

@@ -24,7 +24,7 @@ from normbench.store.provenance import source_hash
 from normbench.store.records import sweep_record
 from normbench.store.rundir import Rerun, RunDir
 from normbench.sweeps import grid as grids
-from normbench.sweeps import halving, search, tuned, tuned_view
+from normbench.sweeps import adaptive, halving, search, tuned, tuned_view
 from normbench.sweeps.session import Launch
 from tests.helpers import QUICK, tiny
 
@@ -621,7 +621,9 @@ def test_a_tuned_confirmation_decides_its_rounds_on_test(tmp_path):
     launcher = FakeLauncher(tmp_path, numbers)
     with tuned.session(design, tmp_path, Launch(), Console(quiet=True), runner=launcher) as s:
         _, plan, looks = tuned.run(s, design, Rerun(), 3, Method())
-    assert plan.method.test and plan.at(looks.taken).test
+    seen = adaptive.look_at(s.jobs, tmp_path, plan.at(looks.taken), plan.tuned)
+    assert plan.tuned == ("train.lr",) and seen.method.test
+    assert not adaptive.look_at(s.jobs, tmp_path, plan.at(looks.taken)).method.test
 
 
 def test_report_of_a_tuned_sweep_stopped_before_its_confirmation_says_so(tmp_path):

@@ -1,0 +1,162 @@
+"""One path from a runs directory to a report. `normbench report`, ``normbench.api.report``
+and a sweep's own looks (normbench.sweeps.adaptive.look_at) all call ``build_report``, so each
+rule about which runs a verdict reads, and on which split, is written here once (the studies
+of `normbench findings`, which select subsets of their sweeps' runs themselves, hand them to
+``given``):
+
+- a whole directory's report leaves the tuning runs of tuned sweeps out of its verdicts
+  (catalog.select_runs, ``verdicts=True``), with a note;
+- ``--sweep NAME`` honours the sequential design the sweep recorded, and the ``--reference``
+  it named unless the request names one;
+- a tuned comparison's verdicts are on test (its values were chosen on validation of the
+  tuning seeds) and group by none of its tuned keys; a tuned sweep stopped before any
+  confirmation run is refused with the phase it stopped in;
+- ``--best-over`` verdicts are on test and say the choice was made on the same runs
+  (report.sections.build).
+
+The caller renders what comes back; warnings go to its ``warn`` as they arise, with their kind
+(``selection``, ``tuning``, ``across``, ``diagnostics``), so that a terminal can colour them
+and a library can raise them as Python warnings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from normbench.core.errors import UsageError
+from normbench.report import sections
+from normbench.report.base import Method, Report
+from normbench.report.tuning import Tuning, tuning_of
+from normbench.store import catalog
+from normbench.store.catalog import Selection
+from normbench.store.scan import Scan
+
+Warn = Callable[[str, str], None]  # (message, kind)
+
+
+def _quiet(message: str, kind: str) -> None:
+    """The default ``warn``: the warnings stay in the report's own lists."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a report is asked for: the runs (a directory narrowed by sweep, filters and tag,
+    or exactly ``run_ids``), the grouping, the method, and what is attached to it."""
+
+    runs_dir: Path | None  # None: runs selected by the caller (``given``)
+    filters: tuple[str, ...] = ()
+    sweep: str | None = None
+    tag: str | None = None
+    run_ids: tuple[str, ...] | None = None  # exactly these runs: a sweep's look
+    by: tuple[str, ...] = ()
+    best_over: str | None = None
+    method: Method = field(default_factory=Method)
+    tuned: tuple[str, ...] = ()  # a tuned comparison's keys, where no record names them (a look)
+    across: tuple[str, ...] = ()
+    profile: str = "steps"
+    diagnostics: bool = False
+
+
+@dataclass
+class Selected:
+    """The runs of a request, the method their verdicts use, and the tuned section."""
+
+    selection: Selection
+    method: Method
+    tuning: Tuning | None
+    tuned: tuple[str, ...]
+    commands: list = field(default_factory=list)
+
+
+@dataclass
+class Built:
+    """A report with what it was built from."""
+
+    report: Report
+    tuning: Tuning | None
+    commands: list
+
+
+def select(request: Request, scanning: Scan | None = None, warn: Warn = _quiet) -> Selected:
+    """The runs a request's verdicts read, and the method they are read with."""
+    catalog.check_grouping(list(request.by), request.best_over)
+    if request.run_ids is not None:
+        loaded = catalog.load_runs(request.runs_dir, scanning)
+        selection, design, commands = catalog.select(loaded, [], list(request.run_ids)), {}, []
+    else:
+        selection, design, commands = catalog.select_runs(
+            request.runs_dir,
+            list(request.filters),
+            request.sweep,
+            request.tag,
+            scanning,
+            verdicts=True,
+        )
+    for warning in selection.warnings:
+        warn(warning, "selection")
+    if request.method.reference:  # named here: it wins over the one the sweep named
+        design.pop("reference", None)
+    tuning = tuning_of(request.runs_dir, request.sweep)
+    if tuning and tuning.phase != "done" and selection.runs.empty:
+        raise UsageError(
+            f"--sweep {request.sweep}: a tuned comparison stopped in its {tuning.phase} "
+            "phase, with no confirmation run yet; run the same sweep command again to "
+            "continue it"
+        )
+    if tuning:  # unequal budgets, choices at an edge: said in every output
+        selection.warnings.extend(tuning.notes)
+        for note in tuning.notes:
+            warn(note, "tuning")
+    return _resolved(selection, request, design, tuning, commands)
+
+
+def given(selection: Selection, request: Request) -> Selected:
+    """Runs a caller selected itself (a study's subsets of its sweep), under the request's
+    rules, for ``verdicts``."""
+    return _resolved(selection, request, {}, None, [])
+
+
+def _resolved(
+    selection: Selection, request: Request, design: dict, tuning: Tuning | None, commands: list
+) -> Selected:
+    """The method the verdicts use: the request's, with the sweep's recorded design, on test
+    when the runs are a tuned comparison's (its values were chosen on validation)."""
+    tuned = tuning.keys if tuning else request.tuned
+    if tuning is not None or request.tuned:
+        design = {**design, "test": True}
+    return Selected(selection, request.method.with_(**design), tuning, tuned, commands)
+
+
+def verdicts(request: Request, selected: Selected, warn: Warn = _quiet) -> Report:
+    """The report of selected runs: its sections, and what the request attaches."""
+    runs = selected.selection.runs
+    by = catalog.as_columns(list(request.by), runs) if request.by else None
+    best_over = request.best_over
+    if best_over and not runs.empty:
+        best_over = catalog.best_over_column(best_over, runs)
+    result = sections.build(selected.selection, by, best_over, selected.method, selected.tuned)
+    if request.across:
+        from normbench.report.across import across
+
+        before = len(result.warnings)
+        result.across = across(result, list(request.across), request.profile)
+        for warning in result.warnings[before:]:  # the workloads left out, named
+            warn(warning, "across")
+    if request.diagnostics:
+        from normbench.report.diagnostics import attach_diagnostics
+
+        before = len(result.warnings)
+        try:
+            attach_diagnostics(result, request.runs_dir)
+        finally:  # the runs whose diagnostics were skipped, named even when none remain
+            for warning in result.warnings[before:]:
+                warn(warning, "diagnostics")
+    return result
+
+
+def build_report(request: Request, scanning: Scan | None = None, warn: Warn = _quiet) -> Built:
+    """The report a request asks for: ``select``, then ``verdicts``."""
+    selected = select(request, scanning, warn)
+    return Built(verdicts(request, selected, warn), selected.tuning, selected.commands)
