@@ -40,7 +40,7 @@ from normbench.experiment.options import (
     shipped_options,
 )
 from normbench.experiment.rules import RULES
-from normbench.experiment.schema import GROUPS, OPTION_SCHEMA, flatten
+from normbench.experiment.schema import GROUPS, OPTION_SCHEMA, flatten, ignored_by_optimizer
 from normbench.layers.keys import NORM_SHARED_KEYS, norm_reads
 
 
@@ -175,11 +175,14 @@ def _identify_data(cfg: dict) -> None:
 
 
 def canonical(cfg: dict) -> dict:
-    """Null the norm.* keys the chosen norm ignores, so that configs that cannot differ in
-    outcome are one experiment with one run id (GroupNorm at ghost_batch 2 and 32 is the same
-    run; a sweep crossing every norm with ghost_batch trains it once)."""
+    """Null the norm.* keys the chosen norm ignores, and the train.* keys the chosen optimizer
+    ignores (schema.OPTIMIZER_KEYS), so that configs that cannot differ in outcome are one
+    experiment with one run id (GroupNorm at ghost_batch 2 and 32 is the same run; so is AdamW
+    at any train.muon_lr; a sweep crossing every norm with ghost_batch trains it once)."""
     for key in NORM_SHARED_KEYS - norm_reads(cfg["norm"]):
         cfg["norm"][key] = None
+    for key in ignored_by_optimizer({f"train.{k}": v for k, v in cfg["train"].items()}):
+        cfg["train"][key.partition(".")[2]] = None
     return cfg
 
 

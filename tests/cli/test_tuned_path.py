@@ -7,6 +7,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import time
 
 import pytest
 from helpers import limited, make_run
@@ -248,3 +250,66 @@ def test_an_error_in_a_presets_tune_names_the_presets_key(tmp_path, tune, words)
     out = invoke("sweep", str(preset), "--dry-run", "--runs-dir", str(tmp_path / "runs"))
     one_line(out, f"sweep preset {preset}, tune:", *words)
     assert "--tune" not in out.output
+
+
+# ------------------------------------------------ 10. keys the optimizer ignores: one run
+TINY_RUN = [
+    "model=cnn",
+    "data=digits",
+    "model.width=8",
+    "model.depth=1",
+    "train.max_steps=20",
+    "train.eval_every=10",
+    "threads=1",
+    "device=cpu",
+]
+
+
+def test_adamw_runs_differing_only_in_muon_keys_are_one_run(tmp_path):
+    runs = tmp_path / "runs"
+    first = invoke("run", *TINY_RUN, "--runs-dir", str(runs))
+    assert first.exit_code == 0, first.output
+    (made,) = [p.name for p in runs.iterdir() if p.name.startswith("cnn-")]
+    again = invoke(
+        "run",
+        *TINY_RUN,
+        "train.muon_lr=0.5",
+        "train.muon_momentum=0.5",
+        "train.momentum=0.1",
+        "--runs-dir",
+        str(runs),
+    )
+    assert again.exit_code == 0, again.output
+    assert [p.name for p in runs.iterdir() if p.name.startswith("cnn-")] == [made]
+    config = (runs / made / "config.yaml").read_text()
+    assert "muon_lr: null" in config and "momentum: null" in config
+
+
+# ------------------------------------------------ 20. an edit that keeps mtime and size
+def test_an_edit_of_equal_size_with_its_mtime_set_back_is_read(tmp_path):
+    runs = tmp_path / "runs"
+    rid = make_run(runs, ["norm=batchnorm", "seed=0"], acc=0.8)
+    make_run(runs, ["norm=batchnorm", "seed=1"], acc=0.9)
+
+    def values() -> list:
+        out = invoke("report", "--runs-dir", str(runs), "--format", "json")
+        assert out.exit_code == 0, out.output
+        return json.loads(out.stdout)["convergence"][0]["values"]
+
+    assert values() == [0.8, 0.9]  # and the index holds both rows
+    meta = runs / rid / "meta.json"
+    before = meta.stat()
+    time.sleep(0.05)  # past the filesystem's coarse clock, which stamps ctime
+    text = meta.read_text()
+    edited = text.replace('"final_val_acc": 0.8,', '"final_val_acc": 0.2,')
+    assert edited != text and len(edited) == len(text)
+    with open(meta, "r+") as handle:  # in place: the same inode
+        handle.write(edited)
+    os.utime(meta, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = meta.stat()
+    assert (after.st_mtime_ns, after.st_size, after.st_ino) == (
+        before.st_mtime_ns,
+        before.st_size,
+        before.st_ino,
+    )
+    assert values() == [0.2, 0.9]

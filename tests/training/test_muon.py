@@ -60,7 +60,9 @@ def test_adamw_alone_without_muon():
 def test_the_muon_keys_stay_out_of_the_run_id_at_their_defaults():
     base = run_id(compose(tiny()))
     assert run_id(compose(tiny("train.muon_lr=0.02", "train.muon_momentum=0.95"))) == base
-    assert run_id(compose(tiny("train.muon_lr=0.05"))) != base
+    assert run_id(compose(tiny("train.muon_lr=0.05"))) == base  # AdamW reads neither
+    muon = run_id(compose(tiny("train.optimizer=muon")))
+    assert run_id(compose(tiny("train.optimizer=muon", "train.muon_lr=0.05"))) != muon
 
 
 @pytest.mark.parametrize("model", ["cnn", "resnet"])
