@@ -313,3 +313,41 @@ def test_an_edit_of_equal_size_with_its_mtime_set_back_is_read(tmp_path):
         before.st_ino,
     )
     assert values() == [0.2, 0.9]
+
+
+# ------------------------------------------------ 11. a kernel the conv models cannot use
+@pytest.mark.parametrize(
+    "overrides, words",
+    [
+        (["model=cnn", "model.kernel_size=4"], ["must be odd", "valid: 1, 3, 5, ..., 79"]),
+        (["model=resnet", "model.kernel_size=2"], ["must be odd", "model=resnet"]),
+        (
+            ["model=cnn", "data=digits", "model.kernel_size=17"],
+            ["wider than the input [8, 8]", "valid: 1, 3, 5, 7, 9, 11, 13, 15"],
+        ),
+        (["model=resnet", "model.kernel_size=81"], ["wider than the input [40]", "79"]),
+    ],
+)
+def test_a_kernel_size_the_conv_models_cannot_use_is_refused_up_front(tmp_path, overrides, words):
+    runs = tmp_path / "runs"
+    out = invoke("run", *overrides, "--runs-dir", str(runs))
+    one_line(out, f"model.kernel_size={overrides[-1].split('=')[1]}", *words)
+    assert not runs.exists()
+
+
+def test_odd_kernels_within_the_input_still_compose():
+    for overrides in (
+        ["model=cnn", "model.kernel_size=79"],
+        ["data=digits", "model=resnet", "model.kernel_size=15"],
+    ):
+        out = invoke("run", *overrides, "--cfg")
+        assert out.exit_code == 0, out.output
+
+
+# ------------------------------------------------ 19. an alias is named as typed
+def test_an_error_names_the_placement_as_typed_not_its_alias(tmp_path):
+    out = invoke("run", "model=resnet", "placement=peri", "--runs-dir", str(tmp_path / "r"))
+    one_line(out, "placement=peri (peri is placement=sandwich) has no meaning", "post, pre")
+    out = invoke("run", "model=resnet", "placement=sandwich", "--runs-dir", str(tmp_path / "r"))
+    one_line(out, "placement=sandwich has no meaning")
+    assert "peri" not in out.output
