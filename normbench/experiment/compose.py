@@ -18,6 +18,7 @@ import copy
 import difflib
 import functools
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -40,7 +41,7 @@ from normbench.experiment.options import (
     shipped_options,
 )
 from normbench.experiment.rules import RULES
-from normbench.experiment.schema import GROUPS, OPTION_SCHEMA, flatten
+from normbench.experiment.schema import GROUPS, OPTION_SCHEMA, flatten, ignored_by_optimizer
 from normbench.layers.keys import NORM_SHARED_KEYS, norm_reads
 
 
@@ -134,7 +135,24 @@ def compose(overrides: Iterable[str] = ()) -> dict:
                 )
             raise UsageError(_unknown_key(key, keys))
     values = [override for override in parsed if override.key_or_group not in GROUPS]
-    return canonical(validate(_set_values(base, values), keys))
+    cfg = _set_values(base, values)
+    resolved = {g: cfg[g].get("name") for g in GROUPS if isinstance(cfg.get(g), dict)}
+    try:
+        return canonical(validate(cfg, keys))
+    except UsageError as err:
+        raise UsageError(_as_typed(str(err), choices, resolved)) from None
+
+
+def _as_typed(message: str, choices: dict[str, str], resolved: dict) -> str:
+    """An error as the user chose: an option that resolves to another's name (placement=peri
+    is sandwich) is named as typed, with what it resolved to, not by a name never typed."""
+    for group, chosen in choices.items():
+        name = resolved.get(group)
+        if isinstance(name, str) and name != chosen and not is_import_path(chosen):
+            said = f"{group}={chosen} ({chosen} is {group}={name})"
+            pattern = rf"\b{group}={re.escape(name)}(?![\w.:])"
+            message = re.sub(pattern, lambda _, said=said: said, message, count=1)
+    return message
 
 
 def _identify_data(cfg: dict) -> None:
@@ -175,11 +193,14 @@ def _identify_data(cfg: dict) -> None:
 
 
 def canonical(cfg: dict) -> dict:
-    """Null the norm.* keys the chosen norm ignores, so that configs that cannot differ in
-    outcome are one experiment with one run id (GroupNorm at ghost_batch 2 and 32 is the same
-    run; a sweep crossing every norm with ghost_batch trains it once)."""
+    """Null the norm.* keys the chosen norm ignores, and the train.* keys the chosen optimizer
+    ignores (schema.OPTIMIZER_KEYS), so that configs that cannot differ in outcome are one
+    experiment with one run id (GroupNorm at ghost_batch 2 and 32 is the same run; so is AdamW
+    at any train.muon_lr; a sweep crossing every norm with ghost_batch trains it once)."""
     for key in NORM_SHARED_KEYS - norm_reads(cfg["norm"]):
         cfg["norm"][key] = None
+    for key in ignored_by_optimizer({f"train.{k}": v for k, v in cfg["train"].items()}):
+        cfg["train"][key.partition(".")[2]] = None
     return cfg
 
 

@@ -41,6 +41,32 @@ def _patch_rule(cfg: dict) -> str | None:
     )
 
 
+def _kernel_rule(cfg: dict) -> str | None:
+    """The conv models pad by kernel_size // 2 to keep a unit's output the size of its input
+    (the residual add needs it): an even kernel grows it by one, and a kernel wider than
+    2 x side - 1 has taps that only ever meet the padding."""
+    model, data = cfg["model"], cfg["data"]
+    if model["name"] not in CONV_MODELS or _token_ids(data):
+        return None
+    sides = input_shape(data)[1:]
+    if not sides:
+        return None
+    kernel, largest = model["kernel_size"], 2 * min(sides) - 1
+    if kernel % 2 == 1 and kernel <= largest:
+        return None
+    odd = list(range(1, largest + 1, 2))
+    valid = ", ".join(map(str, odd)) if len(odd) <= 8 else f"1, 3, 5, ..., {largest}"
+    why = (
+        "must be odd (padding kernel_size // 2 keeps a unit's output the size of its input)"
+        if kernel % 2 == 0
+        else f"is wider than the input {list(sides)} can use (2 x side - 1)"
+    )
+    return (
+        f"model.kernel_size={kernel} {why} for model={model['name']} on "
+        f"data={data['name']}; valid: {valid}"
+    )
+
+
 def _token_ids(data: dict) -> bool:
     """Whether the data are token ids with padding (data=tokens, or integer (N, T) arrays)."""
     if data["name"] == "tokens":
@@ -73,6 +99,11 @@ RULES: tuple[Rule, ...] = (
             and cfg["placement"]["name"] not in RESNET_PLACEMENTS
             else None
         ),
+    ),
+    Rule(
+        "model.kernel_size of model=cnn|resnet even (the padding keeps sizes only for odd "
+        "kernels) or wider than 2 x the input's side - 1 (taps that only meet the padding)",
+        lambda cfg: _kernel_rule(cfg),
     ),
     Rule(
         "model.weight_std=true where no conv or linear is followed by a norm (Qiao et al. "

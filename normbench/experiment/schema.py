@@ -31,6 +31,15 @@ LATER_KEYS = {
     "train.muon_lr": 0.02,
     "train.muon_momentum": 0.95,
 }
+# The train.* keys only some optimizers read, with the optimizers that read them: the others
+# have them nulled in the resolved config (compose.canonical), so that configs that cannot
+# differ are one run. A nulled key is hashed as its default (the value every run made before
+# the nulling has: a run at the defaults keeps its id).
+OPTIMIZER_KEYS: dict[str, tuple[tuple[str, ...], Any]] = {
+    "train.momentum": (("sgd",), 0.9),
+    "train.muon_lr": (("muon",), 0.02),
+    "train.muon_momentum": (("muon",), 0.95),
+}
 # The same for keys that only some shipped options have (a plugin's own keys of the same name
 # are its own and stay in its id): key -> (the options of its group that have it, old value).
 LATER_OPTION_KEYS: dict[str, tuple[tuple[str, ...], Any]] = {
@@ -191,12 +200,26 @@ def later_option_keys(flat: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
+def ignored_by_optimizer(flat: dict) -> dict[str, Any]:
+    """The OPTIMIZER_KEYS a flattened config's optimizer does not read, each with its default
+    (an unknown optimizer, of no config normbench composes, ignores none)."""
+    optimizer = flat.get("train.optimizer")
+    known = {name for readers, _ in OPTIMIZER_KEYS.values() for name in readers} | {"adamw"}
+    return {
+        key: default
+        for key, (readers, default) in OPTIMIZER_KEYS.items()
+        if optimizer in known and optimizer not in readers and key in flat
+    }
+
+
 def experiment(cfg: dict) -> dict:
     """The config without its execution settings, observations and later keys at their old
     behaviour: what a run computes, hashed into its id. A section left empty goes too (``log``
     holds execution settings only), so a section of them changes no run id."""
     trimmed = json.loads(json.dumps(cfg))
-    flat = flatten(cfg)
+    for key, default in ignored_by_optimizer(flatten(cfg)).items():
+        trimmed["train"][key.partition(".")[2]] = default  # nulled: hashed as it was
+    flat = flatten(trimmed)
     later = {**LATER_KEYS, **later_option_keys(flat)}
     later = [key for key, old in later.items() if key in flat and flat[key] == old]
     for key in (*EXECUTION_KEYS, *OBSERVATION_KEYS, *later):

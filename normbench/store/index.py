@@ -60,7 +60,9 @@ from normbench.store.reading import (
 from normbench.store.rundir import SCALARS, STATUSES, is_run_id
 
 FILE = ".index.sqlite"
-SCHEMA_VERSION = 3  # bumped when the tables change: an index of another version is rebuilt
+# Bumped when the tables change, or what a row means: an index of another version is rebuilt
+# (4: stamps with ctime and inode, and configs read with the keys their optimizer ignores null)
+SCHEMA_VERSION = 4
 INDEX_LIMIT = 4 << 30  # bytes: 100,000 runs take about 60 MB
 
 

@@ -33,7 +33,7 @@ from normbench.core.files import (
     read_bytes,
 )
 from normbench.core.text import plain
-from normbench.experiment.schema import LATER_KEYS, later_option_keys
+from normbench.experiment.schema import LATER_KEYS, ignored_by_optimizer, later_option_keys
 from normbench.store.rundir import FINISHED, MAX_BYTES, check_config, check_meta
 
 RUN_FILES = ("config.yaml", "meta.json", "metrics.parquet")
@@ -69,8 +69,11 @@ LIST_FIELDS = ("tags", "command")  # lists of strings, stored as JSON text
 # A run's own fields, in this order, then its config's keys: a row of `report` and `runs list`.
 RUN_FIELDS = ("run_id", "status", "error", "seed", *SUMMARY_FIELDS, *PROVENANCE_FIELDS)
 RUN_FIELDS += RECORD_FIELDS
-# "mtime_ns:size" of each of RUN_FILES, "-" for a missing one, joined by spaces: one value to
-# store and compare (the index reads 100,000 of them at every report).
+# "mtime_ns:size:ctime_ns:inode" of each of RUN_FILES, "-" for a missing one, joined by spaces:
+# one value to store and compare (the index reads 100,000 of them at every report). The mtime
+# and size alone miss an edit of equal size whose mtime is set back (os.utime, touch -d, a
+# copy with cp -p); the ctime cannot be set back, and a file replaced by a rename has another
+# inode.
 Stamp = str
 
 
@@ -109,8 +112,9 @@ class Records:
 
 # --------------------------------------------------------------------------- run files
 def stamp(path: Path | str) -> Stamp:
-    """The modification times and sizes of a run's three files (see Stamp); taken before the
-    files are read, so that a file changed while it was read is read again next time."""
+    """The modification and change times, sizes and inodes of a run's three files (see
+    Stamp); taken before the files are read, so that a file changed while it was read is read
+    again next time."""
     out = []
     for name in RUN_FILES:
         try:
@@ -118,7 +122,7 @@ def stamp(path: Path | str) -> Stamp:
         except OSError:
             out.append("-")
         else:
-            out.append(f"{info.st_mtime_ns}:{info.st_size}")
+            out.append(f"{info.st_mtime_ns}:{info.st_size}:{info.st_ctime_ns}:{info.st_ino}")
     return " ".join(out)
 
 
@@ -151,6 +155,8 @@ def read_run(runs_dir: Path, name: str, files: Stamp) -> tuple[Record, dict]:
             config.setdefault(key, old)
     for key, old in later_option_keys(config).items():
         config.setdefault(key, old)
+    for key in ignored_by_optimizer(config):  # a run made before they were nulled: as now
+        config[key] = None
     summary = meta.get("summary") or {}
     numbers = {key: finite(summary.get(key)) for key in SUMMARY_FIELDS}
     for classes in (numbers["num_classes"], config.get("data.num_classes"), 10):

@@ -27,13 +27,28 @@ def check_name(name: str, option: str = "--name") -> str:
     return name
 
 
+def sweep_names(names: str) -> list[str]:
+    """The sweeps ``--sweep a,b`` names, each checked; a name given twice is refused (it would
+    count one sweep's runs once yet read as a comparison of two)."""
+    listed = names.split(",")
+    for name in listed:
+        check_name(name, "--sweep")
+    twice = sorted({name for name in listed if listed.count(name) > 1})
+    if twice:
+        raise UsageError(
+            f"--sweep {shown(names)}: {', '.join(twice)} named more than once; valid: each "
+            "sweep once (a,b compares sweeps a and b)"
+        )
+    return listed
+
+
 def sweep_run_ids(runs_dir: Path, names: str) -> tuple[list[str], dict, list]:
     """The run ids of the latest record of each named sweep (``a,b`` compares sweeps), the
     sequential design the verdicts must honour (``sequential_design``; of the sweep with the
     most looks), and the sweeps' commands. Linear in the records' sizes."""
     ids: dict[str, None] = {}  # insertion-ordered, and a set for the test of membership
     design, commands, references = {}, [], set()
-    for name in names.split(","):
+    for name in sweep_names(names):
         record = sweep_record(runs_dir, name)
         references.add(recorded_reference(record))
         ids.update((run["run_id"], None) for run in record["runs"])
@@ -140,16 +155,25 @@ RECORD_STAMP = re.compile(r"\d{8}-\d{6}(-[0-9a-f]+)?")
 
 def sweep_record(runs_dir: Path, name: str) -> dict:
     """The latest record of the sweep called ``name`` (runs/sweeps/<name>-<time>-<id>.json):
-    the one started last; records that cannot be read are skipped."""
+    the one started last; records that cannot be read are skipped, and when none can, refused
+    naming them (not "no such sweep": the sweep is there, its record spoiled)."""
     check_name(name, "--sweep")
     folder = runs_dir / "sweeps"
-    records = []
-    for path in folder.glob(f"{name}-*.json") if folder.is_dir() else []:
+    records, unreadable = [], []
+    for path in sorted(folder.glob(f"{name}-*.json")) if folder.is_dir() else []:
         if not RECORD_STAMP.fullmatch(path.stem[len(name) + 1 :]):
             continue  # another sweep whose name starts with this one's
         record = read_record(path)
         if record is not None:
             records.append((str(record.get("started")), path.stat().st_mtime_ns, record))
+        else:
+            unreadable.append(path)
+    if not records and unreadable:
+        raise UsageError(
+            f"--sweep {name}: its record cannot be read ({', '.join(map(str, unreadable[:3]))}"
+            f"{', ...' if len(unreadable) > 3 else ''}: truncated, too large or not a sweep "
+            "record); remove it or run the sweep again"
+        )
     if not records:
         known = (
             sorted({p.stem.rsplit("-", 3)[0] for p in folder.glob("*.json")})

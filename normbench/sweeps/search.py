@@ -37,12 +37,20 @@ class Interval:
 Values = list[str] | Interval
 
 
-def values_of(key: str, override) -> Values:
+def values_of(key: str, override, option: str = "--tune") -> Values:
     """An override's values: a list (``a,b,c``, ``range(...)``, ``choice(...)``), or an
-    Interval; refused in one line when the interval is empty or, log-uniform, not positive."""
-    from hydra.core.override_parser.types import IntervalSweep
+    Interval; refused in one line when the interval is empty or, log-uniform, not positive,
+    and for ``glob()``, which lists a config group's options (it needs Hydra's config loader,
+    and a tuned key takes values). ``option``: where the key was given, for the error."""
+    from hydra.core.override_parser.types import Glob, IntervalSweep
 
     value = override.value()
+    text = override.input_line.partition("=")[2]
+    if isinstance(value, Glob):
+        raise UsageError(
+            f"{option} {key}={text}: glob() chooses config files, not values to tune; valid: "
+            "v1,v2,..., range(), choice(), interval(LOW,HIGH), tag(log,interval(LOW,HIGH))"
+        )
     if not isinstance(value, IntervalSweep):
         if override.is_sweep_override():
             return list(override.sweep_string_iterator())
@@ -51,7 +59,7 @@ def values_of(key: str, override) -> Values:
     unknown = set(value.tags) - {"log"}
     if unknown or not low < high or (log and low <= 0):
         raise UsageError(
-            f"--tune {key}={override.input_line.partition('=')[2]}: valid: interval(LOW,HIGH) "
+            f"{option} {key}={text}: valid: interval(LOW,HIGH) "
             "with LOW < HIGH, or tag(log,interval(LOW,HIGH)) with 0 < LOW"
         )
     return Interval(low, high, log)

@@ -70,24 +70,32 @@ MAX_TUNING_SEEDS = 100
 def parse_space(given: list[str], preset: str | None) -> dict[str, search.Values]:
     """The tuned keys and their values: the preset's ``tune:`` with ``--tune KEY=v1,v2,...``
     replacing a key of the same name; each key at least two values, none of them the seed or
-    the budget."""
+    the budget. An error names where the key was given (``--tune`` or the preset's ``tune:``)."""
     preset_space = dict(load_preset(preset)["tune"]) if preset else {}
     space: dict[str, search.Values] = {}
-    for text in [f"{key}={values}" for key, values in preset_space.items()] + list(given):
+    where: dict[str, str] = {}
+    texts = [(f"sweep preset {preset}, tune:", f"{k}={v}") for k, v in preset_space.items()]
+    for option, text in texts + [("--tune", text) for text in given]:
         (override,) = parse_overrides([text]) if "=" in text else (None,)
         if override is None or override.is_delete() or override.is_add():
             raise UsageError(
-                f"--tune {shown(text)}: valid: KEY=v1,v2,... (e.g. train.lr=1e-3,3e-3)"
+                f"{option} {shown(text)}: valid: KEY=v1,v2,... (e.g. train.lr=1e-3,3e-3)"
             )
-        space[override.key_or_group] = search.values_of(override.key_or_group, override)
+        if not override.key_or_group:
+            raise UsageError(
+                f"{option} {shown(text)}: names no key; valid: KEY=v1,v2,... "
+                "(e.g. train.lr=1e-3,3e-3)"
+            )
+        key = override.key_or_group
+        space[key], where[key] = search.values_of(key, override, option), option
     for key, values in space.items():
         if key in NOT_TUNABLE:
             raise UsageError(
-                f"--tune {key}: not tunable (the seeds and the budget are the design's); "
+                f"{where[key]} {key}: not tunable (the seeds and the budget are the design's); "
                 "valid: any other config key, e.g. train.lr"
             )
         if isinstance(values, list) and len(set(values)) < 2:
-            raise UsageError(f"--tune {key}={','.join(values)}: give at least two values")
+            raise UsageError(f"{where[key]} {key}={','.join(values)}: give at least two values")
     return space
 
 

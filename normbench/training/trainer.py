@@ -264,7 +264,12 @@ class Trainer:
                 )
         self.step_lr = self.optimizer.param_groups[0]["lr"]
         for optimizer in self.optimizers:
-            self.scaler.step(optimizer)
+            try:
+                self.scaler.step(optimizer)
+            except RuntimeError as err:
+                if optimizer is not self.muon or "without overflow" not in str(err):
+                    raise
+                overflowed(optimizer)
         self.scaler.update()
         if self.step_taken():
             for scheduler in (self.scheduler, self.muon_scheduler):
@@ -571,3 +576,15 @@ class Window:
         self.loss.zero_()
         self.correct.zero_()
         self.samples = self.steps = 0
+
+
+@torch.no_grad()
+def overflowed(muon: torch.optim.Optimizer) -> None:
+    """Muon's step at a rate past float's range (train.muon_lr=1e308): torch refuses to make
+    the rate a float scalar, where AdamW's arithmetic gives an infinite update. The update is
+    not finite either way: its parameters are set to NaN, as AdamW's become, so that the next
+    loss is NaN and the run is ``diverged`` (a result, kept), not ``failed`` (trained again by
+    every later sweep)."""
+    for group in muon.param_groups:
+        for param in group["params"]:
+            param.fill_(math.nan)

@@ -299,12 +299,13 @@ def test_an_index_that_is_not_ours_is_rebuilt(tmp_path):
         assert sorted(tables) == [("configs",), ("runs",)]
 
 
-def test_a_truncated_sweep_record_is_skipped(tmp_path):
+def test_a_truncated_sweep_record_is_named_unreadable(tmp_path):
     runs, ids = hand_store(tmp_path)
     (runs / "sweeps").mkdir()
     (runs / "sweeps" / "s-20260101-000000-abc.json").write_text('{"runs": [{"run_id": "')
     result = runner.invoke(app, ["report", str(runs), "--sweep", "s"])
-    one_line_error(result, "--sweep s: no such sweep")
+    # the sweep is there, its only record spoiled: said so, naming the file (issue 51, 16)
+    one_line_error(result, "--sweep s: its record cannot be read", "s-20260101-000000-abc.json")
 
 
 # ------------------------------------------------------------ corrupt runs are trained again

@@ -139,6 +139,41 @@ def test_keys_a_norm_ignores_are_nulled_so_equal_experiments_share_a_run_id():
     compose(["norm=layernorm", "norm.ghost_batch=64"])  # ignored, so not refused
 
 
+# Run ids computed by the commit before the optimizers' ignored keys were nulled (issue 51,
+# item 10): at the defaults they must not change, or every finished run is trained again.
+IDS_BEFORE_NULLING = {
+    ("model=cnn", "data=digits"): "cnn-layernorm-pre-fp32-b32-s0-f5aef3c1",
+    ("model=transformer",): "transformer-layernorm-pre-fp32-b32-s0-5c3bb75c",
+    ("model=transformer", "train.optimizer=muon"): "transformer-layernorm-pre-fp32-b32-s0-7944072c",
+    ("model=cnn", "train.optimizer=sgd"): "cnn-layernorm-pre-fp32-b32-s0-5ef381cd",
+    ("model=transformer", "train.optimizer=sgd", "train.momentum=0.5"): (
+        "transformer-layernorm-pre-fp32-b32-s0-8c6ed97f"
+    ),
+}
+
+
+@pytest.mark.parametrize("overrides", list(IDS_BEFORE_NULLING))
+def test_keys_an_optimizer_ignores_are_nulled_and_default_ids_are_unchanged(overrides):
+    from normbench.store.rundir import run_id
+
+    cfg = compose(overrides)
+    assert run_id(cfg) == IDS_BEFORE_NULLING[overrides]
+    optimizer, train = cfg["train"]["optimizer"], cfg["train"]
+    assert (train["momentum"] is None) == (optimizer != "sgd")
+    assert (train["muon_lr"] is None) == (optimizer != "muon")
+    assert (train["muon_momentum"] is None) == (optimizer != "muon")
+    ignored = {
+        "adamw": ["train.momentum=0.1", "train.muon_lr=0.5", "train.muon_momentum=0.5"],
+        "sgd": ["train.muon_lr=0.5", "train.muon_momentum=0.5"],
+        "muon": ["train.momentum=0.1"],
+    }[optimizer]
+    for key in ignored:  # a key the optimizer ignores: the same run
+        assert run_id(compose([*overrides, key])) == run_id(cfg), key
+    read = {"adamw": [], "sgd": ["train.momentum=0.1"], "muon": ["train.muon_lr=0.5"]}
+    for key in read[optimizer]:  # one it reads: another run
+        assert run_id(compose([*overrides, key])) != run_id(cfg), key
+
+
 def test_pysource_defaults_to_bits_per_byte_and_keeps_the_transformer_defaults():
     lm, classifier = compose(["data=pysource"]), compose([])
     assert lm["target"]["metric"] == "val_bpb" and classifier["target"]["metric"] == "val_acc"

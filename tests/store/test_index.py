@@ -294,3 +294,36 @@ def test_the_frame_guessed_while_the_child_scans_is_kept_only_when_the_scan_agre
         assert answer["frame"] == loaded_here(runs), change
         if change == "edited":
             assert "edited" in json.dumps(answer["frame"])
+
+
+def test_an_index_of_the_previous_version_is_rebuilt_and_old_configs_read_as_now(runs, reads):
+    """Version 3 stamped mtime and size alone, and kept an AdamW run's train.momentum and
+    muon keys as written (issue 51, items 10 and 20): such an index is rebuilt, never an
+    error, and a run written before the optimizer's ignored keys were nulled reads as one
+    written now."""
+    truth = essentials(runs)
+    rid = sorted(p.name for p in runs.iterdir() if p.name.startswith("cnn-"))[0]
+    config = runs / rid / "config.yaml"
+    text = config.read_text()
+    assert "momentum: null" in text and "muon_lr: null" in text
+    config.write_text(  # as normbench wrote it before: the defaults, not null
+        text.replace("  momentum: null", "  momentum: 0.9")
+        .replace("muon_lr: null", "muon_lr: 0.02")
+        .replace("muon_momentum: null", "muon_momentum: 0.95")
+    )
+    load_runs(runs)
+    with sqlite3.connect(runs / index.FILE) as connection:
+        for name, stamp in connection.execute("SELECT run_id, stamp FROM runs").fetchall():
+            old = " ".join(":".join(f.split(":")[:2]) for f in stamp.split(" "))
+            connection.execute("UPDATE runs SET stamp = ? WHERE run_id = ?", (old, name))
+        connection.execute(
+            "UPDATE configs SET flat = json_set(flat, '$.\"train.momentum\"', 0.9, "
+            "'$.\"train.muon_lr\"', 0.02)"
+        )
+        connection.execute("PRAGMA user_version = 3")
+    reads.clear()
+    assert essentials(runs) == truth and len(reads) == 5
+    frame = load_runs(runs).runs
+    assert frame["train.momentum"].isna().all() and frame["train.muon_lr"].isna().all()
+    reads.clear()
+    assert essentials(runs) == truth and reads == []  # rebuilt, and used again

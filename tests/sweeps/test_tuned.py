@@ -23,8 +23,8 @@ from normbench.report.base import Method
 from normbench.store.provenance import source_hash
 from normbench.store.records import sweep_record
 from normbench.store.rundir import Rerun, RunDir
-from normbench.sweeps import grid as grids
 from normbench.sweeps import adaptive, halving, search, tuned, tuned_view
+from normbench.sweeps import grid as grids
 from normbench.sweeps.session import Launch
 from tests.helpers import QUICK, tiny
 

@@ -60,7 +60,9 @@ def test_adamw_alone_without_muon():
 def test_the_muon_keys_stay_out_of_the_run_id_at_their_defaults():
     base = run_id(compose(tiny()))
     assert run_id(compose(tiny("train.muon_lr=0.02", "train.muon_momentum=0.95"))) == base
-    assert run_id(compose(tiny("train.muon_lr=0.05"))) != base
+    assert run_id(compose(tiny("train.muon_lr=0.05"))) == base  # AdamW reads neither
+    muon = run_id(compose(tiny("train.optimizer=muon")))
+    assert run_id(compose(tiny("train.optimizer=muon", "train.muon_lr=0.05"))) != muon
 
 
 @pytest.mark.parametrize("model", ["cnn", "resnet"])
@@ -109,3 +111,16 @@ def test_muon_lr_null_is_one_rate_for_both_with_moonlights_rms_matching():
     cfg = compose(tiny("train.optimizer=muon"))
     _, muon = build_optimizers(model, cfg["train"], 1.0, fused=False)
     assert muon.param_groups[0]["adjust_lr_fn"] == "original"
+
+
+def test_muon_at_a_rate_past_floats_range_diverges_as_adamw_does(tmp_path):
+    """Issue 51, item 18: AdamW at lr 1e308 diverged, Muon at muon_lr 1e308 failed with a
+    RuntimeError (torch cannot make the rate a float) and was trained again by every sweep."""
+    statuses = {}
+    for optimizer in ("adamw", "muon"):
+        rate = "train.lr=1e308" if optimizer == "adamw" else "train.muon_lr=1e308"
+        cfg = compose(tiny(f"train.optimizer={optimizer}", rate))
+        result = run_experiment(cfg, tmp_path)
+        meta = RunDir(tmp_path, run_id(cfg)).read_meta()
+        statuses[optimizer] = (result.status, meta["status"], meta.get("error"))
+    assert statuses == {"adamw": ("diverged",) * 2 + (None,), "muon": ("diverged",) * 2 + (None,)}
