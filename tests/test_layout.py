@@ -7,6 +7,7 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
 import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,6 +113,63 @@ def test_every_role_is_a_folder_whose_docstring_says_what_it_owns_and_may_import
         doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text()))
         assert doc and "Owns" in doc and "May import" in doc, folder
         assert folder.name in ORDER, f"{folder.name} is not a role of docs/design.md's order"
+
+
+def contract(folder: str) -> set[str] | None:
+    """What a role's docstring says it may import: the names of its "May import:" sentence
+    before any parenthesis or semicolon (roles, or role.module), None for "every role", an
+    empty set for "nothing"."""
+    doc = " ".join(
+        ast.get_docstring(ast.parse((PACKAGE / folder / "__init__.py").read_text())).split()
+    )
+    sentence = re.split(r"\.(?:\s|$)", doc.split("May import:", 1)[1], maxsplit=1)[0].strip()
+    if sentence.startswith("every role"):
+        return None
+    if sentence.startswith("nothing"):
+        return set()
+    named = set()
+    for part in re.split(r"\([^)]*\)|,|;", sentence):
+        name = part.strip().removeprefix("and ").strip()
+        if name:
+            named.add(name)
+    return named
+
+
+def test_every_role_imports_only_what_its_docstring_says_it_may():
+    """Each package's "May import:" line is a contract this test holds: a role naming a role
+    may import any of its modules; naming role.module, that module alone."""
+    folders = sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__")
+    known = modules()
+    broken = []
+    for folder in folders:
+        allowed = contract(folder)
+        if allowed is None:
+            continue
+        for name in allowed:  # a name the line gives is a role or a module of one
+            assert f"normbench.{name}" in known, f"{folder}: 'May import: {name}' names nothing"
+        for module, targets in graph().items():
+            if role(module) != folder:
+                continue
+            for target in targets:
+                there = role(target)
+                if there in (folder, "__init__"):
+                    continue
+                dotted = target.removeprefix("normbench.")
+                if there not in allowed and not any(
+                    dotted == name or dotted.startswith(f"{name}.") for name in allowed
+                ):
+                    broken.append(f"{module} -> {target} (May import: {sorted(allowed)})")
+    assert not broken, "imports the docstrings do not allow:\n" + "\n".join(sorted(broken))
+
+
+def test_a_broken_contract_is_caught(monkeypatch):
+    """The check above can fail: a role that may import nothing but core is caught when one
+    of its modules imports store."""
+    real = graph()
+    fake = {**real, "normbench.data.splits_fake": {"normbench.store.catalog"}}
+    monkeypatch.setitem(globals(), "graph", lambda: fake)
+    with pytest.raises(AssertionError, match="normbench.data.splits_fake -> normbench.store"):
+        test_every_role_imports_only_what_its_docstring_says_it_may()
 
 
 def test_design_md_draws_the_tree_as_it_is():

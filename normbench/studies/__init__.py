@@ -3,7 +3,7 @@
 sweep and a findings section whose every number and verdict comes from the runs; findings
 runs them all and writes docs/findings.md (`normbench findings`).
 
-Owns: the studies and the findings document. May import: every role below it (report, store,
-sweeps through the command line it runs). No torch at import: the sweeps train in their own
-processes.
+Owns: the studies and the findings document. May import: core, layers.numerics, store, report,
+sweeps (each study runs its sweep through the sweep's own session). No torch at import: the
+sweeps train in their own processes.
 """

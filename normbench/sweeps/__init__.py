@@ -3,6 +3,6 @@ record (plan), the live view (live), the launchers that train runs (launchers pi
 local, the worker pool; cluster, submitit; jobs, what they share), and seeds until decided
 (adaptive).
 
-Owns: running many runs. May import: every role below it (core, data, layers, experiment,
-store, training, report).
+Owns: running many runs. May import: core, data, layers, experiment, store, trackers
+(a log.tensorboard destination, checked before a sweep starts), training, report.
 """

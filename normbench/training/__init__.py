@@ -2,5 +2,6 @@
 (run), the loop (trainer), its optimizers, the live line (progress), checkpoints and
 diagnostics.
 
-Owns: torch at training time. May import: core, data, layers, experiment, store.
+Owns: torch at training time. May import: core, data, layers, experiment, store, trackers
+(TensorBoard, only when log.tensorboard is set).
 """
