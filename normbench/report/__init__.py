@@ -5,6 +5,6 @@ diagnostics; across workloads: aggregate and across), put into sections (section
 renderer per output format: terminal (rich), markdown, tidy (CSV and JSON), html, with the
 captions and number formats they share (text); figures (plots).
 
-Owns: every number and word a report shows. May import: core, data (split sizes, numpy only), experiment, layers.keys,
-store. No torch.
+Owns: every number and word a report shows. May import: core, data (split sizes, numpy
+only), experiment, layers.keys, store. No torch.
 """

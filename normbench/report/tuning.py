@@ -58,6 +58,15 @@ class Tuning:
         named = (k.strip() for cell in self.table["tuned"] for k in str(cell).split(","))
         return tuple(dict.fromkeys(k for k in named if k and k != "-"))
 
+    def chosen_on(self) -> str:
+        """What the choices were made on: the validation loss (normbench 0.5 on), or the
+        metric an older record names."""
+        named = {m for m in self.table["metric"] if m and m != "-"}
+        metric = named.pop() if len(named) == 1 else "val_loss"
+        return {"val_loss": "validation loss", "val_bpb": "validation bits per byte"}.get(
+            metric, "validation accuracy" if metric == "val_acc" else "validation metric"
+        )
+
     def caption(self) -> str:
         rungs = ", ".join(f"{r['keep']} x {r['steps']} steps" for r in self.rungs)
         seeds = ", ".join(map(str, self.tuning_seeds))
@@ -65,8 +74,9 @@ class Tuning:
         done = "" if self.phase == "done" else f" (the sweep stopped in its {self.phase} phase)"
         how = "the full grid" if len(self.rungs) == 1 else f"successive halving (rungs: {rungs})"
         return (
-            f"Tuned sweep {self.sweep}{done}: each group's value chosen on the final validation "
-            f"metric (mean over tuning seeds {seeds}) by {how}; {budget}; steps: the group's "
+            f"Tuned sweep {self.sweep}{done}: each group's value chosen on the final "
+            f"{self.chosen_on()} (mean over tuning seeds {seeds}) by {how}; {budget}; steps: "
+            "the group's "
             "tuning steps (full_grid_steps: every candidate at the full budget); val_gap: the "
             "chosen candidate's lead over the runner-up at the last rung, in the metric's "
             "units; regret_bound: a 90% upper bound on how much better another candidate "
@@ -127,13 +137,34 @@ class Tuning:
             caption_justify="left",
         )
         shown = ("group", "trials", "steps", "chosen", "val_chosen", "val_gap", "regret_bound")
-        shown += ("tried",)
-        for column in shown:
-            left = column in ("group", "chosen", "tried")
-            table.add_column(column, justify="left" if left else "right", overflow="fold")
+        headers = ("group", "trials", "steps", "chosen", "val", "gap", "regret")
+        keys = set(self.table["tuned"])
+        one_key = len(keys) == 1 and "," not in next(iter(keys)) and "-" not in keys
+        for column, header in zip(shown, headers, strict=True):
+            left = column in ("group", "chosen")
+            header = next(iter(keys)) if column == "chosen" and one_key else header
+            table.add_column(header, justify="left" if left else "right", overflow="fold")
         for _, row in self.table.iterrows():
-            table.add_row(*(plain(_cell(row[c])) for c in shown))
+            cells = [plain(_cell(row[c])) for c in shown]
+            if one_key:  # the key is the header: the cell is its value
+                cells[3] = cells[3].partition("=")[2]
+            table.add_row(*cells)
+        tried = tried_summary(list(zip(self.table["group"], self.table["tried"], strict=True)))
+        table.caption = (
+            "; ".join(tried)
+            + ". val, gap, regret: val_chosen, val_gap, regret_bound. "
+            + table.caption
+        )
         return table
+
+
+def tried_summary(tried: list[tuple[str, str]]) -> list[str]:
+    """What the groups tried, for a terminal (a column of value lists is too wide at 80
+    columns): one line when every group tried the same values, else one per group."""
+    values = {text for _, text in tried}
+    if len(values) == 1:
+        return [f"tried by every group: {values.pop()}"]
+    return [f"tried by {group}: {text}" for group, text in tried]
 
 
 def _cell(value) -> str:
