@@ -107,7 +107,11 @@ def convergence_table(
         else [i for i, v in enumerate(verdicts) if v.verdict == "reference"]
     )
     order = [*first, *[i for i in order if i not in first]]  # references first
-    return table.iloc[order].reset_index(drop=True)
+    ordered = table.iloc[order].reset_index(drop=True)
+    # each row's stats.Difference as numbers (a sweep's looks read them, not the text), one
+    # float row each, NaN where no test was made: an array, which pandas copies cheaply
+    ordered.attrs["differences"] = stats.difference_rows([verdicts[i].difference for i in order])
+    return ordered
 
 
 def reference_indices(

@@ -75,6 +75,26 @@ class Difference:
         return f"paired, {self.n} seeds" if self.paired else "unpaired (Welch)"
 
 
+DIFFERENCE_FIELDS = ("diff", "se", "df", "paired", "n", "left_out")
+
+
+def difference_rows(found: Sequence[Difference | None]) -> np.ndarray:
+    """Differences as an array, one row of ``DIFFERENCE_FIELDS`` each (NaN for None)."""
+    rows = np.full((len(found), len(DIFFERENCE_FIELDS)), np.nan)
+    for i, d in enumerate(found):
+        if d is not None:
+            rows[i] = [d.diff, d.se, d.df, float(d.paired), d.n, d.left_out]
+    return rows
+
+
+def difference_at(rows: np.ndarray, at: int) -> Difference | None:
+    """Row ``at`` of ``difference_rows``' array, as the Difference it was (None: no test)."""
+    diff, se, df, paired, n, left_out = rows[at].tolist()
+    if math.isnan(se):
+        return None
+    return Difference(diff, se, df, bool(paired), int(n), int(left_out))
+
+
 # A spread this small relative to the values is the round-off of float64 arithmetic on them
 # (0.95 - 0.93 and 0.85 - 0.83 differ by 1e-16), far below any seed noise a run shows.
 ROUND_OFF = 1e-12
@@ -211,6 +231,7 @@ class Verdict:
     p_equivalent: float = math.nan  # within the margin: adjusted
     reason: str = ""
     common_only: bool = False
+    difference: Difference | None = None  # the numbers behind it (a sweep's looks read them)
 
 
 NO_NOISE = "identical results at every seed and no known resolution: no noise to test against"
@@ -230,7 +251,7 @@ def _decided(
     ``better``, when in ``directions``) when shown to differ; else ``inconclusive``."""
     common = d.left_out > 0
     if not d.known_noise:
-        return Verdict("inconclusive", d.diff, reason=NO_NOISE, common_only=common)
+        return Verdict("inconclusive", d.diff, reason=NO_NOISE, common_only=common, difference=d)
     low, high = interval(d, alpha)
     if p_same < alpha:
         word = "equivalent"
@@ -240,7 +261,7 @@ def _decided(
         word = "better"
     else:
         word = "inconclusive"
-    return Verdict(word, d.diff, low, high, p_differs, p_same, d.how, common)
+    return Verdict(word, d.diff, low, high, p_differs, p_same, d.how, common, d)
 
 
 def best_group(groups: Sequence[Results], resolution: float = 0.0) -> int | None:

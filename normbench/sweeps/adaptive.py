@@ -239,7 +239,7 @@ def seeds_to_add(jobs: list[Job], report: Report | None, plan: Design) -> tuple[
         members[group_key(job.cfg)].append(job)
     undecided, stopped, futile = set(), [], set()
     for section in report.sections:
-        wanted, given_up, names = _open_groups(section, members, plan, report.method.level)
+        wanted, given_up, names = _open_groups(section, members, plan)
         undecided |= wanted | given_up
         futile |= given_up - wanted
         stopped += names
@@ -255,36 +255,29 @@ def seeds_to_add(jobs: list[Job], report: Report | None, plan: Design) -> tuple[
     return new, Open(len(undecided), tuple(stopped))
 
 
-def power(row: pd.Series, table: pd.DataFrame, plan: Design, level: float) -> float:
-    """The conditional power of an open convergence row (stats.conditional_power), from what
-    the row shows: its difference and (1 - 2 level) interval give the standard error, its
-    reason the paired seeds. Holm's multipliers: the family's tests not yet shown (every pair
-    against the best, else the comparisons made; the k - 1 equivalence tests). 1 for a row it
-    cannot judge (unpaired, no interval)."""
-    best = "diff_vs_best" in table
-    how = str(row["reason"])
-    diff = row["diff_vs_best" if best else "diff_vs_reference"]
-    low, high = row["diff_ci_low"], row["diff_ci_high"]
-    if not how.startswith("paired, ") or not (high > low):
+def power(at: int, table: pd.DataFrame, plan: Design) -> float:
+    """The conditional power of the open convergence row at position ``at``
+    (stats.conditional_power), from the stats.Difference the table keeps for it
+    (``attrs["differences"]``, stats.difference_rows). Holm's multipliers: the family's
+    tests not yet shown (every pair against the best, else the comparisons made; the k - 1
+    equivalence tests). 1 for a row it cannot judge (unpaired, or no known noise)."""
+    d = stats.difference_at(table.attrs["differences"], at)
+    if d is None or not (d.paired and d.known_noise):
         return 1.0
-    from scipy import special
-
-    seeds = int(how.split()[1])
-    se = (high - low) / 2 / float(special.stdtrit(seeds - 1, 1 - level))
+    best = "diff_vs_best" in table
     tested = table["reason"].astype(str).str.startswith(("paired, ", "unpaired"))
     made = table[(table["verdict"] != "reference") & tested]
     testable = int((table["results"] >= 2).sum())
     tests = testable * (testable - 1) // 2 if best else len(made)
     shown = int(made["verdict"].isin(("worse", "better")).sum())
     same = int((made["verdict"] == "equivalent").sum())
-    d = stats.Difference(float(diff), se, float(seeds - 1), True, seeds)
     last = plan.at(plan.looks).level
     tests, same = max(1, tests - shown), max(1, len(made) - same)
     return stats.conditional_power(d, plan.max_seeds, last, plan.method.margin, tests, same)
 
 
 def _open_groups(
-    section: Section, members: dict[str, list[Job]], plan: Design, level: float
+    section: Section, members: dict[str, list[Job]], plan: Design
 ) -> tuple[set[str], set[str], list[str]]:
     """The groups of a section whose verdict is open and can still be decided, with the
     reference group when it is part of such a comparison; the groups of open comparisons
@@ -294,9 +287,9 @@ def _open_groups(
     open_rows = conv[conv["verdict"] == "inconclusive"]
     wanted, given_up, names = set(), set(), []
     going = False
-    for _, row in open_rows.iterrows():
+    for at, row in open_rows.iterrows():
         matched = _matching(flat, {**section.setting, **{k: row[k] for k in section.keys}})
-        chance = power(row, conv, plan, level)
+        chance = power(int(at), conv, plan)
         if chance < FUTILITY:
             given_up |= matched
             group = " ".join(f"{k.removesuffix('.name')}={label(row[k])}" for k in section.keys)

@@ -5,6 +5,7 @@ batch contrast's false *sensitive*, and the futility rule read off a report's ro
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import math
 from pathlib import Path
@@ -175,8 +176,9 @@ def test_a_record_of_the_first_calibration_reports_at_its_levels():
 
 
 def test_futility_is_read_off_a_convergence_row():
-    """The row's difference and (1 - 2 level) interval give back the paired difference, so the
-    sweep's conditional power is stats.conditional_power's."""
+    """The row's stats.Difference, kept beside the table (numbers, not its text), gives the
+    sweep's conditional power: stats.conditional_power's; a row without a paired difference
+    gets 1 (it keeps drawing seeds)."""
     rng = np.random.default_rng(2)
     groups = [{s: float(v) for s, v in enumerate(rng.normal(mu, 1, 5))} for mu in (0, 0, -0.5)]
     level, margin = 0.004, 1.0
@@ -191,6 +193,7 @@ def test_futility_is_read_off_a_convergence_row():
             "reason": [v.reason for v in verdicts],
         }
     )
+    table.attrs["differences"] = stats.difference_rows([v.difference for v in verdicts])
     method = Method(0.05, margin, fractions=(3 / 8, 4 / 8, 5 / 8, 6 / 8, 7 / 8, 1.0))
     plan = adaptive.Design(8, method.fractions, method, 3)
     other = next(i for i in range(3) if i != best)
@@ -200,10 +203,16 @@ def test_futility_is_read_off_a_convergence_row():
     last = plan.at(plan.looks).level  # the last look's level: what a verdict will need
     assert last == pytest.approx(stats.look_alpha(0.05, method.fractions, 6))
     expected = stats.conditional_power(d, 8, last, margin, max(1, 3 - shown), max(1, 2 - same))
-    assert adaptive.power(table.iloc[other], table, plan, level) == pytest.approx(expected)
-    assert (
-        adaptive.power(table.assign(reason="unpaired (Welch)").iloc[other], table, plan, level) == 1
+    assert adaptive.power(other, table, plan) == pytest.approx(expected)
+    unpaired = table.copy()
+    unpaired.attrs["differences"] = stats.difference_rows(
+        [
+            None if v.difference is None else dataclasses.replace(v.difference, paired=False)
+            for v in verdicts
+        ]
     )
+    assert adaptive.power(other, unpaired, plan) == 1
+    assert adaptive.power(best, table, plan) == 1  # the best: no difference of its own
 
 
 def test_a_round_names_the_comparisons_stopped_for_futility():
