@@ -197,6 +197,7 @@ def test_a_tuned_sweep_runs_both_phases_on_slurm(tmp_path):
     lists the confirmation runs alone and says the tuning is done."""
     runs = tmp_path / "runs"
     args = [*QUICK, "norm=batchnorm,layernorm", "--tune", "train.lr=0.001,0.01"]
+    args += ["--no-tune-extend"]  # two job arrays: the rung and the confirmation
     done = sweep(runs, *args, "--tune-seeds", "1", *SLURM, "--name", "tuned")
     assert done.returncode == 0, done.stdout + done.stderr
     record = next((runs / "sweeps").glob("tuned-*.json"))
