@@ -165,8 +165,8 @@ def print_plan(
     ]
     done = len(first) - len(planning.plan(Sweep("rung", None, first), runs_dir, rerun).todo)
     console.print(
-        f"  budget: {total:,} steps of tuning in all (the full grid: {full:,}); rung 1: "
-        f"{len(first)} runs, {done} already complete",
+        f"  budget: {total:,} steps of tuning in all (every candidate at the full budget: "
+        f"{full:,}); rung 1: {len(first)} runs, {done} already complete",
         soft_wrap=True,
     )
     for note in tuned.notes:
