@@ -125,8 +125,15 @@ def sweep(
     from normbench.sweeps import plan as planning
     from normbench.sweeps.launchers import launcher_settings
     from normbench.sweeps.presets import DEFAULT_PRESET
-    from normbench.sweeps.session import Launch, Session, check_devices, looks_text
-    from normbench.sweeps.session import until_decided as rounds
+    from normbench.sweeps.session import (
+        Fixed,
+        Launch,
+        Session,
+        UntilDecided,
+        check_devices,
+        looks_text,
+        run_rounds,
+    )
 
     arguments = list(arguments or [])
     preset = arguments.pop(0) if arguments and "=" not in arguments[0] else None
@@ -182,7 +189,7 @@ def sweep(
         grid.name = name or grid.name
         plan = adaptive.design(grid, max_seeds, method) if until_decided else None
         if plan is not None:  # what later rounds need, before the first trains
-            precheck.until_decided(grid, plan)
+            precheck.sequential_needs(grid, plan)
         precheck.destinations({job.cfg["log"]["tensorboard"] for job in grid.jobs})
         if dry_run:
             if launcher == "local":
@@ -218,7 +225,10 @@ def sweep(
     interrupt_on_sigterm()
     with session:  # the local pool serves every round
         try:
-            looks = rounds(session, plan, session.planned.todo)
+            todo = session.planned.todo
+            design = UntilDecided(plan, todo) if plan else Fixed(todo)
+            run_rounds(session, design)
+            looks = design.looks
         except UsageError as err:  # the cluster refused the submission
             raise fail(str(err)) from None
         except KeyboardInterrupt:
@@ -280,7 +290,7 @@ def _tuned(
     precheck.check_reference(grid, method.reference)
     rounds = adaptive.design(grid, max_seeds, method) if max_seeds is not None else None
     if rounds is not None:
-        precheck.until_decided(grid, rounds)
+        precheck.sequential_needs(grid, rounds)
         tuned.check_seed_room(grid, max_seeds)
     precheck.destinations({job.cfg["log"]["tensorboard"] for job in grid.jobs})
     if launch.launcher == "local":

@@ -34,7 +34,7 @@ from normbench.sweeps import grid as grids
 from normbench.sweeps import plan as planning
 from normbench.sweeps import tuned
 from normbench.sweeps.local import LocalLauncher
-from normbench.sweeps.session import Launch, Session
+from normbench.sweeps.session import Fixed, Launch, Session, run_rounds
 
 # The document's sections in order, and every study whose sweep they read.
 SECTIONS = (
@@ -97,13 +97,14 @@ def run_studies(runs: Path, jobs: int, scale: str, console: Console) -> None:
             )
             if study.tune:  # each group at its own best: tuning, then confirmation
                 space = tuned.parse_space(tune_of(study, scale), preset)
-                design = tuned.design(grid, space, tuning_seeds=study.tune_seeds)
-                with tuned.session(design, runs, launch, console, runner=pool, command=argv) as s:
-                    tuned.run(s, design, launch.rerun, None, Method())
-                    s.finish()
+                plan = tuned.design(grid, space, tuning_seeds=study.tune_seeds)
+                session = tuned.session(plan, runs, launch, console, runner=pool, command=argv)
+                design = tuned.Tuned(plan, launch.rerun, None, Method(), heading=title)
             else:
                 session = Session(grid, runs, launch, console, runner=pool, command=argv)
-                session.run(session.planned.todo, title=title)
+                design = Fixed(session.planned.todo, title, show_all=False)
+            with session:
+                run_rounds(session, design)
                 session.finish()
             trained += len(todo)
 

@@ -65,7 +65,7 @@ SIMULATED_RATIO = (0.71, 0.97, 1.36)
 
 
 @dataclass(frozen=True)
-class Design:
+class SequentialDesign:
     """The adaptive design: the seed cap, the information fraction of each look it can take,
     the method (alpha, margin, reference) whose alpha it spends, and the grid's size."""
 
@@ -123,7 +123,9 @@ class Tally:
         )
 
 
-def closing(final: Tally, plan: Design, look: int, jobs: list[Job], runs_dir: Path) -> str:
+def closing(
+    final: Tally, plan: SequentialDesign, look: int, jobs: list[Job], runs_dir: Path
+) -> str:
     """The end-of-sweep line: what until decided decided and what it cost, against the fixed
     design it replaces (every group at --max-seeds, one report at alpha), like with like:
     from the same runs when every group reached the cap (then they are the fixed design's
@@ -157,7 +159,7 @@ def group_key(cfg: dict) -> str:
     return json.dumps({k: v for k, v in experiment(cfg).items() if k != "seed"}, sort_keys=True)
 
 
-def design(sweep: Sweep, max_seeds: int, method: Method) -> Design:
+def design(sweep: Sweep, max_seeds: int, method: Method) -> SequentialDesign:
     per_group = defaultdict(int)
     for job in sweep.jobs:
         per_group[group_key(job.cfg)] += 1
@@ -169,7 +171,7 @@ def design(sweep: Sweep, max_seeds: int, method: Method) -> Design:
         )
     first = min(per_group.values())
     fractions = tuple((first + i) / max_seeds for i in range(1 + max_seeds - first))
-    return Design(max_seeds, fractions, method, len(per_group))
+    return SequentialDesign(max_seeds, fractions, method, len(per_group))
 
 
 def look_at(
@@ -206,7 +208,7 @@ class Open:
     undecided: int
     stopped: tuple[str, ...] = ()
 
-    def stop_text(self, look: int, plan: Design) -> str:
+    def stop_text(self, look: int, plan: SequentialDesign) -> str:
         """The line of the look after which the sweep stops."""
         if not self.undecided:
             return f"round {look}: every verdict decided"
@@ -229,7 +231,9 @@ class Open:
         )
 
 
-def seeds_to_add(jobs: list[Job], report: Report | None, plan: Design) -> tuple[list[Job], Open]:
+def seeds_to_add(
+    jobs: list[Job], report: Report | None, plan: SequentialDesign
+) -> tuple[list[Job], Open]:
     """The next round's jobs (one more seed for each open group below the cap, none for a
     comparison stopped for futility), and what is left open."""
     if report is None:
@@ -255,7 +259,7 @@ def seeds_to_add(jobs: list[Job], report: Report | None, plan: Design) -> tuple[
     return new, Open(len(undecided), tuple(stopped))
 
 
-def power(at: int, table: pd.DataFrame, plan: Design) -> float:
+def power(at: int, table: pd.DataFrame, plan: SequentialDesign) -> float:
     """The conditional power of the open convergence row at position ``at``
     (stats.conditional_power), from the stats.Difference the table keeps for it
     (``attrs["differences"]``, stats.difference_rows). Holm's multipliers: the family's
@@ -277,7 +281,7 @@ def power(at: int, table: pd.DataFrame, plan: Design) -> float:
 
 
 def _open_groups(
-    section: Section, members: dict[str, list[Job]], plan: Design
+    section: Section, members: dict[str, list[Job]], plan: SequentialDesign
 ) -> tuple[set[str], set[str], list[str]]:
     """The groups of a section whose verdict is open and can still be decided, with the
     reference group when it is part of such a comparison; the groups of open comparisons

@@ -12,7 +12,7 @@ from normbench.core.errors import UsageError
 from normbench.experiment.schema import DEVICES, SCHEMA, experiment, flatten
 from normbench.report.base import label
 from normbench.report.convergence import reference_indices
-from normbench.sweeps.adaptive import Design, group_key
+from normbench.sweeps.adaptive import SequentialDesign, group_key
 from normbench.sweeps.grid import Sweep, grid_overrides
 
 MAX_SEED = SCHEMA["seed"].maximum  # numpy's and torch's seed range
@@ -48,7 +48,7 @@ def settings_of(
     return devices, folders
 
 
-def until_decided(sweep: Sweep, plan: Design) -> None:
+def sequential_needs(sweep: Sweep, plan: SequentialDesign) -> None:
     """Everything ``--until-decided`` will need after round 1, checked now."""
     check_reference(sweep, plan.method.reference)
     check_seed_cap(sweep, plan.max_seeds)

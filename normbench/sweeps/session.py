@@ -4,8 +4,11 @@ rounds, a tuned comparison's phases and `normbench findings` all take.
 A session checks where the runs will go (a device the sweep names must exist here; a runs
 directory the submitit launchers unpickle from must be private), plans the grid, writes the
 record (runs/sweeps/<name>-<time>-<id>.json) with the command that made it, and then launches
-round after round under it, each with its live view. Whatever stops a round (Ctrl-C, SIGTERM,
-a cluster that refuses the submission) leaves the record finished with the counts so far; a
+round after round under it, each with its live view: ``run_rounds`` is the one loop, and a
+design (``Fixed``, ``UntilDecided``, normbench.sweeps.tuned's ``Tuned``) is a strategy that
+yields the rounds, each decided from the store after the last. Whatever stops a round
+(Ctrl-C, SIGTERM, a cluster that refuses the submission) leaves the record finished with the
+counts so far; a
 sweep that never started (its first submission refused) leaves no record behind. Keeping this
 in one place is what makes every kind of sweep resumable in the same way and recorded in the
 same shape.
@@ -15,10 +18,11 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from rich.console import Console
 from rich.text import Text
@@ -159,33 +163,78 @@ class Looks:
     final: adaptive.Tally | None
 
 
-def until_decided(
-    session: Session, plan: adaptive.Design | None, first: list[Job], title: str = "round"
-) -> Looks:
-    """Round after round on one session: the jobs ``first`` (what the session planned to
-    train), then one more seed for each undecided group, until every verdict is decided or
-    at ``--max-seeds``. Without a design, the one round of a fixed grid."""
-    todo, look = first, 1
-    for look in range(1, plan.looks + 1 if plan else 2):
-        design = {"until_decided": plan.record(look)} if plan else {}
-        session.extra.update(design)
-        session.run(todo, title=f"{title} {look}" if plan else None, among=session.jobs)
-        if plan is None:
-            return Looks(1, None)
-        jobs, runs_dir = session.jobs, session.runs_dir
-        now = adaptive.look_at(jobs, runs_dir, plan.at(look), plan.tuned)
-        todo, left = adaptive.seeds_to_add(jobs, now, plan)
-        if not todo or look == plan.looks:
-            session.console.print(left.stop_text(look, plan), soft_wrap=True)
-            break
-        session.console.print(left.next_text(look, len(todo)), soft_wrap=True)
-        session.jobs += todo
-        session.save(until_decided=plan.record(look + 1))
-    final = adaptive.look_at(session.jobs, session.runs_dir, plan.at(look), plan.tuned)
-    return Looks(look, adaptive.tally(final, len(session.jobs)))
+@dataclass(frozen=True)
+class Round:
+    """One round of a design: the runs to train, the jobs its live view counts (None: those
+    to train), and its title."""
+
+    todo: list[Job]
+    among: list[Job] | None = None
+    title: str | None = None
 
 
-def looks_text(plan: adaptive.Design, looks: Looks, session: Session) -> str:
+class Design(Protocol):
+    """A design as a strategy (fixed, until decided, tuned): ``rounds`` yields each round,
+    and ``run_rounds`` trains it before asking for the next, so that a round is decided from
+    what the store holds after the last one (a resumed sweep decides the same). ``looks``:
+    what its looks did, for the closing line."""
+
+    looks: Looks
+
+    def rounds(self, session: Session) -> Iterator[Round]: ...
+
+
+def run_rounds(session: Session, design: Design) -> None:
+    """The one rounds loop of every sweep: each round the design yields, trained on the
+    session (Ctrl-C and SIGTERM stop it there, the record finished with what ran)."""
+    for step in design.rounds(session):
+        session.run(step.todo, title=step.title, among=step.among)
+
+
+@dataclass
+class Fixed:
+    """A fixed design: one round, the runs the session planned (``show_all``: its view counts
+    the whole grid, those already complete included)."""
+
+    todo: list[Job]
+    title: str | None = None
+    show_all: bool = True
+    looks: Looks = field(default_factory=lambda: Looks(1, None))
+
+    def rounds(self, session: Session) -> Iterator[Round]:
+        yield Round(self.todo, session.jobs if self.show_all else None, self.title)
+
+
+@dataclass
+class UntilDecided:
+    """Seeds until decided: round after round on one session, the jobs ``first`` (what the
+    session planned to train), then one more seed for each undecided group, until every
+    verdict is decided or at ``--max-seeds`` (normbench.sweeps.adaptive)."""
+
+    plan: adaptive.SequentialDesign
+    first: list[Job]
+    title: str = "round"
+    looks: Looks = field(default_factory=lambda: Looks(1, None))
+
+    def rounds(self, session: Session) -> Iterator[Round]:
+        plan, todo, look = self.plan, self.first, 1
+        for look in range(1, plan.looks + 1):
+            session.extra.update({"until_decided": plan.record(look)})
+            yield Round(todo, session.jobs, f"{self.title} {look}")
+            jobs, runs_dir = session.jobs, session.runs_dir
+            now = adaptive.look_at(jobs, runs_dir, plan.at(look), plan.tuned)
+            todo, left = adaptive.seeds_to_add(jobs, now, plan)
+            if not todo or look == plan.looks:
+                session.console.print(left.stop_text(look, plan), soft_wrap=True)
+                break
+            session.console.print(left.next_text(look, len(todo)), soft_wrap=True)
+            session.jobs += todo
+            session.save(until_decided=plan.record(look + 1))
+        final = adaptive.look_at(session.jobs, session.runs_dir, plan.at(look), plan.tuned)
+        self.looks = Looks(look, adaptive.tally(final, len(session.jobs)))
+
+
+def looks_text(plan: adaptive.SequentialDesign, looks: Looks, session: Session) -> str:
     """The closing line of a sweep run until decided: what it decided and what it cost,
     against the fixed design at --max-seeds (normbench.sweeps.adaptive.closing)."""
     return adaptive.closing(looks.final, plan, looks.taken, session.jobs, session.runs_dir)

@@ -35,6 +35,7 @@ import math
 import random
 import re
 from collections import defaultdict
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -54,7 +55,17 @@ from normbench.sweeps import adaptive, halving, search
 from normbench.sweeps import plan as planning
 from normbench.sweeps.grid import Job, Sweep
 from normbench.sweeps.presets import load_preset
-from normbench.sweeps.session import Launch, Looks, Session, check_devices, until_decided
+from normbench.sweeps.session import (
+    Design,
+    Fixed,
+    Launch,
+    Looks,
+    Round,
+    Session,
+    UntilDecided,
+    check_devices,
+    run_rounds,
+)
 
 TUNING_SEED = 1_000_000  # tuning seeds are TUNING_SEED, TUNING_SEED + 1, ...: never the grid's
 # what the choice is made on: the final validation loss (next-byte cross-entropy on the LM,
@@ -120,7 +131,7 @@ class Group:
 
 
 @dataclass
-class Design:
+class TunedDesign:
     """The tuned comparison's plan: groups, rungs, tuning seeds, the budget. Each group's
     rungs end at its own runs' train.max_steps (the suite's workloads train 400 to 800 steps);
     groups that are compared with each other (one setting) share it, so their budgets are
@@ -223,7 +234,7 @@ def design(
     eta: int = halving.ETA,
     trials: int | None = None,
     extend: bool = True,
-) -> Design:
+) -> TunedDesign:
     """Plan both phases: the groups of the grid, each group's distinct candidates, the equal
     budget and the rungs. Refused in one line: a tuned key that is also an axis of the grid,
     a grid seed among the tuning seeds, a grid without a step budget, groups of one setting
@@ -299,7 +310,7 @@ def design(
             group.candidates = stratified(group.candidates, budget, seed)
     seeds = [TUNING_SEED + i for i in range(tuning_seeds)]
     _same_budget_per_setting(groups)
-    result = Design(grid, space, groups, budget, seeds, eta, extend)
+    result = TunedDesign(grid, space, groups, budget, seeds, eta, extend)
     if not result.equal:
         result.notes.append(unequal_note(result))
     if len(result.step_budgets) > 1:
@@ -390,7 +401,7 @@ def _compose(base: list[str], candidate, seed: int, steps: int, label: str) -> d
         raise UsageError(f"--tune, group {label}, {' '.join(candidate)}: {err}") from None
 
 
-def unequal_note(tuned: Design) -> str:
+def unequal_note(tuned: TunedDesign) -> str:
     tuning = [g for g in tuned.groups if g.space > 1]
     most = max(len(g.candidates) for g in tuning)
     short = ", ".join(f"{g.label} {len(g.candidates)}" for g in tuning if len(g.candidates) < most)
@@ -400,7 +411,7 @@ def unequal_note(tuned: Design) -> str:
     )
 
 
-def rung_jobs(tuned: Design, group: Group, candidates, steps: int) -> dict[tuple, list[Job]]:
+def rung_jobs(tuned: TunedDesign, group: Group, candidates, steps: int) -> dict[tuple, list[Job]]:
     """A rung's runs of one group: each candidate at each tuning seed, ``steps`` long, its
     warm-up scaled to the rung (halving.scaled_warmup: a rung is the full run compressed)."""
     out = {}
@@ -498,7 +509,7 @@ class Choice:
                     found.setdefault(key, set()).add(value)
         return {key: _ordered(values) for key, values in found.items()}
 
-    def record(self, tuned: Design) -> dict:
+    def record(self, tuned: TunedDesign) -> dict:
         flat = dict(o.split("=", 1) for o in self.chosen)
         return {
             "group": self.group.label,
@@ -519,7 +530,7 @@ class Choice:
             "rungs": self.rungs,
         }
 
-    def steps(self, tuned: Design) -> int:
+    def steps(self, tuned: TunedDesign) -> int:
         """Tuning steps spent: the rungs', and the extension beyond an edge at full budget."""
         if not self.rungs:
             return 0
@@ -548,7 +559,7 @@ def _ordered(values) -> list[str]:
 
 
 def choose(
-    tuned: Design, group: Group, per_rung: list[dict[tuple, list[Job]]], frame: pd.DataFrame
+    tuned: TunedDesign, group: Group, per_rung: list[dict[tuple, list[Job]]], frame: pd.DataFrame
 ) -> tuple[list[tuple], Choice | None]:
     """Promotions of one group from the rungs trained so far: the candidates the next rung
     trains, and after the last rung the choice. Only tuning-seed runs are read, and only
@@ -593,7 +604,7 @@ class Edge:
     why_not: str = ""
 
 
-def edges(tuned: Design, group: Group, chosen: tuple[str, ...]) -> list[Edge]:
+def edges(tuned: TunedDesign, group: Group, chosen: tuple[str, ...]) -> list[Edge]:
     """The keys whose chosen value is the largest or smallest of the values listed for them,
     each with the candidate one grid step beyond: the same ratio as the edge's neighbour
     (geometric) where every value is positive, else the same difference; integers stay
@@ -648,20 +659,24 @@ def edge_text(found: list[Edge], chosen: tuple[str, ...], extended: bool) -> str
     return "; ".join(parts)
 
 
-def tune(session: Session, tuned: Design, rerun: Rerun) -> list[Choice]:
-    """Phase 1, rung after rung on the session: every group's rung trains at once (one
-    launch), then each group's promotions are read off the store. A choice at an edge of the
-    grid is then tried one step beyond, at the full budget (``tuned.extend``)."""
+def tuning_rounds(
+    session: Session, tuned: TunedDesign, rerun: Rerun, heading: str | None = None
+) -> Generator[Round, None, list[Choice]]:
+    """Phase 1 as rounds (normbench.sweeps.session.run_rounds trains each): every group's
+    rung at once, then each group's promotions read off the store; a choice at an edge of the
+    grid then tried one step beyond, at the full budget (``tuned.extend``). Returns the
+    choices. ``heading``: what each round's title starts with (a study's name)."""
     alive = {g.key: list(g.candidates) for g in tuned.groups}
     trained: dict[str, list[dict[tuple, list[Job]]]] = {g.key: [] for g in tuned.groups}
     runs: list[str] = []
     choices: list[Choice] = []
+    lead = f"{heading}: " if heading else ""
 
-    def launch(jobs: list[Job], title: str, rung: int) -> pd.DataFrame:
+    def launch(jobs: list[Job], title: str, rung: int) -> Generator[Round, None, pd.DataFrame]:
         runs.extend(job.run_id for job in jobs)
         session.save(tuning=state(tuned, "tuning", rung, runs, choices))
         todo = planning.plan(Sweep(tuned.grid.name, None, jobs), session.runs_dir, rerun).todo
-        session.run(todo, title=title, among=jobs)
+        yield Round(todo, jobs, lead + title)
         frame = tuning_frame(session.runs_dir, runs)
         check_finished(frame, jobs)
         return frame
@@ -680,7 +695,7 @@ def tune(session: Session, tuned: Design, rerun: Rerun) -> list[Choice]:
             str(r.steps) for r in (tuned.rungs_at(m)[index] for m in tuned.step_budgets)
         )
         title = f"tuning, rung {index + 1} of {tuned.rung_count}: {steps} steps"
-        frame = launch(jobs, title, index + 1)
+        frame = yield from launch(jobs, title, index + 1)
         choices = []
         for group in tuned.groups:
             if not tuned.schedule_of(group):  # one candidate: it is the choice
@@ -702,7 +717,7 @@ def tune(session: Session, tuned: Design, rerun: Rerun) -> list[Choice]:
                 trained[group.key][-1] = {**trained[group.key][-1], **batch}
                 jobs += [job for js in batch.values() for job in js]
         title = f"tuning, one step beyond the grid's edge: {len(jobs)} runs at the full budget"
-        frame = launch(jobs, title, tuned.rung_count + 1)
+        frame = yield from launch(jobs, title, tuned.rung_count + 1)
         choices = [
             choose(tuned, c.group, trained[c.group.key], frame)[1] if beyond.get(c.group.key) else c
             for c in choices
@@ -714,7 +729,9 @@ def tune(session: Session, tuned: Design, rerun: Rerun) -> list[Choice]:
     return choices
 
 
-def state(tuned: Design, phase: str, rung: int, runs: list[str], choices: list[Choice]) -> dict:
+def state(
+    tuned: TunedDesign, phase: str, rung: int, runs: list[str], choices: list[Choice]
+) -> dict:
     """The record's ``tuning``: the phase the sweep is in, the design and, once tuning has
     ended, each group's choice. ``rungs``: at the longest step budget (a group of a shorter
     one trains its rungs in proportion: a note says so)."""
@@ -740,7 +757,7 @@ def state(tuned: Design, phase: str, rung: int, runs: list[str], choices: list[C
 
 # --------------------------------------------------------------------------- both phases
 def session(
-    tuned: Design,
+    tuned: TunedDesign,
     runs_dir: Path,
     launch: Launch,
     console: Console,
@@ -758,25 +775,54 @@ def session(
     return Session(shell, runs_dir, launch, console, runner=runner, command=command, extra=start)
 
 
+@dataclass
+class Tuned:
+    """A tuned comparison as a design (normbench.sweeps.session.Design): the tuning rounds,
+    then the confirmation at the chosen values, fixed or until decided (``max_seeds``)."""
+
+    tuned: TunedDesign
+    rerun: Rerun
+    max_seeds: int | None
+    method: Method
+    heading: str | None = None  # each round's title starts with it
+    choices: list[Choice] = field(default_factory=list)
+    plan: adaptive.SequentialDesign | None = None
+    looks: Looks = field(default_factory=lambda: Looks(1, None))
+
+    def rounds(self, session: Session) -> Iterator[Round]:
+        tuned = self.tuned
+        self.choices = yield from tuning_rounds(session, tuned, self.rerun, self.heading)
+        by_key = {choice.group.key: choice for choice in self.choices}
+        confirm = [j for g in tuned.groups for j in confirmation_jobs(g, by_key[g.key].chosen)]
+        grid = Sweep(tuned.grid.name, tuned.grid.version, confirm, tuned.grid.axes)
+        seeds = self.max_seeds
+        plan = adaptive.design(grid, seeds, self.method) if seeds is not None else None
+        self.plan = replace(plan, tuned=tuple(tuned.space)) if plan else None
+        session.jobs = confirm
+        if self.plan:
+            session.extra["until_decided"] = self.plan.record(1)
+        session.save()
+        todo = planning.plan(grid, session.runs_dir, self.rerun).todo
+        lead = f"{self.heading}: " if self.heading else ""
+        confirmation: Design = (
+            UntilDecided(self.plan, todo, f"{lead}confirmation, round")
+            if self.plan
+            else Fixed(todo, f"{lead}confirmation" if self.heading else None)
+        )
+        yield from confirmation.rounds(session)
+        self.looks = confirmation.looks
+        session.extra["tuning"]["phase"] = "done"
+
+
 def run(
     session: Session,
-    tuned: Design,
+    tuned: TunedDesign,
     rerun: Rerun,
     max_seeds: int | None,
     method: Method,
-) -> tuple[list[Choice], adaptive.Design | None, Looks]:
-    """Tuning, then confirmation (until decided when ``max_seeds`` is given)."""
-    choices = tune(session, tuned, rerun)
-    by_key = {choice.group.key: choice for choice in choices}
-    confirm = [j for g in tuned.groups for j in confirmation_jobs(g, by_key[g.key].chosen)]
-    grid = Sweep(tuned.grid.name, tuned.grid.version, confirm, tuned.grid.axes)
-    plan = adaptive.design(grid, max_seeds, method) if max_seeds is not None else None
-    plan = replace(plan, tuned=tuple(tuned.space)) if plan else None
-    session.jobs = confirm
-    if plan:
-        session.extra["until_decided"] = plan.record(1)
-    session.save()
-    todo = planning.plan(grid, session.runs_dir, rerun).todo
-    looks = until_decided(session, plan, todo, title="confirmation, round")
-    session.extra["tuning"]["phase"] = "done"
-    return choices, plan, looks
+) -> tuple[list[Choice], adaptive.SequentialDesign | None, Looks]:
+    """Tuning, then confirmation (until decided when ``max_seeds`` is given), on the one
+    rounds loop."""
+    design = Tuned(tuned, rerun, max_seeds, method)
+    run_rounds(session, design)
+    return design.choices, design.plan, design.looks

@@ -16,10 +16,10 @@ from normbench.store.rundir import Rerun
 from normbench.sweeps import adaptive, halving
 from normbench.sweeps import plan as planning
 from normbench.sweeps.grid import Job, Sweep
-from normbench.sweeps.tuned import Choice, Design, rung_jobs
+from normbench.sweeps.tuned import Choice, TunedDesign, rung_jobs
 
 
-def choices_table(tuned: Design, choices: list[Choice]) -> Table:
+def choices_table(tuned: TunedDesign, choices: list[Choice]) -> Table:
     """What tuning chose, per group: the budget, the value, how firm, what it tried; a
     choice at an edge of the grid is marked and said under the table (``edge_lines``)."""
     records = [choice.record(tuned) for choice in choices]
@@ -63,7 +63,7 @@ def edge_lines(choices: list[Choice]) -> list[str]:
     return [f"at an edge: {c.group.label}: {c.edge}" for c in choices if c.edge]
 
 
-def verdict_lines(tuned: Design, jobs: list[Job], runs_dir: Path, method: Method):
+def verdict_lines(tuned: TunedDesign, jobs: list[Job], runs_dir: Path, method: Method):
     """The confirmation's verdicts on test, one line per group: what a tuned comparison
     answers (``report --sweep NAME`` has the full tables)."""
     result = adaptive.look_at(jobs, runs_dir, method, tuple(tuned.space))  # on test
@@ -98,10 +98,10 @@ def _num(value) -> str:
 
 def print_plan(
     console: Console,
-    tuned: Design,
+    tuned: TunedDesign,
     runs_dir: Path,
     rerun: Rerun,
-    rounds: adaptive.Design | None = None,
+    rounds: adaptive.SequentialDesign | None = None,
 ) -> None:
     """``--dry-run`` of a tuned comparison: both phases, the budget, and the rounds
     ``--until-decided`` may add to the confirmation."""

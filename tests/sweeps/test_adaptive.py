@@ -195,7 +195,7 @@ def test_futility_is_read_off_a_convergence_row():
     )
     table.attrs["differences"] = stats.difference_rows([v.difference for v in verdicts])
     method = Method(0.05, margin, fractions=(3 / 8, 4 / 8, 5 / 8, 6 / 8, 7 / 8, 1.0))
-    plan = adaptive.Design(8, method.fractions, method, 3)
+    plan = adaptive.SequentialDesign(8, method.fractions, method, 3)
     other = next(i for i in range(3) if i != best)
     d = stats.difference(groups[other], groups[best])
     shown = sum(v.verdict in ("worse", "better") for v in verdicts)
@@ -217,7 +217,7 @@ def test_futility_is_read_off_a_convergence_row():
 
 def test_a_round_names_the_comparisons_stopped_for_futility():
     method = Method(0.05, 0.01, fractions=(3 / 8, 4 / 8, 5 / 8, 6 / 8, 7 / 8, 1.0))
-    plan = adaptive.Design(8, method.fractions, method, 5)
+    plan = adaptive.SequentialDesign(8, method.fractions, method, 5)
     assert adaptive.Open(0).stop_text(2, plan) == "round 2: every verdict decided"
     capped = adaptive.Open(3).stop_text(6, plan)
     assert capped == "round 6: 3 group(s) undecided, all at --max-seeds 8"
