@@ -108,8 +108,7 @@ def convergence_table(
     )
     order = [*first, *[i for i in order if i not in first]]  # references first
     ordered = table.iloc[order].reset_index(drop=True)
-    # each row's stats.Difference as numbers (a sweep's looks read them, not the text), one
-    # float row each, NaN where no test was made: an array, which pandas copies cheaply
+    # each row's stats.Difference as plain numbers (a sweep's looks read them, not the text)
     ordered.attrs["differences"] = stats.difference_rows([verdicts[i].difference for i in order])
     return ordered
 

@@ -78,18 +78,20 @@ class Difference:
 DIFFERENCE_FIELDS = ("diff", "se", "df", "paired", "n", "left_out")
 
 
-def difference_rows(found: Sequence[Difference | None]) -> np.ndarray:
-    """Differences as an array, one row of ``DIFFERENCE_FIELDS`` each (NaN for None)."""
-    rows = np.full((len(found), len(DIFFERENCE_FIELDS)), np.nan)
-    for i, d in enumerate(found):
-        if d is not None:
-            rows[i] = [d.diff, d.se, d.df, float(d.paired), d.n, d.left_out]
-    return rows
+def difference_rows(found: Sequence[Difference | None]) -> tuple[tuple[float, ...], ...]:
+    """Differences as plain numbers, a tuple of ``DIFFERENCE_FIELDS`` each (NaN for None): a
+    table's attrs hold them, which pandas copies and compares when it joins tables (an array
+    there would make that comparison ambiguous)."""
+    empty = (math.nan,) * len(DIFFERENCE_FIELDS)
+    return tuple(
+        empty if d is None else (d.diff, d.se, d.df, float(d.paired), d.n, d.left_out)
+        for d in found
+    )
 
 
-def difference_at(rows: np.ndarray, at: int) -> Difference | None:
-    """Row ``at`` of ``difference_rows``' array, as the Difference it was (None: no test)."""
-    diff, se, df, paired, n, left_out = rows[at].tolist()
+def difference_at(rows: Sequence[Sequence[float]], at: int) -> Difference | None:
+    """Row ``at`` of ``difference_rows``' numbers, as the Difference it was (None: no test)."""
+    diff, se, df, paired, n, left_out = rows[at]
     if math.isnan(se):
         return None
     return Difference(diff, se, df, bool(paired), int(n), int(left_out))

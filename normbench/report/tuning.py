@@ -244,6 +244,11 @@ def tuning_of(runs_dir: Path, sweeps: str | None) -> Tuning | None:
             f"--sweep {sweeps}: {found[0][0]} and {found[1][0]} are both tuned comparisons; "
             "report one at a time"
         )
+    if found and len(records.sweep_names(sweeps)) > 1:  # its rules would hold for the others too
+        raise UsageError(
+            f"--sweep {sweeps}: {found[0][0]} is a tuned comparison (verdicts on test, no "
+            f"grouping by its tuned keys); valid: report it alone, --sweep {found[0][0]}"
+        )
     return parse(*found[0]) if found else None
 
 

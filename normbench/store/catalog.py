@@ -277,20 +277,24 @@ def without_tuning_runs(selection: Selection, runs_dir: Path) -> Selection:
     """The selection less the tuning runs of every tuned sweep in ``runs_dir``, with a note
     naming how many and which sweeps: runs that chose a value on validation are not evidence
     for a verdict about it (``report --sweep NAME`` reports the tuned comparison)."""
-    tuning = tuning_run_ids(runs_dir)
+    tuning, unreadable = tuning_run_ids(runs_dir)
+    notes = list(selection.warnings)
+    if unreadable:
+        notes.append(
+            f"{unreadable} sweep record(s) in {runs_dir / 'sweeps'} cannot be read: tuning runs "
+            "they list, if any, cannot be left out of these verdicts"
+        )
     chosen_on = {rid for ids in tuning.values() for rid in ids}
     runs = selection.runs
-    if not chosen_on or runs.empty:
-        return selection
-    left_out = runs["run_id"].isin(chosen_on)
-    if not left_out.any():
-        return selection
+    left_out = runs["run_id"].isin(chosen_on) if chosen_on and not runs.empty else None
+    if left_out is None or not left_out.any():
+        return Selection(runs, notes)
     names = ", ".join(tuning)
-    note = (
+    notes.append(
         f"{int(left_out.sum())} tuning runs of the tuned sweep(s) {names} are left out: they "
         f"chose each group's value on validation (normbench report --sweep NAME reports each)"
     )
-    return Selection(runs[~left_out.to_numpy()], [*selection.warnings, note])
+    return Selection(runs[~left_out.to_numpy()], notes)
 
 
 def check_grouping(by: list[str], best_over: str | None) -> None:

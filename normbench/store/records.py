@@ -74,24 +74,25 @@ def recorded_reference(record: dict) -> tuple[str, ...]:
     return tuple(named) if ok else ()
 
 
-def tuning_run_ids(runs_dir: Path) -> dict[str, list[str]]:
-    """Per tuned sweep (its latest record), the runs its tuning phase trained: they chose
-    each group's value on validation, so a report over the whole directory leaves them out
-    of its verdicts (``report --sweep NAME`` reports the comparison itself)."""
+def tuning_run_ids(runs_dir: Path) -> tuple[dict[str, list[str]], int]:
+    """Per tuned sweep, the runs its tuning phase trained, over every record of it (a rerun
+    writes a new record whose list grows rung by rung: the union keeps a killed rerun's
+    runs too); and how many records could not be read (their runs cannot be told apart).
+    Tuning runs chose each group's value on validation, so a report over the whole directory
+    leaves them out of its verdicts (``report --sweep NAME`` reports the comparison)."""
     folder = runs_dir / "sweeps"
-    latest: dict[str, tuple[str, dict]] = {}
+    found: dict[str, dict[str, None]] = {}
+    unreadable = 0
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         record = read_record(path)
-        tuning = record.get("tuning") if record else None
+        if record is None:
+            unreadable += 1
+            continue
+        tuning = record.get("tuning")
         if isinstance(tuning, dict) and isinstance(tuning.get("runs"), list):
-            name = _sweep_name(path.stem)
-            started = str(record.get("started"))
-            if name not in latest or started >= latest[name][0]:
-                latest[name] = (started, tuning)
-    return {
-        name: [r for r in tuning["runs"] if isinstance(r, str)]
-        for name, (_, tuning) in sorted(latest.items())
-    }
+            runs = found.setdefault(_sweep_name(path.stem), {})
+            runs.update((r, None) for r in tuning["runs"] if isinstance(r, str))
+    return {name: list(runs) for name, runs in sorted(found.items())}, unreadable
 
 
 def _sweep_name(stem: str) -> str:

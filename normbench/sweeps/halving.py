@@ -133,7 +133,9 @@ def regret_bound(
     (Bonferroni over the k - 1 others); the bound is max(0, max_c U_c). A bound of 0.002 says
     that no other candidate trained at the full budget is better than the chosen by more
     than 0.002, at that confidence. Pruned candidates are not covered: they never reached the
-    full budget. None with one seed (no spread to bound with); inf when a run has no value."""
+    full budget; another with a diverged run (its mean is the worst) cannot be better. None
+    with one seed (no spread to bound with) or when the chosen has a run without a value
+    (every candidate diverged)."""
     from scipy import stats
 
     others = [c for c in per_seed if c != chosen]
@@ -141,17 +143,15 @@ def regret_bound(
         return 0.0
     base = oriented(per_seed[chosen], higher_is_better)
     n = len(base)
-    if n < 2:
-        return None
+    if n < 2 or not np.isfinite(base).all():
+        return None  # one seed: no spread to bound with; a chosen run without a value: none
     quantile = float(stats.t.ppf(1 - (1 - confidence) / len(others), n - 1))
     worst = 0.0
     for other in others:
-        with np.errstate(invalid="ignore"):
-            d = oriented(per_seed[other], higher_is_better) - base
-        if not np.isfinite(d).all():
-            if np.isneginf(oriented(per_seed[other], higher_is_better)).all():
-                continue  # the other never ran to a value: it cannot be better
-            return math.inf
+        values = oriented(per_seed[other], higher_is_better)
+        if not np.isfinite(values).all():
+            continue  # a run of it diverged: its mean is the worst, it cannot be better
+        d = values - base
         worst = max(worst, float(d.mean() + quantile * d.std(ddof=1) / math.sqrt(n)))
     return worst
 

@@ -164,14 +164,13 @@ class TunedDesign:
         return len({len(g.candidates) for g in self.groups if g.space > 1}) <= 1
 
     def schedule_of(self, group: Group) -> list[halving.Rung]:
-        """A group's rungs: the design's, capped by its own number of candidates; none for a
-        group with one candidate (it takes none of the tuned keys: nothing to choose)."""
+        """A group's rungs, for its own number of candidates (a group with fewer than the
+        budget halves only where that saves half its steps, as every group does; it trains
+        the design's last rungs); none for a group with one candidate (it takes none of the
+        tuned keys: nothing to choose)."""
         if len(group.candidates) < 2:
             return []
-        return [
-            halving.Rung(min(r.keep, len(group.candidates)), r.steps)
-            for r in self.rungs_at(group.max_steps)
-        ]
+        return halving.rungs(len(group.candidates), group.max_steps, self.eta)
 
     def steps_of(self, group: Group) -> int:
         return halving.steps_spent(self.schedule_of(group), len(self.tuning_seeds))
@@ -330,15 +329,14 @@ def stratified(
     space's order. Greedy cover in a seeded random order: each pick is the candidate, first in
     that order, that adds the most values not yet drawn; once all are drawn, the rest follow
     the random order. A fixed function of the seed text: a resume draws the same."""
-    order = list(range(len(candidates)))
-    random.Random(seed_text).shuffle(order)
+    left = list(range(len(candidates)))
+    random.Random(seed_text).shuffle(left)
     missing = {item for candidate in candidates for item in candidate}
     picked: list[int] = []
     while len(picked) < count:
-        left = [i for i in order if i not in picked]
-        best = max(left, key=lambda i: len(missing.intersection(candidates[i])))
-        picked.append(best)
-        missing -= set(candidates[best])
+        at = max(range(len(left)), key=lambda j: len(missing.intersection(candidates[left[j]])))
+        picked.append(left.pop(at))  # the first in the random order among the best
+        missing -= set(candidates[picked[-1]])
     return [candidates[i] for i in sorted(picked)]
 
 
@@ -358,6 +356,8 @@ def _group(key, label, jobs, base, space, max_steps) -> Group:
                 for v in probes
             }
             taken += [name] if len(ids) > 1 else []
+        if not taken:  # every key it would tune is one its norm ignores: nothing to choose
+            return Group(key, label, jobs, base, [()], 1, [], max_steps)
         return Group(key, label, jobs, base, [], math.inf, taken, max_steps)
     size = math.prod(len(values) for values in space.values())
     if size > MAX_CANDIDATES:
@@ -685,9 +685,10 @@ def tuning_rounds(
         jobs = []
         for group in tuned.groups:
             schedule = tuned.schedule_of(group)
-            if not schedule:
+            at = index - (tuned.rung_count - len(schedule))  # fewer rungs: the last ones
+            if not schedule or at < 0:
                 continue
-            rung = schedule[index]
+            rung = schedule[at]
             batch = rung_jobs(tuned, group, alive[group.key][: rung.keep], rung.steps)
             trained[group.key].append(batch)
             jobs += [job for js in batch.values() for job in js]

@@ -264,3 +264,26 @@ def test_a_reference_error_lists_each_choice_once(study):
     result = runner.invoke(app, ["report", str(study), "--reference", "norm=fancy"])
     assert result.exit_code == 2
     assert result.output.count("norm=batchnorm") == 1, result.output
+
+
+def test_a_report_of_several_sections_is_written_in_every_format(tmp_path):
+    """The convergence tables keep their comparisons' numbers beside them (attrs, read by a
+    sweep's looks); pandas compares attrs when it joins the sections' tables for CSV and
+    JSON, so they are plain tuples: an array there made every multi-section export fail."""
+    runs = tmp_path / "runs"
+    for data in ("digits", "mnist1d"):
+        for norm, acc in (("batchnorm", 0.9), ("layernorm", 0.8)):
+            for seed in range(2):
+                make_run(
+                    runs, [f"data={data}", f"norm={norm}", f"seed={seed}"], acc=acc + seed / 100
+                )
+    for fmt in ("json", "markdown"):
+        out = CliRunner().invoke(app, ["report", str(runs), "--format", fmt])
+        assert out.exit_code == 0, out.output
+    out = CliRunner().invoke(
+        app, ["report", str(runs), "--format", "csv", "--out", str(tmp_path / "t.csv")]
+    )
+    assert out.exit_code == 0, out.output
+    from normbench import api
+
+    assert len(api.report(runs)["convergence"]) == 4

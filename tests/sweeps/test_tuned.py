@@ -25,7 +25,7 @@ from normbench.store.records import sweep_record
 from normbench.store.rundir import Rerun, RunDir
 from normbench.sweeps import adaptive, halving, search, tuned, tuned_view
 from normbench.sweeps import grid as grids
-from normbench.sweeps.session import Launch
+from normbench.sweeps.session import Launch, Session
 from tests.helpers import QUICK, tiny
 
 runner = CliRunner()
@@ -81,9 +81,12 @@ def test_promotion_on_designed_curves():
     )
     assert solid.regret == 0.0 and solid.gap == pytest.approx(0.3533, abs=1e-3)
     assert halving.firmness({"x": [0.9], "y": [0.5]}, "x", True).regret is None
-    # a candidate that never got a value cannot be better; one missing a seed is unbounded
+    # a candidate with a diverged run cannot be better (its mean is the worst); when every
+    # candidate diverged there is nothing to bound
     assert halving.regret_bound({"x": [0.9, 0.8], "y": [None, None]}, "x", True) == 0.0
-    assert halving.regret_bound({"x": [0.9, 0.8], "y": [0.95, None]}, "x", True) == math.inf
+    assert halving.regret_bound({"x": [0.9, 0.8], "y": [0.95, None]}, "x", True) == 0.0
+    assert halving.regret_bound({"x": [None, None], "y": [None, None]}, "x", True) is None
+    assert halving.firmness({"a": [1.0, 1.1], "b": [None, 0.5]}, "a", False).regret == 0.0
 
 
 def test_regret_bound_covers_the_true_regret_at_its_confidence():
@@ -692,3 +695,67 @@ def test_a_tuning_run_that_fails_stops_the_sweep_in_one_line_through_the_cli(tmp
     assert "1/1 runs (15 already complete)" in again.output  # only the failed one retrained
     record = sweep_record(tmp_path / "runs", "t")
     assert record["tuning"]["phase"] == "done" and len(record["runs"]) == 4
+
+
+def test_a_group_with_fewer_candidates_than_the_budget_trains_the_full_grid(tmp_path):
+    # groupnorm tunes 4 rates x 3 group counts (12: halved, rungs of 1, 3 and 8 steps),
+    # layernorm the 4 rates alone: 4 candidates are not worth halving, so layernorm trains its
+    # full grid, at the last round (UNEQUAL BUDGETS said, as before)
+    grid = grids.expand(None, [*QUICK, "norm=layernorm,groupnorm", "seed=0"])
+    grid.name = "tuned"
+    space = {"train.lr": LRS, "norm.groups": ["1", "2", "4"]}
+    design = tuned.design(grid, space, tuning_seeds=2, eta=3, trials=12, extend=False)
+    layer, group = sorted(design.groups, key=lambda g: g.label, reverse=True)
+    assert design.schedule_of(layer) == [halving.Rung(4, 8)]
+    assert design.schedule_of(group) == [
+        halving.Rung(12, 1),
+        halving.Rung(4, 3),
+        halving.Rung(2, 8),
+    ]
+    assert not design.equal
+
+    def flat(cfg):
+        return 0.3 + 0.01 * abs(math.log10(cfg["train"]["lr"]) + 2), 0.5
+
+    launcher = FakeLauncher(tmp_path, flat)
+    with tuned.session(design, tmp_path, Launch(), Console(quiet=True), runner=launcher) as s:
+        choices, _, _ = tuned.run(s, design, Rerun(), None, Method())
+    steps = Counter(
+        (c["norm"]["name"], c["train"]["max_steps"]) for c in launcher.trained if c["seed"] > 9
+    )
+    assert steps == {
+        ("layernorm", 8): 8,
+        ("groupnorm", 1): 24,
+        ("groupnorm", 3): 8,
+        ("groupnorm", 8): 4,
+    }
+    assert {c.group.label: c.chosen[0] for c in choices}["norm=layernorm"] == "train.lr=0.01"
+
+
+def test_a_tuned_sweep_is_reported_alone(tmp_path):
+    run_tuned(tmp_path, FakeLauncher(tmp_path, numbers))
+    grid = tuned_grid("train.lr=0.01,0.1")
+    grid.name = "plain"
+    plain_runs = FakeLauncher(tmp_path, numbers)
+    with Session(grid, tmp_path, Launch(), Console(quiet=True), runner=plain_runs) as plain:
+        plain.run(plain.planned.todo)
+        plain.finish()
+    out = runner.invoke(app, ["report", "--sweep", "tuned,plain", "--runs-dir", str(tmp_path)])
+    assert out.exit_code == 2 and "tuned is a tuned comparison" in out.output
+
+
+def test_every_record_of_a_tuned_sweep_counts_and_an_unreadable_one_is_said(tmp_path):
+    run_tuned(tmp_path, FakeLauncher(tmp_path, numbers))
+    first = next((tmp_path / "sweeps").glob("tuned-*.json"))
+    # a rerun killed at its first rung writes a newer record that lists fewer tuning runs
+    newer = json.loads(first.read_text())
+    newer["tuning"]["runs"] = newer["tuning"]["runs"][:3]
+    newer["started"] = "2999-01-01T00:00:00"
+    (tmp_path / "sweeps" / "tuned-29990101-000000-ab.json").write_text(json.dumps(newer))
+    out = runner.invoke(app, ["report", str(tmp_path), "--format", "json"])
+    assert "16 tuning runs of the tuned sweep(s) tuned are left out" in out.output
+    (tmp_path / "sweeps" / "other-20000101-000000-cd.json").write_text("{not json")
+    out = runner.invoke(app, ["report", str(tmp_path), "--format", "json"])
+    assert (
+        out.exit_code == 0 and "1 sweep record(s)" in out.output and "cannot be read" in out.output
+    )
