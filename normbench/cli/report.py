@@ -18,107 +18,120 @@ from normbench.cli.app import (
     terminal,
 )
 
+# The options of `normbench report`, one name each, so that its entry point reads as what it does
+Arguments = Annotated[
+    list[str] | None,
+    typer.Argument(
+        help="[RUNS_DIR] [FILTER ...]: filters in override syntax, e.g. model=cnn "
+        "norm=batchnorm,groupnorm",
+        show_default=False,
+    ),
+]
+SweepName = Annotated[
+    str | None,
+    typer.Option("--sweep", help="Only this sweep's runs (its latest record); a,b: several."),
+]
+By = Annotated[str | None, typer.Option("--by", help="Group by these keys (comma-separated).")]
+BestOver = Annotated[
+    str | None,
+    typer.Option(
+        "--best-over",
+        help="Per group, keep the value of this key that is best on validation; verdicts "
+        "then use test.",
+    ),
+]
+Alpha = Annotated[
+    float, typer.Option("--alpha", help="Error rate of every verdict, strictly between 0 and 0.5.")
+]
+Margin = Annotated[
+    float, typer.Option("--margin", help="Largest difference that counts as equivalent (> 0).")
+]
+Reference = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--reference",
+        help="Compare every group with this one, named before looking: KEY=VALUE "
+        "(repeatable), e.g. norm=layernorm \\[default: the best group]",
+        show_default=False,
+    ),
+]
+Across = Annotated[
+    str | None,
+    typer.Option(
+        "--across",
+        help="After the sections, one table across the workloads these setting keys tell "
+        "apart (comma-separated), e.g. data or data,model",
+        show_default=False,
+    ),
+]
+Profile = Annotated[
+    str | None,
+    typer.Option(
+        "--profile",
+        help="With --across: the performance profile's cost: steps | time \\[default: steps]",
+    ),
+]
+ReferenceBatch = Annotated[
+    int | None,
+    typer.Option(
+        "--reference-batch", help="Batch compared with the smallest \\[default: the largest]."
+    ),
+]
+Diverged = Annotated[
+    str, typer.Option("--diverged", help="chance: diverged runs count at chance | exclude")
+]
+Format = Annotated[str, typer.Option("--format", help="rich | csv | markdown | json")]
+TableName = Annotated[
+    str | None,
+    typer.Option(
+        "--table",
+        help="convergence | batch_sensitivity | precision | lr_stability | depth_stability"
+        " | diagnostics_init | diagnostics | tuning",
+    ),
+]
+Out = Annotated[Path | None, typer.Option("--out", help="Write the tables here.")]
+Plots = Annotated[
+    Path | None, typer.Option("--plots", help="Write PNG figures into this directory.")
+]
+Html = Annotated[
+    Path | None,
+    typer.Option("--html", help="Write one self-contained HTML file: tables, figures, commands."),
+]
+XAxis = Annotated[
+    str | None,
+    typer.Option(
+        "--x",
+        help="Figures' x axis: steps | samples | epochs | time \\[default: samples when "
+        "batch sizes differ, else steps]",
+    ),
+]
+Diagnostics = Annotated[
+    bool, typer.Option("--diagnostics", help="Show runs' diagnostics (trained diagnostics=true).")
+]
+Tag = Annotated[str | None, typer.Option("--tag", help="Only runs with this tag.")]
+
 
 @app.command()
 def report(
-    arguments: Annotated[
-        list[str] | None,
-        typer.Argument(
-            help="[RUNS_DIR] [FILTER ...]: filters in override syntax, e.g. model=cnn "
-            "norm=batchnorm,groupnorm",
-            show_default=False,
-        ),
-    ] = None,
-    sweep_name: Annotated[
-        str | None,
-        typer.Option("--sweep", help="Only this sweep's runs (its latest record); a,b: several."),
-    ] = None,
-    by: Annotated[
-        str | None, typer.Option("--by", help="Group by these keys (comma-separated).")
-    ] = None,
-    best_over: Annotated[
-        str | None,
-        typer.Option(
-            "--best-over",
-            help="Per group, keep the value of this key that is best on validation; verdicts "
-            "then use test.",
-        ),
-    ] = None,
-    alpha: Annotated[
-        float,
-        typer.Option("--alpha", help="Error rate of every verdict, strictly between 0 and 0.5."),
-    ] = 0.05,
-    margin: Annotated[
-        float,
-        typer.Option("--margin", help="Largest difference that counts as equivalent (> 0)."),
-    ] = 0.01,
-    reference: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--reference",
-            help="Compare every group with this one, named before looking: KEY=VALUE "
-            "(repeatable), e.g. norm=layernorm \\[default: the best group]",
-            show_default=False,
-        ),
-    ] = None,
-    across: Annotated[
-        str | None,
-        typer.Option(
-            "--across",
-            help="After the sections, one table across the workloads these setting keys tell "
-            "apart (comma-separated), e.g. data or data,model",
-            show_default=False,
-        ),
-    ] = None,
-    profile: Annotated[
-        str | None,
-        typer.Option(
-            "--profile",
-            help="With --across: the performance profile's cost: steps | time \\[default: steps]",
-        ),
-    ] = None,
-    reference_batch: Annotated[
-        int | None,
-        typer.Option(
-            "--reference-batch", help="Batch compared with the smallest \\[default: the largest]."
-        ),
-    ] = None,
-    diverged: Annotated[
-        str,
-        typer.Option("--diverged", help="chance: diverged runs count at chance | exclude"),
-    ] = "chance",
-    fmt: Annotated[str, typer.Option("--format", help="rich | csv | markdown | json")] = "rich",
-    table: Annotated[
-        str | None,
-        typer.Option(
-            "--table",
-            help="convergence | batch_sensitivity | precision | lr_stability | depth_stability"
-            " | diagnostics_init | diagnostics | tuning",
-        ),
-    ] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Write the tables here.")] = None,
-    plots: Annotated[
-        Path | None, typer.Option("--plots", help="Write PNG figures into this directory.")
-    ] = None,
-    html: Annotated[
-        Path | None,
-        typer.Option(
-            "--html", help="Write one self-contained HTML file: tables, figures, commands."
-        ),
-    ] = None,
-    x: Annotated[
-        str | None,
-        typer.Option(
-            "--x",
-            help="Figures' x axis: steps | samples | epochs | time \\[default: samples when "
-            "batch sizes differ, else steps]",
-        ),
-    ] = None,
-    diagnostics: Annotated[
-        bool,
-        typer.Option("--diagnostics", help="Show runs' diagnostics (trained diagnostics=true)."),
-    ] = False,
-    tag: Annotated[str | None, typer.Option("--tag", help="Only runs with this tag.")] = None,
+    arguments: Arguments = None,
+    sweep_name: SweepName = None,
+    by: By = None,
+    best_over: BestOver = None,
+    alpha: Alpha = 0.05,
+    margin: Margin = 0.01,
+    reference: Reference = None,
+    across: Across = None,
+    profile: Profile = None,
+    reference_batch: ReferenceBatch = None,
+    diverged: Diverged = "chance",
+    fmt: Format = "rich",
+    table: TableName = None,
+    out: Out = None,
+    plots: Plots = None,
+    html: Html = None,
+    x: XAxis = None,
+    diagnostics: Diagnostics = False,
+    tag: Tag = None,
     runs_dir: RunsDir = Path("runs"),
 ) -> None:
     """Compare runs: verdicts against the best, batch-size sensitivity and precision."""
@@ -128,18 +141,8 @@ def report(
     import scipy.special  # noqa: F401
 
     from normbench.core.errors import UsageError
-    from normbench.core.text import plain
-    from normbench.report import pipeline, tuning
+    from normbench.report import pipeline
     from normbench.report.base import Method
-    from normbench.report.terminal import caption_below, diagnostics_rich, rich_renderables
-    from normbench.report.text import DIAGNOSTICS_WHEN, check_table
-    from normbench.report.tidy import as_text
-
-    def warn(message: str, kind: str) -> None:
-        """A warning on stderr as it arises: a tuned comparison's notes in red."""
-        color = "red" if kind == "tuning" else "yellow"
-        text = plain(message) if kind != "tuning" else message
-        typer.secho(f"warning: {text}", fg=color, err=True)
 
     # The store read and the tables make millions of objects and no cycles worth collecting
     # (cli.app.collector_paused); the figures, which matplotlib links in cycles, are drawn
@@ -148,26 +151,7 @@ def report(
         try:
             runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir)
             method = Method.from_options(alpha, margin, reference_batch, diverged, reference or [])
-            if fmt not in ("rich", "csv", "markdown", "json"):
-                raise UsageError(f"--format {fmt}: valid: rich, csv, markdown, json")
-            if out is not None:
-                check_out(out, fmt)
-            if html is not None:
-                check_out(html, "html", "--html")
-            if plots is not None:
-                if str(plots) in ("", "."):
-                    raise UsageError(f"--plots {plots}: name a directory for the figures, e.g. img")
-                check_folder(plots, "--plots")
-            if profile is not None and across is None:
-                raise UsageError(
-                    f"--profile {profile}: for the table across workloads; add --across"
-                )
-            if x is not None:
-                from normbench.report.plots import check_x
-
-                check_x(x)
-                if plots is None and html is None:
-                    raise UsageError(f"--x {x}: for figures; add --plots DIR or --html FILE")
+            check_outputs(fmt, out, html, plots, x, profile, across)
             request = pipeline.Request(
                 runs_dir,
                 tuple(arguments),
@@ -181,71 +165,128 @@ def report(
                 diagnostics=diagnostics,
             )
             selected = pipeline.select(request, scanning, warn)
-            tuned, sweep_commands = selected.tuning, selected.commands
+            tuned = selected.tuning
             if table == "tuning" and not tuned:
                 raise UsageError("--table tuning: not a tuned sweep (normbench sweep --tune)")
             result = pipeline.verdicts(request, selected, warn)
-            if table != "tuning":
-                check_table(result, table)
-            if fmt != "rich" and table == "tuning":
-                text = tuning.alone(fmt, tuned)
-                text = text if out is None else {out: text}
-            elif fmt != "rich":
-                text = as_text(result, fmt, table, out)
-                text = tuning.attach(text, fmt, tuned, out) if tuned else text
-            else:
-                text = None
+            text = as_text(result, tuned, fmt, table, out)
         except UsageError as err:
             raise fail(str(err)) from None
-        if text is not None and out is None:
-            typer.echo(text, nl=False)
-        elif text is not None:
-            from normbench.store.rundir import atomic_write
-
-            for path, content in text.items():
-                try:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    atomic_write(path, content)
-                except OSError as err:
-                    raise fail(f"--out {path}: cannot write it ({err.strerror})") from None
-                typer.echo(f"wrote {path}", err=True)
+        if text is not None:
+            write_text(text, out)
         else:
-            console = terminal()
-            statuses = ", ".join(f"{n} {status}" for status, n in sorted(result.counts.items()))
-            total = sum(result.counts.values())
-            console.print(f"{total} run{'s' * (total != 1)} ({statuses})", soft_wrap=True)
-            if tuned:
-                console.print(tuned.rich())
-            shown = [] if table == "tuning" else rich_renderables(result, table)
-            for renderable in shown:
-                console.print(renderable)
-            if diagnostics:
-                for section in result.sections:
-                    for name, when in DIAGNOSTICS_WHEN.items():
-                        if section.tables[name] is not None:
-                            table = diagnostics_rich(
-                                section.tables[name], section.keys, when, console.width
-                            )
-                            for renderable in caption_below(table):
-                                console.print(renderable)
-
+            print_terminal(result, tuned, table, diagnostics)
     if plots is not None or html is not None:
-        from normbench.report import plots as figures
+        draw(result, runs_dir, x, plots, html, tuned, selected.commands)
 
-        drawings = figures.draw(result, runs_dir, x, lambda line: typer.echo(line, err=True))
-        overall = figures.across_drawings(result)
+
+def warn(message: str, kind: str) -> None:
+    """A warning of the report's pipeline on stderr as it arises: a tuned comparison's notes
+    in red, others (with control characters from stored values shown as escapes) yellow."""
+    from normbench.core.text import plain
+
+    color = "red" if kind == "tuning" else "yellow"
+    text = plain(message) if kind != "tuning" else message
+    typer.secho(f"warning: {text}", fg=color, err=True)
+
+
+def check_outputs(fmt, out, html, plots, x, profile, across) -> None:
+    """Every output option, refused in one line before any work."""
+    from normbench.core.errors import UsageError
+
+    if fmt not in ("rich", "csv", "markdown", "json"):
+        raise UsageError(f"--format {fmt}: valid: rich, csv, markdown, json")
+    if out is not None:
+        check_out(out, fmt)
+    if html is not None:
+        check_out(html, "html", "--html")
+    if plots is not None:
+        if str(plots) in ("", "."):
+            raise UsageError(f"--plots {plots}: name a directory for the figures, e.g. img")
+        check_folder(plots, "--plots")
+    if profile is not None and across is None:
+        raise UsageError(f"--profile {profile}: for the table across workloads; add --across")
+    if x is not None:
+        from normbench.report.plots import check_x
+
+        check_x(x)
+        if plots is None and html is None:
+            raise UsageError(f"--x {x}: for figures; add --plots DIR or --html FILE")
+
+
+def as_text(result, tuned, fmt: str, table: str | None, out: Path | None):
+    """The report as text in ``fmt`` (a dict of files with ``--out`` CSV), None for the
+    terminal; ``--table tuning``: the tuned section alone."""
+    from normbench.report import tuning
+    from normbench.report.text import check_table
+    from normbench.report.tidy import as_text as tidy_text
+
+    if table != "tuning":
+        check_table(result, table)
+    if fmt == "rich":
+        return None
+    if table == "tuning":
+        text = tuning.alone(fmt, tuned)
+        return text if out is None else {out: text}
+    text = tidy_text(result, fmt, table, out)
+    return tuning.attach(text, fmt, tuned, out) if tuned else text
+
+
+def write_text(text, out: Path | None) -> None:
+    """Text on stdout, or each file written atomically (``--out``)."""
+    if out is None:
+        typer.echo(text, nl=False)
+        return
+    from normbench.store.rundir import atomic_write
+
+    for path, content in text.items():
         try:
-            for path in figures.write_pngs(result, drawings, plots, overall) if plots else []:
-                typer.echo(f"wrote {path}", err=True)
-            if html is not None:
-                from normbench.report.html import write_html
-
-                extra = [tuned.html()] if tuned else []
-                write_html(html, result, drawings, sys.argv, sweep_commands, overall, extra)
-                typer.echo(f"wrote {html}", err=True)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, content)
         except OSError as err:
-            where = err.filename or (html if plots is None else plots)
-            raise fail(f"cannot write {where}: {err.strerror}") from None
+            raise fail(f"--out {path}: cannot write it ({err.strerror})") from None
+        typer.echo(f"wrote {path}", err=True)
+
+
+def print_terminal(result, tuned, table: str | None, diagnostics: bool) -> None:
+    """The report's rich rendering: counts, the tuned section, the tables, diagnostics."""
+    from normbench.report.terminal import caption_below, diagnostics_rich, rich_renderables
+    from normbench.report.text import DIAGNOSTICS_WHEN
+
+    console = terminal()
+    statuses = ", ".join(f"{n} {status}" for status, n in sorted(result.counts.items()))
+    total = sum(result.counts.values())
+    console.print(f"{total} run{'s' * (total != 1)} ({statuses})", soft_wrap=True)
+    if tuned:
+        console.print(tuned.rich())
+    for renderable in [] if table == "tuning" else rich_renderables(result, table):
+        console.print(renderable)
+    for section in result.sections if diagnostics else []:
+        for name, when in DIAGNOSTICS_WHEN.items():
+            if section.tables[name] is not None:
+                shown = diagnostics_rich(section.tables[name], section.keys, when, console.width)
+                for renderable in caption_below(shown):
+                    console.print(renderable)
+
+
+def draw(result, runs_dir: Path, x, plots, html, tuned, commands: list) -> None:
+    """The figures as PNGs (``--plots``) and the HTML page (``--html``)."""
+    from normbench.report import plots as figures
+
+    drawings = figures.draw(result, runs_dir, x, lambda line: typer.echo(line, err=True))
+    overall = figures.across_drawings(result)
+    try:
+        for path in figures.write_pngs(result, drawings, plots, overall) if plots else []:
+            typer.echo(f"wrote {path}", err=True)
+        if html is not None:
+            from normbench.report.html import write_html
+
+            extra = [tuned.html()] if tuned else []
+            write_html(html, result, drawings, sys.argv, commands, overall, extra)
+            typer.echo(f"wrote {html}", err=True)
+    except OSError as err:
+        where = err.filename or (html if plots is None else plots)
+        raise fail(f"cannot write {where}: {err.strerror}") from None
 
 
 def check_out(out: Path, fmt: str, option: str = "--out") -> None:

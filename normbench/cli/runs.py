@@ -307,7 +307,6 @@ def runs_export(
 ) -> None:
     """Export runs to TensorBoard event files or an MLflow tracking store (again: updated)."""
     from normbench.core.errors import StoreError, UsageError
-    from normbench.core.extras import missing
     from normbench.core.text import plain
     from normbench.store import catalog, manage
     from normbench.trackers import mlflow, tensorboard
@@ -315,20 +314,7 @@ def runs_export(
 
     try:
         runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir)
-        if to not in ("tensorboard", "mlflow"):
-            raise UsageError(f"--to {to}: valid: tensorboard, mlflow")
-        needs = tensorboard.REQUIRES if to == "tensorboard" else mlflow.requires(destination)
-        absent = missing(needs, f"--to {to}")
-        if absent:
-            raise UsageError(absent)
-        statuses = manage.parse_statuses(status)
-        if to == "tensorboard":
-            check_export_dir(destination, runs_dir)
-        if to == "mlflow" and destination.rstrip("/") in ("sqlite:", "sqlite:/", "sqlite:///"):
-            raise UsageError(
-                f"--to mlflow {destination}: an in-memory database keeps nothing; valid: "
-                "sqlite:///FILE.db"
-            )
+        statuses = _check_export(to, destination, runs_dir, status)
         selection, _, _ = catalog.select_runs(runs_dir, arguments, sweep_name, tag)
         runs = manage.narrow(selection, statuses).sort_values("run_id")
         if runs.empty:
@@ -367,6 +353,31 @@ def runs_export(
     typer.echo(f"exported {exported} run(s) to {to} {plain(where)}")
     if not exported:  # every run skipped: the warnings above say why
         raise typer.Exit(1)
+
+
+def _check_export(to: str, destination: str, runs_dir: Path, status) -> list[str] | None:
+    """``runs export``'s tracker, its packages and its destination, refused in one line
+    before any run is read; the statuses to export (``--status``)."""
+    from normbench.core.errors import UsageError
+    from normbench.core.extras import missing
+    from normbench.store import manage
+    from normbench.trackers import mlflow, tensorboard
+
+    if to not in ("tensorboard", "mlflow"):
+        raise UsageError(f"--to {to}: valid: tensorboard, mlflow")
+    needs = tensorboard.REQUIRES if to == "tensorboard" else mlflow.requires(destination)
+    absent = missing(needs, f"--to {to}")
+    if absent:
+        raise UsageError(absent)
+    statuses = manage.parse_statuses(status)
+    if to == "tensorboard":
+        check_export_dir(destination, runs_dir)
+    if to == "mlflow" and destination.rstrip("/") in ("sqlite:", "sqlite:/", "sqlite:///"):
+        raise UsageError(
+            f"--to mlflow {destination}: an in-memory database keeps nothing; valid: "
+            "sqlite:///FILE.db"
+        )
+    return statuses
 
 
 def _quiet_mlflow() -> None:
