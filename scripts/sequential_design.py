@@ -10,7 +10,7 @@ tables).
 calibrated for binding futility, normbench 0.4's first design).
 
 The procedure simulated is `normbench sweep --until-decided`'s: a grid of 3 seeds per group,
-then round after round a report at that look's level (normbench.report.stats.look_alpha), and
+then round after round a report at that look's level (normbench.report.sequential.look_alpha), and
 one more seed for every group whose verdict is open and can still be decided by --max-seeds 8
 (conditional power at least normbench.sweeps.adaptive.FUTILITY), and for the reference of such
 a group; it stops when no group is left to seed or at the last look, and its result is the
@@ -50,7 +50,7 @@ import time
 import numpy as np
 from scipy import special
 
-from normbench.report import stats
+from normbench.report import sequential
 from normbench.sweeps.adaptive import FUTILITY
 
 FIRST, MAX_SEEDS, ALPHA = 3, 8, 0.05
@@ -129,7 +129,7 @@ def report(x: np.ndarray, n: np.ndarray, level: float, margin: float, best: bool
 
 
 def conditional_power(stat, level, margin, tests, equivalence_tests):
-    """stats.conditional_power, vectorised over (T, k)."""
+    """sequential.conditional_power, vectorised over (T, k)."""
     mean, sd, n = stat
     big = MAX_SEEDS
     tau = np.sqrt(np.maximum(big - n, 0) / big)
@@ -238,12 +238,14 @@ def batch_null(rng, tables, rows, rho, margin, levels, seeding):
 
 
 def design_levels(scale: float | None = None) -> list[float]:
-    """The levels of the looks: normbench's (stats.look_alpha), or those of a trial scale of
+    """The levels of the looks: normbench's (sequential.look_alpha), or those of a trial scale of
     the same shape."""
     fractions = [(FIRST + i) / MAX_SEEDS for i in range(1 + MAX_SEEDS - FIRST)]
     if scale is None:
-        return [stats.look_alpha(ALPHA, fractions, look) for look in range(1, len(fractions) + 1)]
-    spent = [0.0] + [ALPHA * t**stats.SHAPE for t in fractions]
+        return [
+            sequential.look_alpha(ALPHA, fractions, look) for look in range(1, len(fractions) + 1)
+        ]
+    spent = [0.0] + [ALPHA * t**sequential.SHAPE for t in fractions]
     return [min(ALPHA, scale * (b - a)) for a, b in zip(spent, spent[1:], strict=False)]
 
 
@@ -314,7 +316,7 @@ def calibrate(tables: int) -> None:
         shown = ", ".join(f"{name} {value:.4f}" for name, value in worst.items())
         print(f"scale {mid:.3f}: levels {[round(v, 4) for v in levels]}, worst: {shown}")
         low, high = (mid, high) if max(worst.values()) <= ALPHA else (low, mid)
-    print(f"calibrated scale {low:.3f} (stats.CALIBRATED)")
+    print(f"calibrated scale {low:.3f} (sequential.CALIBRATED)")
 
 
 def efficiency_table(tables: int, levels: list[float], margin: float) -> list[dict]:

@@ -1,4 +1,5 @@
-"""report: runs into verdicts. Statistics as pure functions (stats); what every table shares
+"""report: runs into verdicts. Statistics as pure functions (stats; seeds until decided:
+sequential); what every table shares
 (base: the metric, the method, sections, grouping); one module per question, each computing
 its table from grouped runs through stats (convergence, batch, precision, stability,
 diagnostics; across workloads: aggregate and across), put into sections (sections); one

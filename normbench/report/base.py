@@ -21,7 +21,7 @@ from normbench.core.errors import UsageError
 from normbench.experiment.compose import parse_overrides
 from normbench.experiment.schema import EXECUTION_KEYS, OBSERVATION_KEYS, OPTION_SCHEMA
 from normbench.layers.keys import NORM_COMMON_KEYS, NORM_SHARED_KEYS
-from normbench.report import stats
+from normbench.report import sequential
 from normbench.report.stats import Results
 from normbench.store.catalog import NOT_CONFIG
 
@@ -106,22 +106,22 @@ class Method:
     test: bool = False  # verdicts on the test split (set when --best-over chose on validation)
     reference: tuple[str, ...] = ()  # --reference KEY=VALUE ...: the group named before looking
     # --until-decided: the information fraction of each look the design can take and the look
-    # this report is (alpha spent over them, normbench.report.stats.look_alpha); a record of
+    # this report is (alpha spent over them, normbench.report.sequential.look_alpha); a record of
     # an older normbench has only its number of looks (alpha split evenly: ``looks``).
     fractions: tuple[float, ...] = ()
     look: int = 1
     looks: int = 1
-    # how the design spent alpha (normbench.report.stats.SPENDING; a record naming
-    # stats.BINDING_SPENDING keeps the first calibration's levels); '' for a record of
-    # normbench 0.3, whose design was O'Brien-Fleming type (stats.OBRIEN_FLEMING)
-    spending: str = stats.SPENDING
+    # how the design spent alpha (normbench.report.sequential.SPENDING; a record naming
+    # sequential.BINDING_SPENDING keeps the first calibration's levels); '' for a record of
+    # normbench 0.3, whose design was O'Brien-Fleming type (sequential.OBRIEN_FLEMING)
+    spending: str = sequential.SPENDING
 
     @property
     def level(self) -> float:
         """The alpha of this look: alpha itself for a report of a fixed design."""
         if self.fractions:
-            spending = self.spending or stats.OBRIEN_FLEMING
-            return stats.look_alpha(self.alpha, self.fractions, self.look, spending)
+            spending = self.spending or sequential.OBRIEN_FLEMING
+            return sequential.look_alpha(self.alpha, self.fractions, self.look, spending)
         return self.alpha / self.looks
 
     @property

@@ -11,7 +11,8 @@ import pandas as pd
 
 from normbench.core.errors import UsageError
 from normbench.report.base import Method, Metric, Report, Section, label
-from normbench.report.stats import COMMON_SEEDS_NOTE, OBRIEN_FLEMING
+from normbench.report.sequential import OBRIEN_FLEMING
+from normbench.report.stats import COMMON_SEEDS_NOTE
 
 TABLES = (
     "across",

@@ -9,11 +9,11 @@ sides of a comparison carry its noise, and pairing by seed needs the same seeds 
 
 **Futility.** An open comparison that cannot be decided by --max-seeds stops drawing seeds: its
 conditional power, the chance of a verdict at the last look if its difference goes on as
-observed (normbench.report.stats.conditional_power; Lachin 2005), below ``FUTILITY``. It stays
+observed (normbench.report.sequential.conditional_power; Lachin 2005), below ``FUTILITY``. It stays
 inconclusive and the sweep names it. Seeds go where a decision can still come.
 
 Repeated looks at the same data are repeated chances to be wrong: look l tests at the level
-normbench.report.stats.look_alpha gives it, back-loaded over the looks (alpha t^6) and scaled
+normbench.report.sequential.look_alpha gives it, back-loaded over the looks (alpha t^6) and scaled
 so that the family-wise error of the whole procedure, Holm included, stays at alpha whatever
 the futility rule does (non-binding: with it obeyed, and with it ignored, every open group
 drawing seeds to the cap as when a user adds seeds or a resumed sweep goes on), and so that
@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 from normbench.core.errors import UsageError
 from normbench.experiment.probe import compose_checked
 from normbench.experiment.schema import experiment, flatten
-from normbench.report import pipeline, stats
+from normbench.report import pipeline, sequential, stats
 from normbench.report.base import Method, Report, Section, label
 from normbench.report.batch import BATCH_KEYS
 from normbench.store.rundir import run_id
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 DECIDED = ("worse", "better", "equivalent", "sensitive", "insensitive")
 # An open comparison whose conditional power of a verdict by --max-seeds is below this stops
-# drawing seeds (normbench.report.stats.conditional_power). Chosen by simulation with the
+# drawing seeds (normbench.report.sequential.conditional_power). Chosen by simulation with the
 # first, binding calibration of the levels (scripts/sequential_design.py; not re-tuned since):
 # a lower threshold draws seeds for comparisons that rarely pay, a higher one stops some that
 # would. The levels do not count on it (non-binding).
@@ -96,7 +96,7 @@ class SequentialDesign:
             "alpha": self.method.alpha,
             "margin": self.method.margin,
             "reference": list(self.method.reference),
-            "spending": stats.SPENDING,
+            "spending": sequential.SPENDING,
             "futility": FUTILITY,
             "fractions": list(self.fractions),
             "looks_taken": looks_taken,
@@ -137,7 +137,7 @@ def closing(
     if min(per_group.values()) >= plan.max_seeds:
         same = tally(look_at(jobs, runs_dir, plan.method, plan.tuned), len(jobs))
         against = f"{fixed}, these runs: reported once at alpha {plan.method.alpha}, {same.text()}"
-    elif stats.design_scale(plan.method.alpha, plan.fractions) != 1.0:
+    elif sequential.design_scale(plan.method.alpha, plan.fractions) != 1.0:
         low, median, high = SIMULATED_RATIO
         against = (
             f"{fixed}; by simulation (docs/statistics.md), until decided decides {low:.2f} to "
@@ -148,7 +148,7 @@ def closing(
     level = plan.at(look).level
     return (
         f"until decided: {look} round(s): {final.text()}; {against}; alpha "
-        f"{plan.method.alpha} spent over {plan.looks} possible looks ({stats.SPENDING}), "
+        f"{plan.method.alpha} spent over {plan.looks} possible looks ({sequential.SPENDING}), "
         f"{level:.4g} at look {look}"
     )
 
@@ -261,7 +261,7 @@ def seeds_to_add(
 
 def power(at: int, table: pd.DataFrame, plan: SequentialDesign) -> float:
     """The conditional power of the open convergence row at position ``at``
-    (stats.conditional_power), from the stats.Difference the table keeps for it
+    (sequential.conditional_power), from the stats.Difference the table keeps for it
     (``attrs["differences"]``, stats.difference_rows). Holm's multipliers: the family's
     tests not yet shown (every pair against the best, else the comparisons made; the k - 1
     equivalence tests). 1 for a row it cannot judge (unpaired, or no known noise)."""
@@ -277,7 +277,7 @@ def power(at: int, table: pd.DataFrame, plan: SequentialDesign) -> float:
     same = int((made["verdict"] == "equivalent").sum())
     last = plan.at(plan.looks).level
     tests, same = max(1, tests - shown), max(1, len(made) - same)
-    return stats.conditional_power(d, plan.max_seeds, last, plan.method.margin, tests, same)
+    return sequential.conditional_power(d, plan.max_seeds, last, plan.method.margin, tests, same)
 
 
 def _open_groups(

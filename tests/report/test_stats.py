@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from normbench.report import stats
+from normbench.report import sequential, stats
 
 A = {0: 0.90, 1: 0.92, 2: 0.95, 3: 0.91}
 B = {0: 0.85, 1: 0.88, 2: 0.90, 3: 0.86, 4: 0.84}
@@ -232,12 +232,14 @@ def test_pairing_finds_a_gap_that_welch_misses_when_seeds_share_their_noise():
 
 
 def test_normbench_0_3_s_sweeps_keep_their_obrien_fleming_type_levels():
-    assert stats.spent_alpha(0.05, 1.0) == pytest.approx(0.05)
+    assert sequential.spent_alpha(0.05, 1.0) == pytest.approx(0.05)
     z = scipy_stats.norm.ppf(0.975)
-    assert stats.spent_alpha(0.05, 0.5) == pytest.approx(2 - 2 * scipy_stats.norm.cdf(z / 0.5**0.5))
+    assert sequential.spent_alpha(0.05, 0.5) == pytest.approx(
+        2 - 2 * scipy_stats.norm.cdf(z / 0.5**0.5)
+    )
     fractions = [3 / 8, 4 / 8, 5 / 8, 6 / 8, 7 / 8, 1.0]
-    old = stats.OBRIEN_FLEMING
-    levels = [stats.look_alpha(0.05, fractions, look, old) for look in range(1, 7)]
+    old = sequential.OBRIEN_FLEMING
+    levels = [sequential.look_alpha(0.05, fractions, look, old) for look in range(1, 7)]
     assert sum(levels) == pytest.approx(0.05)
     assert levels == sorted(levels) and levels[0] < 0.002 < 0.012 < levels[-1]  # back-loaded
 

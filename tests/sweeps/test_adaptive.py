@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from normbench.report import stats
+from normbench.report import sequential, stats
 from normbench.report.base import Method
 from normbench.sweeps import adaptive
 
@@ -39,7 +39,7 @@ def results(x: np.ndarray, n: np.ndarray) -> list[dict]:
 def test_the_vectorised_report_is_normbench_s(sim, best):
     """Tables with unequal seed prefixes (as until-decided leaves them): the simulation's
     verdicts, differences and conditional powers are stats.compare_with_best's /
-    compare_with_reference's and stats.conditional_power's."""
+    compare_with_reference's and sequential.conditional_power's."""
     rng = np.random.default_rng(5)
     tables, k, level, margin = 40, 4, 0.03, 0.8
     x, _ = sim.draw(rng, tables, k, 0.5, 0.6)
@@ -61,7 +61,7 @@ def test_the_vectorised_report_is_normbench_s(sim, best):
                 continue
             assert stat[0, t, g] == pytest.approx(v.diff)
             d = stats.difference(groups[g], groups[ref[t]])
-            cp = stats.conditional_power(d, sim.MAX_SEEDS, 0.05, margin, tests, k - 1)
+            cp = sequential.conditional_power(d, sim.MAX_SEEDS, 0.05, margin, tests, k - 1)
             assert power[t, g] == pytest.approx(cp, abs=1e-9)
 
 
@@ -107,7 +107,7 @@ def test_the_levels_hold_with_futility_ignored(sim):
     a resumed sweep), the error of the whole procedure stays at alpha at the presets' sizes
     with normbench's levels, and does not with the first calibration's (lambda 1.84, measured
     only with futility obeyed)."""
-    scale = stats.design_scale(0.05, [(3 + i) / 8 for i in range(6)])
+    scale = sequential.design_scale(0.05, [(3 + i) / 8 for i in range(6)])
     settings = [(2, False), (2, True), (5, False), (5, True)]
     now = [null_error(sim, scale, k, best, None) for k, best in settings]
     before = [null_error(sim, BINDING, k, best, None) for k, best in settings]
@@ -128,7 +128,7 @@ def test_the_batch_contrast_holds_its_level(sim):
     """Batch contrasts are never stopped for futility: with every row drawing seeds at every
     look, the false *sensitive* stays at alpha with normbench's levels over 1, 3 and 5 rows,
     and does not with the first calibration's."""
-    scale = stats.design_scale(0.05, [(3 + i) / 8 for i in range(6)])
+    scale = sequential.design_scale(0.05, [(3 + i) / 8 for i in range(6)])
 
     def error(scale, rows):
         rng = np.random.default_rng([9, rows])
@@ -152,14 +152,19 @@ def test_a_fixed_design_reads_its_own_seeds(sim):
 
 def test_levels_are_calibrated_for_the_default_design_and_the_union_bound_elsewhere():
     default = [(3 + i) / 8 for i in range(6)]
-    levels = [stats.look_alpha(0.05, default, look) for look in range(1, 7)]
+    levels = [sequential.look_alpha(0.05, default, look) for look in range(1, 7)]
     assert levels == sorted(levels) and levels[0] < 0.001  # two degrees of freedom: nothing
-    scale = stats.design_scale(0.05, default)
+    scale = sequential.design_scale(0.05, default)
     assert 1 < scale < 1.84
     assert levels[-1] == pytest.approx(scale * 0.05 * (1 - (7 / 8) ** 6))
     other = [(2 + i) / 6 for i in range(5)]
-    assert sum(stats.look_alpha(0.05, other, look) for look in range(1, 6)) == pytest.approx(0.05)
-    legacy = [stats.look_alpha(0.05, default, look, stats.OBRIEN_FLEMING) for look in range(1, 7)]
+    assert sum(sequential.look_alpha(0.05, other, look) for look in range(1, 6)) == pytest.approx(
+        0.05
+    )
+    legacy = [
+        sequential.look_alpha(0.05, default, look, sequential.OBRIEN_FLEMING)
+        for look in range(1, 7)
+    ]
     assert [round(v, 4) for v in legacy] == [0.0014, 0.0042, 0.0076, 0.0105, 0.0125, 0.0139]
 
 
@@ -167,17 +172,20 @@ def test_a_record_of_the_first_calibration_reports_at_its_levels():
     """A sweep recorded with the binding calibration's label is reported at the levels it ran
     with (lambda 1.84: 0.05 at the last look), not at the recalibrated ones."""
     default = (3 / 8, 4 / 8, 5 / 8, 6 / 8, 7 / 8, 1.0)
-    old = [stats.look_alpha(0.05, default, look, stats.BINDING_SPENDING) for look in range(1, 7)]
+    old = [
+        sequential.look_alpha(0.05, default, look, sequential.BINDING_SPENDING)
+        for look in range(1, 7)
+    ]
     assert [round(v, 4) for v in old] == [0.0003, 0.0012, 0.004, 0.0109, 0.0249, 0.05]
-    method = Method(0.05, 0.01, fractions=default, look=6, spending=stats.BINDING_SPENDING)
+    method = Method(0.05, 0.01, fractions=default, look=6, spending=sequential.BINDING_SPENDING)
     assert method.level == pytest.approx(0.05)
     assert Method(0.05, 0.01, fractions=default, look=6).level < 0.04
-    assert stats.SPENDING != stats.BINDING_SPENDING
+    assert sequential.SPENDING != sequential.BINDING_SPENDING
 
 
 def test_futility_is_read_off_a_convergence_row():
     """The row's stats.Difference, kept beside the table (numbers, not its text), gives the
-    sweep's conditional power: stats.conditional_power's; a row without a paired difference
+    sweep's conditional power: sequential.conditional_power's; a row without a paired difference
     gets 1 (it keeps drawing seeds)."""
     rng = np.random.default_rng(2)
     groups = [{s: float(v) for s, v in enumerate(rng.normal(mu, 1, 5))} for mu in (0, 0, -0.5)]
@@ -201,8 +209,8 @@ def test_futility_is_read_off_a_convergence_row():
     shown = sum(v.verdict in ("worse", "better") for v in verdicts)
     same = sum(v.verdict == "equivalent" for v in verdicts)
     last = plan.at(plan.looks).level  # the last look's level: what a verdict will need
-    assert last == pytest.approx(stats.look_alpha(0.05, method.fractions, 6))
-    expected = stats.conditional_power(d, 8, last, margin, max(1, 3 - shown), max(1, 2 - same))
+    assert last == pytest.approx(sequential.look_alpha(0.05, method.fractions, 6))
+    expected = sequential.conditional_power(d, 8, last, margin, max(1, 3 - shown), max(1, 2 - same))
     assert adaptive.power(other, table, plan) == pytest.approx(expected)
     unpaired = table.copy()
     unpaired.attrs["differences"] = stats.difference_rows(

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from normbench.cli import app
 from normbench.core.errors import UsageError
-from normbench.report.stats import look_alpha
+from normbench.report.sequential import look_alpha
 from normbench.store.rundir import RunDir
 from normbench.sweeps.cluster import SubmititLauncher, submitit_parameters
 from normbench.sweeps.grid import expand
