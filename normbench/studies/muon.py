@@ -17,7 +17,6 @@ import pandas as pd
 from normbench.report import stats
 from normbench.report.base import Section, label
 from normbench.report.text import with_ci
-from normbench.store.rundir import RunDir
 from normbench.studies.study import (
     LABEL_RULE,
     Context,
@@ -25,6 +24,7 @@ from normbench.studies.study import (
     Study,
     command_of,
     load,
+    max_logits,
     md,
     predictions_text,
     report,
@@ -135,16 +135,7 @@ def logit_growth(runs, section: Section) -> pd.DataFrame:
     """Per diagnosed run: its group, optimizer, learning rate, seed and logit growth (log10 of
     the largest attention logit at the last diagnosed step over the same at step 0)."""
     rows = []
-    for _, run in section.runs.iterrows():
-        if run["status"] not in ("complete", "diverged"):
-            continue
-        try:
-            frame = RunDir(runs, run["run_id"]).read_diagnostics()
-        except FileNotFoundError:
-            continue
-        if "max_logit" not in frame or frame["step"].nunique() < 2:
-            continue
-        by_step = frame.groupby("step")["max_logit"].max()
+    for _, run, by_step in max_logits(runs, section):
         first, last = float(by_step.iloc[0]), float(by_step.iloc[-1])
         if not (first > 0 and math.isfinite(last) and last > 0):
             continue

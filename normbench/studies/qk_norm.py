@@ -19,6 +19,7 @@ from normbench.studies.study import (
     Study,
     command_of,
     load,
+    max_logits,
     md,
     report,
     section_of,
@@ -101,16 +102,7 @@ def logit_growth(runs, section: Section) -> pd.DataFrame:
     attention logit over units at step 0 and at the first diagnosed step after it."""
     rows = []
     trained = pd.Series(stability.trained(section.runs, section.metric), index=section.runs.index)
-    for row, run in section.runs.iterrows():
-        if run["status"] not in ("complete", "diverged"):
-            continue
-        try:
-            frame = RunDir(runs, run["run_id"]).read_diagnostics()
-        except FileNotFoundError:
-            continue
-        if "max_logit" not in frame or frame["step"].nunique() < 2:
-            continue
-        by_step = frame.groupby("step")["max_logit"].max()
+    for row, run, by_step in max_logits(runs, section):
         first, early = by_step.index[0], by_step.index[1]
         rows.append(
             {

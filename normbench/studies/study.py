@@ -8,7 +8,7 @@ decided for it, *Not reproduced* when they decided against it, *Inconclusive* ot
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +19,7 @@ from normbench.report.base import Method, Report, Section
 from normbench.report.markdown import to_markdown
 from normbench.store import catalog, records
 from normbench.store.catalog import Selection
+from normbench.store.rundir import RunDir
 
 # --smoke: the quick settings on a tiny model and a few steps, for the test suite.
 SMOKE = [
@@ -222,3 +223,18 @@ def named(table: pd.DataFrame, norm: str) -> pd.Series:
 def section_of(result: Report) -> Section:
     (section,) = result.sections
     return section
+
+
+def max_logits(runs: Path, section: Section) -> Iterator[tuple[object, pd.Series, pd.Series]]:
+    """Per finished run of a section with diagnostics at two steps or more: its row's index,
+    the row, and the largest attention logit over units at each diagnosed step (the QK-norm
+    and Muon studies' logit growth both start from it)."""
+    for index, run in section.runs.iterrows():
+        if run["status"] not in ("complete", "diverged"):
+            continue
+        try:
+            frame = RunDir(runs, run["run_id"]).read_diagnostics()
+        except FileNotFoundError:
+            continue
+        if "max_logit" in frame and frame["step"].nunique() >= 2:
+            yield index, run, frame.groupby("step")["max_logit"].max()
