@@ -138,7 +138,7 @@ def sweep(
     from normbench.core.errors import UsageError
     from normbench.experiment.options import use_config_dirs
     from normbench.store.rundir import Rerun
-    from normbench.sweeps import tuned
+    from normbench.sweeps import tuned_plan
     from normbench.sweeps.launchers import launcher_settings
     from normbench.sweeps.presets import DEFAULT_PRESET
     from normbench.sweeps.session import Launch
@@ -156,7 +156,7 @@ def sweep(
         from normbench.report.base import Method  # pandas and scipy: after the quick checks
 
         method = Method.from_options(alpha, margin, reference=reference or [])
-        space = tuned.parse_space(tune or [], preset)
+        space = tuned_plan.parse_space(tune or [], preset)
         launch = Launch(launcher, settings, jobs, Rerun(force, rerun_stale))
         seeds = max_seeds if until_decided else None
         if space:
@@ -306,7 +306,7 @@ def _tuned(preset, overrides, space, runs_dir, launch, name, dry_run, sizes, tun
     from rich.console import Console
     from rich.text import Text
 
-    from normbench.sweeps import adaptive, precheck, tuned, tuned_view
+    from normbench.sweeps import adaptive, precheck, tuned, tuned_plan, tuned_view
     from normbench.sweeps import grid as grids
     from normbench.sweeps.session import check_devices, looks_text
 
@@ -315,13 +315,13 @@ def _tuned(preset, overrides, space, runs_dir, launch, name, dry_run, sizes, tun
     grid = grids.expand(preset, overrides, max_runs)
     grid.name = name or grid.name
     seeds, eta, trials, extend = tuning
-    plan = tuned.design(grid, space, seeds, eta, trials, extend)
+    plan = tuned_plan.design(grid, space, seeds, eta, trials, extend)
     # the plain sweep's checks, before anything trains (and in --dry-run)
     precheck.check_reference(grid, method.reference)
     rounds = adaptive.design(grid, max_seeds, method) if max_seeds is not None else None
     if rounds is not None:
         precheck.sequential_needs(grid, rounds)
-        tuned.check_seed_room(grid, max_seeds)
+        tuned_plan.check_seed_room(grid, max_seeds)
     precheck.destinations({job.cfg["log"]["tensorboard"] for job in grid.jobs})
     if launch.launcher == "local":
         check_devices({job.cfg["device"] for job in grid.jobs})

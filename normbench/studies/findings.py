@@ -32,7 +32,7 @@ from normbench.studies import (
 from normbench.studies.study import Context, arguments, command_of, tune_of
 from normbench.sweeps import grid as grids
 from normbench.sweeps import plan as planning
-from normbench.sweeps import tuned
+from normbench.sweeps import tuned, tuned_plan
 from normbench.sweeps.local import LocalLauncher
 from normbench.sweeps.session import Fixed, Launch, Session, run_rounds
 
@@ -96,8 +96,8 @@ def run_studies(runs: Path, jobs: int, scale: str, console: Console) -> None:
                 f", about {eta / 60:.0f} min)" if eta is not None else ")"
             )
             if study.tune:  # each group at its own best: tuning, then confirmation
-                space = tuned.parse_space(tune_of(study, scale), preset)
-                plan = tuned.design(grid, space, tuning_seeds=study.tune_seeds)
+                space = tuned_plan.parse_space(tune_of(study, scale), preset)
+                plan = tuned_plan.design(grid, space, tuning_seeds=study.tune_seeds)
                 session = tuned.session(plan, runs, launch, console, runner=pool, command=argv)
                 design = tuned.Tuned(plan, launch.rerun, None, Method(), heading=title)
             else:

@@ -16,7 +16,8 @@ from normbench.store.rundir import Rerun
 from normbench.sweeps import adaptive, halving
 from normbench.sweeps import plan as planning
 from normbench.sweeps.grid import Job, Sweep
-from normbench.sweeps.tuned import Choice, TunedDesign, rung_jobs
+from normbench.sweeps.tuned import Choice
+from normbench.sweeps.tuned_plan import TunedDesign, rung_jobs
 
 
 def choices_table(tuned: TunedDesign, choices: list[Choice]) -> Table:

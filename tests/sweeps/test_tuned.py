@@ -23,7 +23,7 @@ from normbench.report.base import Method
 from normbench.store.provenance import source_hash
 from normbench.store.records import sweep_record
 from normbench.store.rundir import Rerun, RunDir
-from normbench.sweeps import adaptive, halving, search, tuned, tuned_view
+from normbench.sweeps import adaptive, halving, search, tuned, tuned_plan, tuned_view
 from normbench.sweeps import grid as grids
 from normbench.sweeps.session import Launch, Session
 from tests.helpers import QUICK, tiny
@@ -115,12 +115,12 @@ def test_a_draw_within_the_budget_tries_every_value_of_every_key():
         for a in ("0.5", "1.0", "2.0")
     ]
     for seed in range(50):
-        drawn = tuned.stratified(space, 4, f"group {seed}")
+        drawn = tuned_plan.stratified(space, 4, f"group {seed}")
         assert len(set(drawn)) == 4 and drawn == sorted(drawn, key=space.index)
         assert {c[0] for c in drawn} == {c[0] for c in space}
         assert {c[1] for c in drawn} == {c[1] for c in space}
-        assert drawn == tuned.stratified(space, 4, f"group {seed}")  # a fixed draw
-    assert len({tuple(tuned.stratified(space, 4, f"g {s}")) for s in range(20)}) > 1
+        assert drawn == tuned_plan.stratified(space, 4, f"group {seed}")  # a fixed draw
+    assert len({tuple(tuned_plan.stratified(space, 4, f"g {s}")) for s in range(20)}) > 1
 
 
 # ------------------------------------------------------------------ designed stores
@@ -196,7 +196,7 @@ def run_tuned(
 ):
     grid = grid or tuned_grid()
     grid.name = name
-    design = tuned.design(grid, space or {"train.lr": LRS}, tuning_seeds=2, eta=eta)
+    design = tuned_plan.design(grid, space or {"train.lr": LRS}, tuning_seeds=2, eta=eta)
     console = Console(quiet=True)
     with tuned.session(design, runs, Launch(), console, runner=launcher) as session:
         if reference:  # as normbench sweep --reference records it
@@ -301,7 +301,7 @@ def test_a_choice_at_the_edge_is_tried_one_step_beyond(tmp_path):
     other = tmp_path / "other"
     grid = tuned_grid()
     grid.name = "flat"
-    flat = tuned.design(grid, {"train.lr": LRS}, tuning_seeds=2, eta=2, extend=False)
+    flat = tuned_plan.design(grid, {"train.lr": LRS}, tuning_seeds=2, eta=2, extend=False)
     with tuned.session(
         flat, other, Launch(), Console(quiet=True), runner=FakeLauncher(other, rising)
     ) as session:
@@ -388,22 +388,22 @@ def test_equal_budgets_and_keys_only_some_groups_take():
     # GroupNorm's four: GroupNorm samples two, and both groups get the same steps.
     grid = grids.expand(None, [*QUICK, "norm=layernorm,groupnorm", "seed=0"])
     space = {"train.lr": ["0.001", "0.01"], "norm.groups": ["2", "4"]}
-    design = tuned.design(grid, space, tuning_seeds=1, eta=2)
+    design = tuned_plan.design(grid, space, tuning_seeds=1, eta=2)
     layer, group = sorted(design.groups, key=lambda g: g.label, reverse=True)
     assert layer.label == "norm=layernorm" and layer.keys == ["train.lr"] and layer.space == 2
     assert group.keys == ["train.lr", "norm.groups"] and group.space == 4
     assert len(layer.candidates) == len(group.candidates) == 2 and design.equal
     assert design.steps_of(layer) == design.steps_of(group) and not design.notes
-    assert tuned.design(grid, space, tuning_seeds=1, eta=2).groups[1].candidates == (
+    assert tuned_plan.design(grid, space, tuning_seeds=1, eta=2).groups[1].candidates == (
         group.candidates
     )  # the sample is a fixed draw: a resume samples the same
-    only = tuned.design(grid, {"norm.groups": ["2", "4"]}, tuning_seeds=1, eta=2)
+    only = tuned_plan.design(grid, {"norm.groups": ["2", "4"]}, tuning_seeds=1, eta=2)
     layer_only = next(g for g in only.groups if g.label == "norm=layernorm")
     assert layer_only.space == 1 and only.steps_of(layer_only) == 0 and only.trials == 2
     assert only.equal  # a group with nothing to tune does not make the budgets unequal
     with pytest.raises(UsageError, match="no group of the grid takes"):
-        tuned.design(grids.expand(None, [*QUICK, "norm=layernorm", "seed=0"]), only.space)
-    unequal = tuned.design(grid, space, tuning_seeds=1, eta=2, trials=4)
+        tuned_plan.design(grids.expand(None, [*QUICK, "norm=layernorm", "seed=0"]), only.space)
+    unequal = tuned_plan.design(grid, space, tuning_seeds=1, eta=2, trials=4)
     assert not unequal.equal and "UNEQUAL BUDGETS" in unequal.notes[0]
     assert "norm=layernorm 2" in unequal.notes[0]
 
@@ -423,8 +423,8 @@ def test_equal_budgets_and_keys_only_some_groups_take():
 def test_bad_designs_are_refused(space, message):
     grid = grids.expand(None, [*QUICK, "norm=layernorm,groupnorm", "seed=0"])
     with pytest.raises(UsageError, match=message):
-        tuned.parse_space([f"{k}={','.join(v)}" for k, v in space.items()], None)
-        tuned.design(grid, space)
+        tuned_plan.parse_space([f"{k}={','.join(v)}" for k, v in space.items()], None)
+        tuned_plan.design(grid, space)
 
 
 @pytest.mark.parametrize("stop_after, phase", [(12, "tuning"), (18, "confirmation")])
@@ -493,7 +493,7 @@ def test_each_setting_tunes_at_its_own_step_budget():
     # The suite's workloads train 600 (MNIST-1D, digits), 800 (tokens) and 400 (pysource)
     # steps: each group's rungs end at its own budget, equal within a setting.
     grid = grids.expand("suite", ["seed=0", "norm=layernorm,dyt"])
-    design = tuned.design(grid, {"train.lr": LRS}, tuning_seeds=1)
+    design = tuned_plan.design(grid, {"train.lr": LRS}, tuning_seeds=1)
     assert design.step_budgets == [400, 600, 800]
     for group in design.groups:
         assert design.schedule_of(group)[-1].steps == group.max_steps
@@ -507,17 +507,19 @@ def test_one_setting_at_two_step_budgets_is_refused():
     grid = grids.expand(None, [*QUICK, "norm=layernorm,groupnorm", "seed=0"])
     grid.jobs[0].cfg["train"]["max_steps"] = 16  # layernorm's run, as a preset grid could
     with pytest.raises(UsageError, match="one train.max_steps per"):
-        tuned.design(grid, {"train.lr": LRS})
+        tuned_plan.design(grid, {"train.lr": LRS})
 
 
 def test_an_interval_is_searched_by_a_fixed_quasi_random_draw_within_the_budget():
     # train.lr log-uniform for every group; norm.groups listed (GroupNorm only): each group
     # draws --tune-trials candidates, the same on every call (a resume finds its runs)
     grid = grids.expand(None, [*QUICK, "norm=layernorm,groupnorm", "seed=0"])
-    space = tuned.parse_space(["train.lr=tag(log,interval(1e-4,1e-1))", "norm.groups=2,4"], None)
+    space = tuned_plan.parse_space(
+        ["train.lr=tag(log,interval(1e-4,1e-1))", "norm.groups=2,4"], None
+    )
     assert space["train.lr"] == search.Interval(1e-4, 1e-1, log=True)
-    design = tuned.design(grid, space, tuning_seeds=1, trials=6)
-    again = tuned.design(grid, space, tuning_seeds=1, trials=6)
+    design = tuned_plan.design(grid, space, tuning_seeds=1, trials=6)
+    again = tuned_plan.design(grid, space, tuning_seeds=1, trials=6)
     for group, same in zip(design.groups, again.groups, strict=True):
         assert math.isinf(group.space) and len(group.candidates) == 6 and design.equal
         assert group.candidates == same.candidates
@@ -542,14 +544,14 @@ def test_an_interval_is_searched_by_a_fixed_quasi_random_draw_within_the_budget(
 )
 def test_bad_intervals_are_refused(given, message):
     with pytest.raises(UsageError, match=message):
-        tuned.parse_space(given, None)
+        tuned_plan.parse_space(given, None)
 
 
 def test_an_interval_needs_a_trial_count():
     grid = grids.expand(None, [*QUICK, "norm=layernorm", "seed=0"])
-    space = tuned.parse_space(["train.lr=interval(1e-3,1e-1)"], None)
+    space = tuned_plan.parse_space(["train.lr=interval(1e-3,1e-1)"], None)
     with pytest.raises(UsageError, match="--tune-trials N"):
-        tuned.design(grid, space)
+        tuned_plan.design(grid, space)
 
 
 def test_a_whole_directory_report_leaves_tuning_runs_out(tmp_path):
@@ -620,7 +622,7 @@ def test_until_decided_never_reaches_the_tuning_seeds(tmp_path):
 def test_a_tuned_confirmation_decides_its_rounds_on_test(tmp_path):
     # its looks (seeds added, futility) read the split its report and closing lines read
     grid = tuned_grid()
-    design = tuned.design(grid, {"train.lr": LRS}, tuning_seeds=2, eta=2)
+    design = tuned_plan.design(grid, {"train.lr": LRS}, tuning_seeds=2, eta=2)
     launcher = FakeLauncher(tmp_path, numbers)
     with tuned.session(design, tmp_path, Launch(), Console(quiet=True), runner=launcher) as s:
         _, plan, looks = tuned.run(s, design, Rerun(), 3, Method())
@@ -704,7 +706,7 @@ def test_a_group_with_fewer_candidates_than_the_budget_trains_the_full_grid(tmp_
     grid = grids.expand(None, [*QUICK, "norm=layernorm,groupnorm", "seed=0"])
     grid.name = "tuned"
     space = {"train.lr": LRS, "norm.groups": ["1", "2", "4"]}
-    design = tuned.design(grid, space, tuning_seeds=2, eta=3, trials=12, extend=False)
+    design = tuned_plan.design(grid, space, tuning_seeds=2, eta=3, trials=12, extend=False)
     layer, group = sorted(design.groups, key=lambda g: g.label, reverse=True)
     assert design.schedule_of(layer) == [halving.Rung(4, 8)]
     assert design.schedule_of(group) == [
