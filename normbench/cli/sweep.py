@@ -306,6 +306,7 @@ def _tuned(preset, overrides, space, runs_dir, launch, name, dry_run, sizes, tun
     from rich.console import Console
     from rich.text import Text
 
+    from normbench.core.errors import UsageError
     from normbench.sweeps import adaptive, precheck, tuned, tuned_plan, tuned_view
     from normbench.sweeps import grid as grids
     from normbench.sweeps.session import check_devices, looks_text
@@ -316,6 +317,11 @@ def _tuned(preset, overrides, space, runs_dir, launch, name, dry_run, sizes, tun
     grid.name = name or grid.name
     seeds, eta, trials, extend = tuning
     plan = tuned_plan.design(grid, space, seeds, eta, trials, extend)
+    if plan.runs > max_runs:  # as a plain grid over --max-runs is refused
+        raise UsageError(
+            f"--tune: the tuned comparison trains up to {plan.runs:,} runs, more than "
+            f"--max-runs {max_runs:,}; valid: fewer values or --tune-seeds, or a larger --max-runs"
+        )
     # the plain sweep's checks, before anything trains (and in --dry-run)
     precheck.check_reference(grid, method.reference)
     rounds = adaptive.design(grid, max_seeds, method) if max_seeds is not None else None

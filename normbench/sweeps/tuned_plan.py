@@ -129,6 +129,15 @@ class TunedDesign:
     def steps_of(self, group: Group) -> int:
         return halving.steps_spent(self.schedule_of(group), len(self.tuning_seeds))
 
+    @property
+    def runs(self) -> int:
+        """Runs the plan trains at most: every rung's candidates at every tuning seed, one
+        step beyond an edge per key (when extending), and the grid's confirmation runs."""
+        seeds = len(self.tuning_seeds)
+        tuning = sum(sum(r.keep for r in self.schedule_of(g)) * seeds for g in self.groups)
+        beyond = sum(len(g.keys) * seeds for g in self.groups) if self.extend else 0
+        return tuning + beyond + len(self.grid.jobs)
+
     def full_grid_steps(self, group: Group) -> int:
         if len(group.candidates) < 2:
             return 0

@@ -598,6 +598,7 @@ def test_report_of_a_sweep_compares_against_the_reference_it_named(tmp_path):
         (["--until-decided", "--max-seeds", "1"], "one seed decides nothing"),
         (["--reference", "nope=1"], "--reference"),
         (["--tune", "train.lr=range(0,2000)", "--tune", "train.weight_decay=0,1"], "combinations"),
+        (["--tune-seeds", "100", "--max-runs", "500"], "trains up to 804 runs, more than"),
     ],
 )
 def test_the_tuned_path_refuses_bad_bounds_before_anything_trains(tmp_path, extra, message):
