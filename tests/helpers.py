@@ -161,3 +161,29 @@ def limited(seconds: float, memory: int = 2 << 30) -> Iterator[None]:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def invoke(*args: str, seconds: float = 60, memory: int = 2 << 30):
+    """A CLI command in this process under a time and memory limit (``limited``), at 100
+    columns; never a traceback."""
+    from typer.testing import CliRunner
+
+    from normbench.cli import app
+
+    with limited(seconds, memory):
+        result = CliRunner().invoke(app, list(args), env={"COLUMNS": "100"})
+    assert not isinstance(result.exception, (TimeoutError, MemoryError)), result.exception
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(
+        result.exception
+    )
+    assert "Traceback" not in result.output
+    return result
+
+
+def one_line(result, *words: str) -> None:
+    """A refusal: exit 2, one error line (warnings aside) holding every one of ``words``."""
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if not line.startswith("warning: ")]
+    assert len(lines) == 1 and lines[0].startswith("normbench: error: "), result.output
+    for word in words:
+        assert word in result.output, (word, result.output)

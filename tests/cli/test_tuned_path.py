@@ -5,39 +5,20 @@ line naming the key, the bad value and the valid choices."""
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import os
 import time
 
 import pytest
-from helpers import limited, make_run
+from helpers import invoke as invoke_limited
+from helpers import make_run, one_line
 from rich.console import Console
-from typer.testing import CliRunner
 
-from normbench.cli import app
 from normbench.report import tuning
 
-runner = CliRunner()
-
-
-def invoke(*args: str, seconds: float = 120):
-    """The command in this process under a time limit; never a traceback."""
-    with limited(seconds, 8 << 30):
-        result = runner.invoke(app, list(args), env={"COLUMNS": "100"})
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(
-        result.exception
-    )
-    assert "Traceback" not in result.output
-    return result
-
-
-def one_line(result, *words: str) -> None:
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.output.splitlines() if not line.startswith("warning: ")]
-    assert len(lines) == 1 and lines[0].startswith("normbench: error: "), result.output
-    for word in words:
-        assert word in result.output, (word, result.output)
+invoke = functools.partial(invoke_limited, seconds=120, memory=8 << 30)
 
 
 GROUP = {

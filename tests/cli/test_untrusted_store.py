@@ -16,39 +16,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from helpers import limited, make_run
-from typer.testing import CliRunner
+from helpers import invoke, make_run, one_line
 
-from normbench.cli import app
 from normbench.store.catalog import load_runs
 
-runner = CliRunner()
 TORCH_MEMORY = 8 << 30  # importing torch maps gigabytes of address space it never touches
 # 673 bytes that expand to 9^9 values in a YAML loader that follows aliases
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
     for p, c in zip("abcdefgh", "bcdefghi", strict=True)
 )
-
-
-def invoke(*args: str, seconds: float = 60, memory: int = 2 << 30):
-    """The command in this process under a time and memory limit; never a traceback."""
-    with limited(seconds, memory):
-        result = runner.invoke(app, list(args), env={"COLUMNS": "100"})
-    assert not isinstance(result.exception, (TimeoutError, MemoryError)), result.exception
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(
-        result.exception
-    )
-    assert "Traceback" not in result.output
-    return result
-
-
-def one_line(result, *words: str) -> None:
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.output.splitlines() if not line.startswith("warning: ")]
-    assert len(lines) == 1 and lines[0].startswith("normbench: error: "), result.output
-    for word in words:
-        assert word in result.output, (word, result.output)
 
 
 @pytest.fixture
