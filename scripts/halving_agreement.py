@@ -57,7 +57,7 @@ def main() -> None:
     parser.add_argument("--runs-dir", type=Path, default=Path("runs"))
     parser.add_argument("--sweep", required=True)
     args = parser.parse_args()
-    tuning = records.sweep_record(args.runs_dir, args.sweep).get("tuning")
+    tuning = records.latest_record(args.runs_dir, args.sweep).get("tuning")
     if not isinstance(tuning, dict):
         raise SystemExit(f"--sweep {args.sweep}: not a tuned sweep")
     runs = catalog.load_runs(args.runs_dir).runs

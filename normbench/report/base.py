@@ -105,28 +105,23 @@ class Method:
     reference_batch: int | None = None
     test: bool = False  # verdicts on the test split (set when --best-over chose on validation)
     reference: tuple[str, ...] = ()  # --reference KEY=VALUE ...: the group named before looking
-    # --until-decided: the information fraction of each look the design can take and the look
-    # this report is (alpha spent over them, normbench.report.sequential.look_alpha); a record of
-    # an older normbench has only its number of looks (alpha split evenly: ``looks``).
+    # --until-decided: the information fraction of each look the design can take, the look
+    # this report is, and how alpha was spent over them (normbench.report.sequential.SPENDING;
+    # a record of an earlier version names its own: normbench.store.sweep_record.upgrade)
     fractions: tuple[float, ...] = ()
     look: int = 1
-    looks: int = 1
-    # how the design spent alpha (normbench.report.sequential.SPENDING; a record naming
-    # sequential.BINDING_SPENDING keeps the first calibration's levels); '' for a record of
-    # normbench 0.3, whose design was O'Brien-Fleming type (sequential.OBRIEN_FLEMING)
     spending: str = sequential.SPENDING
 
     @property
     def level(self) -> float:
         """The alpha of this look: alpha itself for a report of a fixed design."""
         if self.fractions:
-            spending = self.spending or sequential.OBRIEN_FLEMING
-            return sequential.look_alpha(self.alpha, self.fractions, self.look, spending)
-        return self.alpha / self.looks
+            return sequential.look_alpha(self.alpha, self.fractions, self.look, self.spending)
+        return self.alpha
 
     @property
     def sequential(self) -> bool:
-        return bool(self.fractions) or self.looks > 1
+        return bool(self.fractions)
 
     @classmethod
     def from_options(

@@ -11,6 +11,7 @@ import math
 from collections.abc import Sequence
 
 from normbench.report.stats import Difference
+from normbench.store.sweep_record import EVEN_SPLIT, OBRIEN_FLEMING
 
 SHAPE = 6  # spending alpha t^6: almost nothing early, most at the last looks
 # Scale of the per-look levels measured to keep the whole procedure's family-wise error at
@@ -27,7 +28,6 @@ SPENDING = "alpha t^6, calibrated by simulation, non-binding futility"
 # with (valid at alpha only if no comparison stopped for futility was given more seeds).
 BINDING_SPENDING = "alpha t^6, calibrated by simulation"
 BINDING_CALIBRATED = {(0.05, (3 / 8, 4 / 8, 5 / 8, 6 / 8, 7 / 8, 1.0)): 1.84}
-OBRIEN_FLEMING = "O'Brien-Fleming type (Lan-DeMets)"  # normbench 0.3's records
 
 
 def spent_alpha(alpha: float, fraction: float) -> float:
@@ -76,7 +76,10 @@ def look_alpha(
     contrasts (``contrast``), which are never stopped for futility. ``spending``: the label a
     sweep record stores; ``BINDING_SPENDING`` gives the first calibration's levels (lambda
     1.84, valid only with futility obeyed), ``OBRIEN_FLEMING`` normbench 0.3's levels,
-    alpha(t_look) - alpha(t_look-1) of ``spent_alpha``, for the sweeps they recorded."""
+    alpha(t_look) - alpha(t_look-1) of ``spent_alpha``, and ``EVEN_SPLIT`` alpha / looks at
+    every look (the records before 0.3), for the sweeps they recorded."""
+    if spending == EVEN_SPLIT:
+        return alpha / len(fractions)
     if spending == OBRIEN_FLEMING:
         previous = spent_alpha(alpha, fractions[look - 2]) if look > 1 else 0.0
         return spent_alpha(alpha, fractions[look - 1]) - previous

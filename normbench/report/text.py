@@ -11,8 +11,8 @@ import pandas as pd
 
 from normbench.core.errors import UsageError
 from normbench.report.base import Method, Metric, Report, Section, label
-from normbench.report.sequential import OBRIEN_FLEMING
 from normbench.report.stats import COMMON_SEEDS_NOTE
+from normbench.store.sweep_record import EVEN_SPLIT
 
 TABLES = (
     "across",
@@ -100,13 +100,14 @@ def with_ci(mean: float, half: float, digits: int = 3) -> str:
 
 def alpha_text(method: Method) -> str:
     """``alpha 0.05``, or for a sweep run until decided the share of alpha this look spent."""
-    if method.fractions:
+    looks = len(method.fractions)
+    if method.spending == EVEN_SPLIT and looks:
+        return f"alpha {method.alpha} split over {looks} looks ({method.level:.4g} each)"
+    if looks:
         return (
-            f"alpha {method.alpha} spent over {len(method.fractions)} looks "
-            f"({method.spending or OBRIEN_FLEMING}), {method.level:.4g} at look {method.look}"
+            f"alpha {method.alpha} spent over {looks} looks "
+            f"({method.spending}), {method.level:.4g} at look {method.look}"
         )
-    if method.looks > 1:
-        return f"alpha {method.alpha} split over {method.looks} looks ({method.level:.4g} each)"
     return f"alpha {method.alpha}"
 
 

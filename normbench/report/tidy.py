@@ -85,7 +85,7 @@ def to_json(report: Report, only: str | None) -> str:
             "alpha": report.method.alpha,
             "margin": report.method.margin,
             "diverged": report.method.diverged,
-            "looks": len(report.method.fractions) or report.method.looks,
+            "looks": len(report.method.fractions) or 1,
             "look": report.method.look,
             "alpha_this_look": report.method.level,
             "ci_level": 1 - 2 * report.method.level,

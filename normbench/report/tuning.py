@@ -19,7 +19,7 @@ import pandas as pd
 
 from normbench.core.errors import UsageError
 from normbench.core.text import escape_markdown, plain
-from normbench.store import records
+from normbench.store import records, sweep_record
 
 COLUMNS = (
     "group",
@@ -175,54 +175,6 @@ def _cell(value) -> str:
     return str(value)
 
 
-MAX_COUNT = 10**15  # trials, steps, seeds: far beyond any sweep, within a float's integers
-
-
-def _number(value) -> float | None:
-    """A finite number, or None (an int too large for a float is no number a sweep writes)."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) else None
-
-
-def _count(value) -> int | None:
-    ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
-    return value if ok else None
-
-
-def _text(value) -> str:
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_COUNT:
-        return "-"  # str() of a huge int is slow, or refused past 4300 digits
-    return plain(str(value))[:200] if isinstance(value, (str, int, float)) else "-"
-
-
-def _tried(value) -> str:
-    """A record's ``tried`` ({key: [values]}) as ``train.lr 0.001,0.01``; "-" when absent
-    or malformed (records before normbench 0.5 did not keep it)."""
-    if not isinstance(value, dict):
-        return "-"
-    parts = []
-    for key, values in list(value.items())[:20]:
-        if isinstance(values, list):
-            parts.append(f"{_text(key)} {','.join(_text(v) for v in values[:100])}")
-    return "; ".join(parts) or "-"
-
-
-def _list(state: dict, key: str, notes: list[str]) -> list:
-    """A list field of the record (absent: empty); any other value is left out with a note."""
-    value = state.get(key)
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        notes.append(f"the sweep record's tuning.{key} is malformed and was left out")
-        return []
-    return value
-
-
 def group_values(group: str) -> dict[str, str]:
     """A group's or a candidate's text as the record writes it (``norm=dyt data=pysource``,
     ``train.lr=0.01 norm.alpha_init=1.0``), as {key: value text}."""
@@ -236,7 +188,7 @@ def tuning_of(runs_dir: Path, sweeps: str | None) -> Tuning | None:
         return None
     found = []
     for name in records.sweep_names(sweeps):
-        record = records.sweep_record(runs_dir, name)
+        record = records.latest_record(runs_dir, name)
         if isinstance(record.get("tuning"), dict):
             found.append((name, record["tuning"]))
     if len(found) > 1:
@@ -253,61 +205,19 @@ def tuning_of(runs_dir: Path, sweeps: str | None) -> Tuning | None:
 
 
 def parse(name: str, state: dict) -> Tuning:
-    """A record's ``tuning`` as a section, every field checked: a malformed group is left out
-    with a note, as is a malformed list (notes, groups, tuning_seeds, rungs); a malformed
-    number of a group is shown as missing."""
-    notes: list[str] = []
-    notes += [n for n in map(_text, _list(state, "notes", notes)) if n != "-"]
-    rows = []
-    for group in _list(state, "groups", notes):
-        row = _row(group)
-        if row is None:
-            notes.append("a malformed group in the sweep record was left out")
-        else:
-            rows.append(row)
-            if row["edge"]:
-                notes.append(f"at an edge of the grid: {row['group']}: {row['edge']}")
-    tuning = {row["trials"] for row in rows if (row["space"] or 0) > 1}
-    equal = state.get("equal_budget") is not False and len(tuning) <= 1
-    for row in rows:
-        row["equal_budget"] = equal
-    table = pd.DataFrame(rows, columns=list(COLUMNS))
-    if not equal and not any("UNEQUAL" in note for note in notes):
-        notes.append("UNEQUAL BUDGETS: the groups were tuned with different numbers of trials")
-    seeds = [s for s in _list(state, "tuning_seeds", notes) if _count(s) is not None]
-    rungs = [
-        {"keep": r["keep"], "steps": r["steps"]}
-        for r in _list(state, "rungs", notes)
-        if isinstance(r, dict) and _count(r.get("keep")) and _count(r.get("steps"))
+    """A record's ``tuning`` part as a section (its fields checked by the store: a malformed
+    group or list is left out with a note); each group at an edge of the grid gets a note."""
+    part = sweep_record.tuning_part(state)
+    notes = list(part.notes)
+    notes += [
+        f"at an edge of the grid: {row['group']}: {row['edge']}" for row in part.rows if row["edge"]
     ]
-    phase = state.get("phase")
-    phase = phase if isinstance(phase, str) and phase in ("tuning", "confirmation") else "done"
-    return Tuning(name, table, phase, equal, seeds, rungs, notes)
-
-
-def _row(group) -> dict | None:
-    """One group of the record as a row of the table, or None when it is malformed (no
-    chosen values, or values that are not text and numbers)."""
-    if not isinstance(group, dict) or not isinstance(group.get("chosen"), dict):
-        return None
-    chosen = " ".join(f"{_text(k)}={_text(v)}" for k, v in group["chosen"].items())
-    keys = group.get("keys") if isinstance(group.get("keys"), list) else []
-    return {
-        "group": _text(group.get("group")),
-        "tuned": ", ".join(map(_text, keys)) or "-",
-        "space": _count(group.get("space")),
-        "trials": _count(group.get("trials")),
-        "steps": _count(group.get("steps")),
-        "full_grid_steps": _count(group.get("full_grid_steps")),
-        "chosen": chosen or "-",
-        "metric": _text(group.get("metric")),
-        "val_chosen": _number(group.get("value")),
-        "runner_up": _text(group.get("runner_up")) if group.get("runner_up") else None,
-        "val_gap": _number(group.get("gap")),
-        "regret_bound": _number(group.get("regret_bound")),
-        "tried": _tried(group.get("tried")),
-        "edge": _text(group.get("edge")) if group.get("edge") else None,
-    }
+    for row in part.rows:
+        row["equal_budget"] = part.equal
+    table = pd.DataFrame(part.rows, columns=list(COLUMNS))
+    if not part.equal and not any("UNEQUAL" in note for note in notes):
+        notes.append("UNEQUAL BUDGETS: the groups were tuned with different numbers of trials")
+    return Tuning(name, table, part.phase, part.equal, part.tuning_seeds, part.rungs, notes)
 
 
 def attach(text: str | dict, fmt: str, tuning: Tuning, out: Path | None) -> str | dict:

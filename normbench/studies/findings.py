@@ -16,7 +16,7 @@ from rich.console import Console
 
 from normbench.core.errors import UsageError
 from normbench.report.base import Method
-from normbench.store import records
+from normbench.store import sweep_record
 from normbench.store.rundir import Rerun
 from normbench.studies import (
     batch,
@@ -115,7 +115,7 @@ def training_walls(runs: Path) -> dict[str, float]:
     walls = {}
     for study in STUDIES:
         paths = (runs / "sweeps").glob(f"findings-{study.name}-*.json")
-        found = [r for r in map(records.read_record, paths) if r and _took(r) is not None]
+        found = [r for r in map(sweep_record.read, paths) if r and _took(r) is not None]
         if found:
             first = min(found, key=lambda record: str(record["started"]))
             walls[study.name] = _took(first)

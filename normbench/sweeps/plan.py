@@ -1,34 +1,24 @@
-"""What a sweep will do and what it did: the plan (every run's status now, what trains),
-``--dry-run``'s listing, and the sweep's record (runs/sweeps/<name>-<time>-<id>.json).
+"""What a sweep will do: the plan (every run's status now, what trains) and ``--dry-run``'s
+listing. What it did goes to its record (normbench.store.sweep_record).
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import re
-import secrets
-import sys
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
 from rich.console import Console
 from rich.control import strip_control_codes
 from rich.text import Text
 
-from normbench.core.errors import StoreError
-from normbench.core.files import read_json
 from normbench.store.provenance import is_stale
 from normbench.store.rundir import (
     FINISHED,
-    MAX_BYTES,
     Rerun,
     RunDir,
-    atomic_write,
-    real_directory,
 )
 from normbench.sweeps.grid import MAX_RUNS, Job, Sweep, compose_jobs, grid_overrides, varying_keys
 
@@ -166,74 +156,6 @@ def plan_summary(sweep: Sweep, planned: Plan) -> str:
             f"{kept} kept, --rerun-stale trains them again)" if kept else "trained again)"
         )
     return f"{plural(len(sweep.jobs), 'run')}{merged}: {parts}{stale}; {len(todo)} to run"
-
-
-# ---------------------------------------------------------------------------- the record
-def write_record(
-    sweep: Sweep,
-    runs_dir: Path,
-    launcher: str,
-    started: datetime,
-    command: list[str] | None = None,
-    extra: dict | None = None,
-) -> Path:
-    """runs/sweeps/<name>-<time>.json: what this sweep ran and the command that made it
-    (default: this process's argv), so a report can select it. ``extra``: fields of the kind
-    of sweep (``until_decided``: the adaptive design, whose alpha the report splits over its
-    looks; ``tuning``: a tuned comparison's phase and choices)."""
-    stamp = f"{started.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"  # never collides
-    path = real_directory(runs_dir / "sweeps") / f"{sweep.name}-{stamp}.json"
-    record = {
-        "name": sweep.name,
-        "preset_version": sweep.version,
-        "started": started.isoformat(timespec="microseconds"),
-        "finished": None,
-        "command": list(sys.argv if command is None else command),
-        "launcher": launcher,
-        "axes": sweep.axes,
-        "runs": [{"run_id": job.run_id, "overrides": job.overrides} for job in sweep.jobs],
-        "counts": {},
-    }
-    record.update(extra or {})
-    atomic_write(path, json.dumps(record, indent=2) + "\n")
-    return path
-
-
-def discard_record(path: Path, submitit_folder: Path) -> None:
-    """Remove a sweep's record and its submission files: the sweep never started."""
-    import shutil
-
-    path.unlink(missing_ok=True)
-    shutil.rmtree(submitit_folder, ignore_errors=True)
-    with contextlib.suppress(OSError):  # the sweeps directory, when this was its only record
-        path.parent.rmdir()
-
-
-def finish_record(
-    path: Path,
-    counts: dict[str, int],
-    jobs: list[Job],
-    finished: bool = True,
-    **extra,
-) -> dict[str, int]:
-    """Store the runs (a sweep run until decided adds seeds), the counts so far and the
-    fields of its kind (until decided, the design with the looks taken); returns the counts.
-    The record is read back through the trusted reader (it lies in the runs directory); one
-    damaged meanwhile is written anew."""
-    try:
-        record = read_json(path, MAX_BYTES["record"], root=path.parent.parent)
-    except (OSError, StoreError):
-        record = None
-    record = record if isinstance(record, dict) else {}
-    record.update(
-        counts=counts,
-        runs=[{"run_id": job.run_id, "overrides": job.overrides} for job in jobs],
-    )
-    record.update({k: v for k, v in extra.items() if v is not None})
-    if finished:
-        record["finished"] = datetime.now().isoformat(timespec="seconds")
-    atomic_write(path, json.dumps(record, indent=2) + "\n")
-    return counts
 
 
 def add_counts(total: dict[str, int], more: Counter) -> dict[str, int]:

@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.text import Text
 
 from normbench.core.errors import UsageError
+from normbench.store import sweep_record
 from normbench.store.rundir import Rerun
 from normbench.sweeps import adaptive, live
 from normbench.sweeps import plan as planning
@@ -43,6 +44,11 @@ class Launch:
     settings: dict[str, Any] = field(default_factory=dict)
     jobs: int | None = None
     rerun: Rerun = field(default_factory=Rerun)
+
+
+def entries(jobs: list[Job]) -> list[sweep_record.RunEntry]:
+    """The record's list of runs: each job's run id and overrides."""
+    return [{"run_id": job.run_id, "overrides": job.overrides} for job in jobs]
 
 
 def check_devices(devices: set[str]) -> None:
@@ -82,13 +88,16 @@ class Session:
         if launch.launcher != "local":
             check_private(runs_dir)
         self.extra: dict[str, Any] = dict(extra or {})
-        self.path = planning.write_record(
-            grid,
+        self.path = sweep_record.write(
+            grid.name,
+            grid.version,
+            grid.axes,
+            entries(grid.jobs),
             runs_dir,
             launch.launcher,
             datetime.now(),
             command=list(sys.argv if command is None else command),
-            extra=self.extra,
+            parts=self.extra,
         )
         self.folder = runs_dir / "sweeps" / f"{self.path.stem}.submitit"
         self.own_runner = runner is None
@@ -122,7 +131,7 @@ class Session:
                     self.runner.launch(todo, view)
         except UsageError:  # the cluster refused the submission
             if len(self.views) == 1 and not view.finished:  # nothing ran: leave nothing
-                planning.discard_record(self.path, self.folder)
+                sweep_record.discard(self.path, self.folder)
             else:
                 self.save(view.counts, finished=True)
             raise
@@ -139,7 +148,8 @@ class Session:
         midway), and ``extra`` fields (the adaptive design, a tuned comparison's phase)."""
         self.extra.update(extra)
         counts = planning.add_counts(self.counts, more or Counter())
-        return planning.finish_record(self.path, counts, self.jobs, finished, **self.extra)
+        sweep_record.update(self.path, counts, entries(self.jobs), finished, **self.extra)
+        return counts
 
     def finish(self, **extra: Any) -> dict[str, int]:
         """The record finished; on a full disk the counts so far, with a warning (the runs

@@ -85,3 +85,49 @@ def test_an_empty_sweep_name_is_refused_not_everything(store):
     runs, _ = store
     result = runner.invoke(app, ["report", str(runs), "--sweep", ""])
     assert result.exit_code == 2 and "--sweep '': a sweep name is 1 to 64" in result.output
+
+
+@pytest.mark.parametrize(
+    ("fields", "alpha_text", "level"),
+    [
+        ({"looks": 4}, "alpha 0.05 split over 4 looks (0.0125 each)", 0.0125),
+        (  # normbench 0.3 named no spending: O'Brien-Fleming type
+            {"until_decided": {"fractions": [0.5, 1.0], "looks_taken": 1}},
+            "alpha 0.05 spent over 2 looks (O'Brien-Fleming type (Lan-DeMets)), 0.005575 at look 1",
+            0.005574,
+        ),
+    ],
+)
+def test_an_older_record_is_upgraded_as_it_is_read(store, fields, alpha_text, level):
+    """The store upgrades an earlier version's design to the current format; the report then
+    computes the levels that sweep ran with (even split; O'Brien-Fleming type)."""
+    runs, ids = store
+    write_record(runs, ids, **fields)
+    result = runner.invoke(app, ["report", str(runs), "--sweep", "s", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    method = json.loads(result.stdout)["method"]
+    assert method["alpha_this_look"] == pytest.approx(level, rel=1e-3)
+    result = runner.invoke(app, ["report", str(runs), "--sweep", "s", "--format", "markdown"])
+    assert alpha_text in result.stdout
+
+
+def test_a_record_written_and_updated_reads_back_in_the_current_format(tmp_path):
+    from datetime import datetime
+
+    from normbench.store import sweep_record
+
+    runs = [{"run_id": "cnn-layernorm-pre-fp32-b32-s0-0000abcd", "overrides": ["seed=0"]}]
+    path = sweep_record.write(
+        "s", 2, ["seed"], runs, tmp_path, "local", datetime(2026, 1, 1), command=["normbench"]
+    )
+    assert sweep_record.read(path)["finished"] is None
+    design = {"fractions": [0.5, 1.0], "looks_taken": 2, "spending": "x"}
+    sweep_record.update(path, {"complete": 1}, runs, until_decided=design)
+    record = sweep_record.read(path)
+    assert record["finished"] and record["counts"] == {"complete": 1}
+    assert sweep_record.sequential_design(record) == {
+        "fractions": (0.5, 1.0),
+        "look": 2,
+        "spending": "x",
+    }
+    assert sweep_record.sweep_name(path.stem) == "s"

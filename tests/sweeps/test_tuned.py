@@ -21,7 +21,7 @@ from normbench.core.errors import UsageError
 from normbench.report import tuning
 from normbench.report.base import Method
 from normbench.store.provenance import source_hash
-from normbench.store.records import sweep_record
+from normbench.store.records import latest_record
 from normbench.store.rundir import Rerun, RunDir
 from normbench.sweeps import adaptive, halving, search, tuned, tuned_plan, tuned_view
 from normbench.sweeps import grid as grids
@@ -220,7 +220,7 @@ def test_selection_uses_validation_of_the_tuning_seeds_only(tmp_path):
     trained = Counter((c["train"]["max_steps"], c["train"]["lr"]) for c in launcher.trained)
     assert trained == {(8, lr): 4 for lr in map(float, LRS)}
     assert all(c["seed"] >= tuned.TUNING_SEED for c in launcher.trained)
-    record = sweep_record(runs, "tuned")
+    record = latest_record(runs, "tuned")
     assert record["tuning"]["phase"] == "done"
     assert {r["overrides"][-1] for r in record["runs"]} == {"train.lr=0.1"}
     assert len(record["runs"]) == 4 and not set(record["tuning"]["runs"]) & {
@@ -273,7 +273,7 @@ def test_halving_prunes_on_a_compressed_schedule(tmp_path):
     warmups = {c["train"]["max_steps"]: c["train"]["warmup_steps"] for c in launcher.trained}
     full = design.groups[0].jobs[0].cfg["train"]["warmup_steps"]
     assert warmups == {1: halving.scaled_warmup(full, 1, 8), 3: round(full * 3 / 8), 8: full}
-    record = sweep_record(tmp_path, "tuned")["tuning"]["groups"][0]
+    record = latest_record(tmp_path, "tuned")["tuning"]["groups"][0]
     assert record["tried"]["train.lr"] == rates and record["steps"] == (12 + 12 + 16) * 2
 
 
@@ -287,7 +287,7 @@ def test_a_choice_at_the_edge_is_tried_one_step_beyond(tmp_path):
     assert chosen == {"norm=batchnorm": ("train.lr=10.0",), "norm=layernorm": ("train.lr=1.0",)}
     beyond = [c for c in launcher.trained if c["train"]["lr"] == 10.0 and c["seed"] >= 10**6]
     assert len(beyond) == 4 and {c["train"]["max_steps"] for c in beyond} == {8}
-    groups = {g["group"]: g for g in sweep_record(tmp_path, "tuned")["tuning"]["groups"]}
+    groups = {g["group"]: g for g in latest_record(tmp_path, "tuned")["tuning"]["groups"]}
     assert "one step beyond the grid's top, chosen" in groups["norm=batchnorm"]["edge"]
     assert (
         "10.0 beyond it was tried at the full budget, not better"
@@ -317,7 +317,7 @@ def test_a_failed_tuning_run_stops_the_rung_and_ranks_nothing(tmp_path):
 
     with pytest.raises(tuned.TuningStopped, match="2 tuning run"):  # one per group
         run_tuned(tmp_path, FakeLauncher(tmp_path, one_fails))
-    record = sweep_record(tmp_path, "tuned")
+    record = latest_record(tmp_path, "tuned")
     assert record["tuning"]["phase"] == "tuning" and record["tuning"]["groups"] == []
     # run again: the failed run is retrained (it is no result) and the choice is the one an
     # uninterrupted sweep makes
@@ -434,12 +434,12 @@ def test_resume_in_each_phase_trains_only_what_is_missing(tmp_path, stop_after, 
     first = FakeLauncher(tmp_path, numbers, stop_after=stop_after)
     with pytest.raises(KeyboardInterrupt):
         run_tuned(tmp_path, first)
-    assert sweep_record(tmp_path, "tuned")["tuning"]["phase"] == phase
+    assert latest_record(tmp_path, "tuned")["tuning"]["phase"] == phase
     again = FakeLauncher(tmp_path, numbers)
     _, choices = run_tuned(tmp_path, again)
     assert len(first.trained) == stop_after and len(again.trained) == 20 - stop_after
     assert [c.chosen for c in choices] == [("train.lr=0.1",)] * 2
-    assert sweep_record(tmp_path, "tuned")["tuning"]["phase"] == "done"
+    assert latest_record(tmp_path, "tuned")["tuning"]["phase"] == "done"
 
 
 def test_until_decided_adds_seeds_to_the_confirmation_only(tmp_path):
@@ -451,7 +451,7 @@ def test_until_decided_adds_seeds_to_the_confirmation_only(tmp_path):
 
     launcher = FakeLauncher(tmp_path, noisy)
     run_tuned(tmp_path, launcher, max_seeds=3)
-    record = sweep_record(tmp_path, "tuned")
+    record = latest_record(tmp_path, "tuned")
     seeds = Counter(dict(o.split("=") for o in r["overrides"])["seed"] for r in record["runs"])
     assert seeds == {"0": 2, "1": 2, "2": 2}  # the next seed, at the chosen value
     assert all("train.lr=0.1" in r["overrides"] for r in record["runs"])
@@ -483,7 +483,7 @@ def test_tuned_sweep_end_to_end(tmp_path):
     command = ["sweep", *args, "--tune", "train.lr=0.001,0.1", "--tune-seeds", "1", "-j", "1"]
     out = runner.invoke(app, [*command, "--runs-dir", str(runs), "--name", "e2e"])
     assert out.exit_code == 0, out.output
-    record = sweep_record(runs, "e2e")
+    record = latest_record(runs, "e2e")
     assert record["tuning"]["phase"] == "done" and len(record["runs"]) == 2
     report = runner.invoke(app, ["report", "--sweep", "e2e", "--runs-dir", str(runs)])
     assert report.exit_code == 0 and "tuned: e2e" in report.stdout
@@ -636,7 +636,7 @@ def test_report_of_a_tuned_sweep_stopped_before_its_confirmation_says_so(tmp_pat
     first = FakeLauncher(tmp_path, numbers, stop_after=16)  # every tuning run, no confirmation
     with pytest.raises(KeyboardInterrupt):
         run_tuned(tmp_path, first)
-    assert sweep_record(tmp_path, "tuned")["tuning"]["phase"] == "confirmation"
+    assert latest_record(tmp_path, "tuned")["tuning"]["phase"] == "confirmation"
     out = runner.invoke(app, ["report", "--sweep", "tuned", "--runs-dir", str(tmp_path)])
     assert out.exit_code == 2 and "stopped in its confirmation phase" in out.output
 
@@ -667,8 +667,8 @@ def test_killed_at_any_run_the_resumed_sweep_chooses_what_an_uninterrupted_one_d
     assert [(c.chosen, c.edge) for c in choices] == [(c.chosen, c.edge) for c in expected]
     assert len(first.trained) + len(again.trained) == 24  # no run trained twice
     assert (
-        sweep_record(tmp_path / "cut", "tuned")["tuning"]["groups"]
-        == (sweep_record(whole, "tuned")["tuning"]["groups"])
+        latest_record(tmp_path / "cut", "tuned")["tuning"]["groups"]
+        == (latest_record(whole, "tuned")["tuning"]["groups"])
     )
 
 
@@ -696,7 +696,7 @@ def test_a_tuning_run_that_fails_stops_the_sweep_in_one_line_through_the_cli(tmp
     again = runner.invoke(app, [*command, *where])
     assert again.exit_code == 0, again.output
     assert "1/1 runs (15 already complete)" in again.output  # only the failed one retrained
-    record = sweep_record(tmp_path / "runs", "t")
+    record = latest_record(tmp_path / "runs", "t")
     assert record["tuning"]["phase"] == "done" and len(record["runs"]) == 4
 
 
