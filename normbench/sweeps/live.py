@@ -38,9 +38,12 @@ def no_preset_note(overrides: list[str]) -> str:
     )
 
 
-def preset_question(preset: str) -> str:
-    """The comment a preset file opens with (its question, what it decides, what it took), as
-    one paragraph."""
+HEADER_PARTS = ("Design:", "Run:", "Read:")  # after the question, in every preset's header
+
+
+def preset_header(preset: str) -> str:
+    """The comment a preset file opens with, as one paragraph: its question, then ``Design:``,
+    ``Run:`` (the command and what it took) and ``Read:`` (how to read it, what it decides)."""
     lines = []
     try:  # by the trusted reader, as load_preset reads it: presets are shared files
         text = read_text(preset_path(preset), YAML_LIMIT)
@@ -53,12 +56,17 @@ def preset_question(preset: str) -> str:
     return " ".join(lines)
 
 
+def preset_question(preset: str) -> str:
+    """The question a preset answers: its header up to ``Design:``."""
+    return preset_header(preset).partition(f" {HEADER_PARTS[0]}")[0]
+
+
 def estimate(preset: str, sweep: Sweep, todo: list[Job]) -> str:
     """How long the runs to train take: the preset's own measurement scaled to the runs left,
     and the steps they train (a grid has no other estimate before its first run ends)."""
     steps = sum(job.cfg["train"]["max_steps"] or 0 for job in todo)
     work = f"{len(todo)} runs to train, {steps:,} steps"
-    measured = MEASURED.search(preset_question(preset))
+    measured = MEASURED.search(preset_header(preset))
     if not measured:
         return f"{work}; no measured time in the preset's header"
     share = "" if len(todo) == len(sweep.jobs) else f" for all {len(sweep.jobs)} runs"

@@ -93,6 +93,24 @@ def test_presets_ship_with_a_question_and_a_version():
         assert isinstance(version, int) and version >= 1, name
 
 
+def test_a_preset_header_says_question_design_run_and_read_and_holds_no_results():
+    """Results live in docs/findings.md and changelogs in git: a header keeps what does not go
+    stale (no dated measurement, no "Measured", no "version N:" history)."""
+    import re
+
+    from normbench.sweeps.live import HEADER_PARTS
+
+    for name in presets():
+        text = (Path(__file__).parents[2] / "conf" / "sweep" / f"{name}.yaml").read_text()
+        header = text.split("\nversion:")[0]
+        starts = [header.find(f"\n# {part}") for part in HEADER_PARTS]
+        assert all(s > 0 for s in starts) and starts == sorted(starts), name
+        assert "?" in header[: starts[0]], name
+        assert not re.search(r"\b20\d\d-\d\d-\d\d\b|Measured|measured \(|version \d+:", header), (
+            name
+        )
+
+
 @pytest.mark.parametrize("name", STUDY_PRESETS)
 def test_every_study_preset_says_what_it_decides_and_how_long_it_takes(name):
     header = (Path(__file__).parents[2] / "conf" / "sweep" / f"{name}.yaml").read_text()
