@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from normbench.core.keys import Key
-from normbench.layers.keys import NORM_SHARED, NORM_TABLE, POSITION_KEYS, QK_NORMS
+from normbench.layers.keys import NORM_FIXED, NORM_SHARED, NORM_TABLE, POSITION_KEYS, QK_NORMS
 
 GROUPS = ("model", "norm", "placement", "data", "precision")
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -156,7 +156,7 @@ OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
 # The parameters normbench fills itself are not keys: a norm's (num_features, layout), a model
 # builder's (cfg, make_norm, input_shape, num_classes) and its optional vocab_size.
 PLUGIN_FIXED = {
-    "norm": ("num_features", "layout"),
+    "norm": NORM_FIXED,
     "model": ("cfg", "make_norm", "input_shape", "num_classes"),
     "data": (),
 }
