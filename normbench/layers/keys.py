@@ -11,7 +11,7 @@ not read) and the options the norm is built with (``taken_options``, the one fil
 kind, read off its signature (``norm_entry``), so nothing downstream asks where a norm came
 from. Adding a norm is its class in normbench.layers.norms and one entry in NORM_TABLE; its
 conf/norm/NAME.yaml (the config group Hydra composes, its comment what `normbench list` shows)
-is checked against the entry by tests/layers/test_norm_table.py, which prints what it must hold.
+is checked against the entry by tests/layers/test_keys.py, which prints what it must hold.
 """
 
 from __future__ import annotations
