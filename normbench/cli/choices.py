@@ -109,17 +109,18 @@ def check_norm(
 
     from normbench.core.text import plain
     from normbench.layers import conformance
-    from normbench.layers.norms import norm_options
+    from normbench.layers.norms import norm_factory
 
-    cls, norm_keys = norm_options(config["norm"])
-    rows = conformance.check_norm(cls, norm_keys)
+    bound = norm_factory(config["norm"])
+    rows = conformance.check_norm(bound.cls, bound.options)
     cells: dict[str, dict[str, Text]] = {}
     for row in rows:
-        mark = (
-            Text("holds", "green")
-            if row.passed
-            else Text.assemble(("FAILS ", "red"), plain(row.detail))
-        )
+        if row.passed:
+            mark = Text("holds", "green")
+        elif row.skipped:
+            mark = Text("skipped (wrong shape)", "yellow")
+        else:
+            mark = Text.assemble(("FAILS ", "red"), plain(row.detail))
         cells.setdefault(row.name, {})[row.layout] = mark
     table = Table(title=Text(f"norm={plain(config['norm']['name'])}"), title_justify="left")
     table.add_column("check", no_wrap=True)
@@ -130,9 +131,11 @@ def check_norm(
     console = terminal()
     console.print(table)
     failed = [row for row in rows if not row.passed]
+    skipped = sum(row.skipped for row in rows)
     console.print(
         f"{len(rows) - len(failed)} of {len(rows)} checks hold"
-        + ("" if failed else ": the norm keeps the contract"),
+        + ("" if failed else ": the norm keeps the contract")
+        + (f"; {skipped} skipped: they read the output, whose shape is wrong" if skipped else ""),
         soft_wrap=True,
     )
     if failed:

@@ -104,7 +104,8 @@ def compose(overrides: Iterable[str] = ()) -> dict:
             )
     choices = _group_choices(parsed)
     base = _base_config(tuple(choices.items()), config_dirs())
-    keys = schema_for(json.loads(base))
+    base_cfg = json.loads(base)
+    keys = schema_for(base_cfg)
     for override in parsed:
         key = override.key_or_group
         if key in GROUPS:
@@ -133,7 +134,7 @@ def compose(overrides: Iterable[str] = ()) -> dict:
                     f"{key} is a key of {group}={'/'.join(owners)}; it does not "
                     f"apply to {group}={choices[group]}"
                 )
-            raise UsageError(_unknown_key(key, keys))
+            raise UsageError(_unknown_key(key, keys, _unread(base_cfg)))
     values = [override for override in parsed if override.key_or_group not in GROUPS]
     cfg = _set_values(base, values)
     resolved = {g: cfg[g].get("name") for g in GROUPS if isinstance(cfg.get(g), dict)}
@@ -249,19 +250,31 @@ def _did_you_mean(word: str, candidates) -> str:
     return f" (did you mean {close[0]}?)" if close else ""
 
 
-def _unknown_key(key: str, keys: dict[str, Key]) -> str:
-    """The unknown key, the closest valid one, and the keys valid beside it. At the top level
-    the sections and groups are valid too (``nrom=batchnorm`` means ``norm``)."""
+def _unread(cfg: dict) -> set[str]:
+    """The shared norm.* keys the config's norm does not read: valid (a sweep crosses any norm
+    with any of them) but ignored, so never offered as the norm's keys."""
+    return {f"norm.{key}" for key in NORM_SHARED_KEYS - norm_reads(cfg["norm"])}
+
+
+def _unknown_key(key: str, keys: dict[str, Key], unread: set[str] = frozenset()) -> str:
+    """The unknown key, the closest valid one, and the keys valid beside it. The ``unread``
+    ones (the shared keys the chosen norm ignores) are not listed, and one is named as the
+    closest only with that said. At the top level the sections and groups are valid too
+    (``nrom=batchnorm`` means ``norm``)."""
+    listed = {k: spec for k, spec in keys.items() if k not in unread}
     section = key.rsplit(".", 1)[0] if "." in key else ""
-    siblings = sorted(k for k in keys if (k.rsplit(".", 1)[0] if "." in k else "") == section)
+    siblings = sorted(k for k in listed if (k.rsplit(".", 1)[0] if "." in k else "") == section)
     where = f"under {section}" if siblings and section else "at the top level"
     if not section or not siblings:
-        siblings = sorted({k.split(".")[0] for k in keys} | set(GROUPS))
+        siblings = sorted({k.split(".")[0] for k in listed} | set(GROUPS))
         where = "at the top level" if not section else "sections and top-level keys"
-    candidates = siblings if not section else [*keys, *siblings]
-    return (
-        f"unknown key '{key}'{_did_you_mean(key, candidates)}; valid {where}: {', '.join(siblings)}"
-    )
+    candidates = siblings if not section else [*listed, *siblings]
+    close = difflib.get_close_matches(key, [*candidates, *unread], n=1)
+    if close and close[0] in unread:
+        hint = f" (did you mean {close[0]}? the chosen norm does not read it)"
+    else:
+        hint = _did_you_mean(key, candidates)
+    return f"unknown key '{key}'{hint}; valid {where}: {', '.join(siblings)}"
 
 
 @functools.cache
@@ -460,7 +473,7 @@ def validate(cfg: dict, keys: dict[str, Key] | None = None) -> dict:
     flat = flatten(cfg)
     for key in flat:
         if key not in keys:
-            raise UsageError(_unknown_key(key, keys))
+            raise UsageError(_unknown_key(key, keys, _unread(cfg)))
     for key, spec in keys.items():
         if key not in flat:
             raise UsageError(f"missing key '{key}' (expected {spec.describe()})")

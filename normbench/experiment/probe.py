@@ -56,9 +56,10 @@ def probe_norm(norm: dict) -> None:
     from torch import Tensor, nn
 
     from normbench.layers.conformance import FEATURES, LAYOUTS, sample
-    from normbench.layers.norms import norm_options
+    from normbench.layers.norms import norm_factory
 
-    cls, options = norm_options(norm)
+    bound = norm_factory(norm)
+    cls, options = bound.cls, bound.options
     what = f"norm={norm['name']}"
     for layout in LAYOUTS:
         call = f"{norm['_target_']}({FEATURES}, {layout!r}{_keywords(options)})"

@@ -12,7 +12,7 @@ from normbench.data.datasets import describe, input_shape, split_sizes
 from normbench.layers.keys import (
     CONV_MODELS,
     NORM_AFTER_SUBLAYER,
-    NORM_KEYS,
+    NORM_TABLE,
     RESNET_PLACEMENTS,
     SEQUENCE_STATISTICS_NORMS,
     norm_reads,
@@ -177,7 +177,7 @@ RULES: tuple[Rule, ...] = (
         lambda cfg: (
             f"norm={cfg['norm']['name']} cannot take data=pysource (its statistics over the "
             "sequence would show each position the bytes it must predict); valid: "
-            + ", ".join(n for n in NORM_KEYS if n not in SEQUENCE_STATISTICS_NORMS)
+            + ", ".join(n for n in NORM_TABLE if n not in SEQUENCE_STATISTICS_NORMS)
             if cfg["norm"]["name"] in SEQUENCE_STATISTICS_NORMS
             and cfg["data"]["name"] == "pysource"
             else None

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from normbench.core.keys import Key
-from normbench.layers.keys import POSITION_KEYS, QK_NORMS
+from normbench.layers.keys import NORM_FIXED, NORM_SHARED, NORM_TABLE, POSITION_KEYS, QK_NORMS
 
 GROUPS = ("model", "norm", "placement", "data", "precision")
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -55,11 +55,6 @@ def _positive(nullable: bool = False) -> Key:
     return Key(int, minimum=1, nullable=nullable)
 
 
-def _position_keys() -> dict[str, Key]:
-    """DyT's and Derf's alpha_init at one position (attention, mlp, final); null: alpha_init."""
-    return {f"norm.{key}": Key(float, minimum=0.0, nullable=True) for key in POSITION_KEYS}
-
-
 def _fraction() -> Key:
     return Key(float, minimum=0.0, maximum=0.9)
 
@@ -70,12 +65,7 @@ SCHEMA: dict[str, Key] = {
     "device": Key(str, choices=DEVICES),
     "threads": _positive(nullable=True),
     "diagnostics": Key(bool),
-    "norm.eps": Key(float, minimum=0.0),
-    "norm.momentum": Key(float, minimum=0.0, maximum=1.0),
-    "norm.groups": _positive(),
-    "norm.ghost_batch": _positive(nullable=True),
-    "norm.mask_padding": Key(bool),
-    "norm.fp32_stats": Key(bool),
+    **{f"norm.{key}": shared.accepts for key, shared in NORM_SHARED.items()},  # the norm table's
     "train.optimizer": Key(str, choices=("adamw", "sgd", "muon")),
     "train.muon_lr": Key(float, minimum=0.0, nullable=True),
     "train.muon_momentum": Key(float, minimum=0.0, maximum=1.0),
@@ -128,13 +118,10 @@ OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
             "model.weight_std": Key(bool),
         },
     },
-    "norm": {
-        "dyt": {"norm.alpha_init": Key(float, minimum=0.0), **_position_keys()},
-        "derf": {
-            "norm.alpha_init": Key(float, minimum=0.0),
-            "norm.shift_init": Key(float),
-            **_position_keys(),
-        },
+    "norm": {  # the norm table's (normbench.layers.keys.NORM_TABLE): each norm's own keys
+        name: {f"norm.{key}": own.accepts for key, own in entry.config_keys().items()}
+        for name, entry in NORM_TABLE.items()
+        if entry.config_keys()
     },
     "placement": {"mix": {"placement.post_fraction": Key(float, minimum=0.0, maximum=1.0)}},
     "data": {
@@ -169,7 +156,7 @@ OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
 # The parameters normbench fills itself are not keys: a norm's (num_features, layout), a model
 # builder's (cfg, make_norm, input_shape, num_classes) and its optional vocab_size.
 PLUGIN_FIXED = {
-    "norm": ("num_features", "layout"),
+    "norm": NORM_FIXED,
     "model": ("cfg", "make_norm", "input_shape", "num_classes"),
     "data": (),
 }

@@ -5,6 +5,8 @@ The contract (docs/your-own-norm.md): ``Norm(num_features, layout, **options)`` 
 (N, T, D) with an optional padding mask (N, T, True = real token). Each check below builds the
 norm, feeds it small seeded inputs on the CPU and states what holds; a norm passes when every
 row does. Checks are deliberately behavioural: they see what a model would see, not the code.
+A check that reads the output runs only on an output of the input's shape: after a wrong shape
+it is skipped, not passed (on a wrong-shaped output it would check nothing a model relies on).
 """
 
 from __future__ import annotations
@@ -25,12 +27,18 @@ BATCH = 6
 
 @dataclass(frozen=True)
 class Check:
-    """One row of the table: what was checked, in which layout, whether it held, and why not."""
+    """One row of the table: what was checked, in which layout, whether it held, and why not
+    (a skipped row did not hold: it was not run)."""
 
     name: str
     layout: str
     passed: bool
     detail: str = ""
+    skipped: bool = False
+
+
+WRONG_DTYPE = "output dtype"  # how shape_and_dtype's one failure that skips nothing begins
+SKIPPED = "skipped: the output's shape is wrong"
 
 
 def sample(layout: str, seed: int = 0, scale: float = 1.0) -> tuple[Tensor, Tensor | None]:
@@ -70,13 +78,19 @@ def check_norm(factory: Callable[..., nn.Module], options: dict | None = None) -
             rows.append(Check("builds as Norm(num_features, layout)", layout, False, _err(err)))
             continue
         rows.append(Check("builds as Norm(num_features, layout)", layout, True))
-        for name, check in CHECKS:
+        wrong_shape = False
+        for name, check, reads_output in CHECKS:
             if name == "ghost batches" and not uses_ghost_batch(factory):
+                continue
+            if reads_output and wrong_shape:
+                rows.append(Check(name, layout, False, SKIPPED, skipped=True))
                 continue
             try:
                 detail = check(build, layout)
             except Exception as err:  # a norm that raises fails the row, never the tool
                 detail = _err(err)
+            if check is shape_and_dtype and detail and not detail.startswith(WRONG_DTYPE):
+                wrong_shape = True  # no tensor of the input's shape (or forward raised)
             rows.append(Check(name, layout, detail is None, detail or ""))
     return rows
 
@@ -100,7 +114,7 @@ def shape_and_dtype(build, layout) -> str | None:
     if y.shape != x.shape:
         return f"output shape {tuple(y.shape)} != input shape {tuple(x.shape)}"
     if y.dtype != x.dtype:
-        return f"output dtype {y.dtype} != input dtype {x.dtype}"
+        return f"{WRONG_DTYPE} {y.dtype} != input dtype {x.dtype}"
     return None
 
 
@@ -222,14 +236,15 @@ def does_not_change_its_input(build, layout) -> str | None:
     return None if torch.equal(x, kept) else "forward changed its input in place"
 
 
-CHECKS: tuple[tuple[str, Callable], ...] = (
-    ("output shape and dtype", shape_and_dtype),
-    ("padding changes no real output or buffer", padding_ignored),
-    ("eval mode: no buffer moves, no batch dependence", eval_mode),
-    ("bf16/fp16 autocast", low_precision),
-    ("ghost batches", ghost_batches),
-    ("finite gradients", finite_gradients),
-    ("state_dict round trip", state_dict_round_trip),
-    ("same seed, same output", seeded),
-    ("input left unchanged", does_not_change_its_input),
+# (row, check, whether it reads the output: skipped after a wrong shape), in order.
+CHECKS: tuple[tuple[str, Callable, bool], ...] = (
+    ("output shape and dtype", shape_and_dtype, False),
+    ("padding changes no real output or buffer", padding_ignored, True),
+    ("eval mode: no buffer moves, no batch dependence", eval_mode, True),
+    ("bf16/fp16 autocast", low_precision, True),
+    ("ghost batches", ghost_batches, True),
+    ("finite gradients", finite_gradients, True),
+    ("state_dict round trip", state_dict_round_trip, True),
+    ("same seed, same output", seeded, True),
+    ("input left unchanged", does_not_change_its_input, False),
 )

@@ -4,7 +4,7 @@ the builder of every model a config names (the ResNet is normbench.layers.resnet
 ``ResidualUnit`` is the whole placement study: each placement is one line that reads like its
 equation (DESIGN.md). The Transformer's units wrap attention and an MLP, the CNN's wrap
 conv-act-conv. Any norm fits every model: models build their norms with the run's
-``make_norm`` (normbench.norms.norm_factory), a user's own model too
+``make_norm`` (normbench.layers.norms.norm_factory), a user's own model too
 (``model=mypkg.models:build``).
 """
 
@@ -238,7 +238,7 @@ class ResidualUnit(nn.Module):
     """x -> x' around sublayer F with norm N, placed as `placement` says (docs/design.md).
 
     ``sublayer`` takes ``(x, mask=None)``; ``make_norm(width, layout)`` builds N (the run's
-    norm: normbench.norms.norm_factory). ``sublayers`` is the number of residual units in the
+    norm: normbench.layers.norms.norm_factory). ``sublayers`` is the number of residual units in the
     whole model (DeepNorm's constants depend on it). ``init="xavier"`` re-initialises the
     sublayer's weights Xavier-normal, the initialisation Xiong et al. (2020) analyse; DeepNorm
     always uses its own (Xavier-normal scaled by beta).

@@ -1,5 +1,10 @@
 """Normalization layers behind one constructor, ``make_norm(name, num_features, layout, **opts)``.
 
+Which norms there are, and which options each takes, is the norm table's
+(normbench.layers.keys.NORM_TABLE, torch-free); this module holds their classes, the registry
+derived from it (NORMS), and the run's norm bound to its config section (norm_factory), built
+the same way for a shipped norm and a plugin.
+
 Every layer takes ``forward(x, mask=None, cond=None)`` so a model can call any norm the same
 way. Two layouts:
 
@@ -24,8 +29,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from normbench.core.registry import resolve
 from normbench.layers.generators import own_generator
-from normbench.layers.keys import POSITION_KEYS
+from normbench.layers.keys import (
+    NORM_SHARED_KEYS,
+    NORM_TABLE,
+    NormEntry,
+    norm_entry,
+    taken_options,
+)
 
 LAYOUTS = ("channels", "tokens")
 LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -473,53 +485,22 @@ class Identity(Norm):
         return x
 
 
-# name -> (class, the norm.* options it takes beyond eps, fp32_stats and mask_padding)
-NORMS: dict[str, tuple[Callable[..., Norm], tuple[str, ...]]] = {
-    "batchnorm": (BatchNorm, ("momentum", "ghost_batch")),
-    "layernorm": (LayerNorm, ()),
-    "instancenorm": (InstanceNorm, ()),
-    "groupnorm": (GroupNorm, ("groups",)),
-    "switchnorm": (SwitchNorm, ("momentum", "ghost_batch")),
-    "rmsnorm": (RMSNorm, ()),
-    "adaln": (AdaLN, ("cond_dim",)),
-    "dyt": (DyT, ("alpha_init",)),
-    "derf": (Derf, ("alpha_init", "shift_init")),
-    "scalenorm": (ScaleNorm, ()),
-    "none": (Identity, ()),
-}
+def norm_class(entry: NormEntry, what: str) -> Callable[..., nn.Module]:
+    """The class an entry names: a shipped norm's, or a plugin's, imported by its path (a
+    failure is one line naming ``what``, ``norm=NAME``)."""
+    module, _, name = entry.target.partition(":")
+    return globals()[name] if module == __name__ else resolve(entry.target, what)
 
-COMMON_OPTIONS = ("eps", "fp32_stats", "mask_padding")
+
+# The registry: each shipped norm of the table (normbench.layers.keys.NORM_TABLE), its class.
+NORMS: dict[str, type[Norm]] = {
+    name: norm_class(entry, f"norm={name}") for name, entry in NORM_TABLE.items()
+}
 
 
 # A norm bound to its options: make_norm(num_features, layout="channels") -> nn.Module. What
 # every model builds its norms with, a user's model builder too (normbench.api).
 NormFactory = Callable[..., nn.Module]
-
-
-def norm_options(norm: dict) -> tuple[Callable[..., nn.Module], dict]:
-    """The class a config's norm section names and the options it is built with: a shipped
-    norm's (NORMS, the options it takes), or a plugin's (its ``_target_``, its own keys and
-    the shared keys it reads, normbench.config.norm_reads)."""
-    if "_target_" not in norm:
-        cls, extra = NORMS[norm["name"]]
-        taken = set(COMMON_OPTIONS) | set(extra)
-        return cls, {k: v for k, v in norm.items() if k in taken and v is not None}
-    from normbench.core.registry import resolve
-    from normbench.layers.keys import NORM_SHARED_KEYS, norm_reads
-
-    reads = norm_reads(norm)
-    options = {
-        key: value
-        for key, value in norm.items()
-        if key not in ("name", "_target_") and (key not in NORM_SHARED_KEYS or key in reads)
-    }
-    return resolve(norm["_target_"], f"norm={norm['name']}"), options
-
-
-# Where a norm sits, for the options that differ by position (DyT's and Derf's per-position
-# alpha_init, as their language-model recipes set it): the Transformer's attention and MLP
-# units, and the final norm of any model. normbench.layers.keys.POSITION_KEYS names the keys.
-POSITIONS = ("attention", "mlp", "final")
 
 
 class BoundNorm:
@@ -551,39 +532,35 @@ class BoundNorm:
 
 
 def at_position(make_norm: NormFactory, position: str) -> NormFactory:
-    """The factory for the norms at ``position`` (POSITIONS); a factory that is not the run's
-    (a test's, a user's) builds the same norm everywhere."""
+    """The factory for the norms at ``position`` (normbench.layers.keys.POSITIONS); a factory
+    that is not the run's (a test's, a user's) builds the same norm everywhere."""
     return make_norm.at(position) if isinstance(make_norm, BoundNorm) else make_norm
 
 
 def norm_factory(norm: dict) -> BoundNorm:
-    """The run's norm bound to its config section (BoundNorm). A shipped norm's per-position
-    keys (``alpha_init_attention`` ...: normbench.layers.keys.POSITION_KEYS), where set,
-    replace its option at that position."""
-    cls, options = norm_options(norm)
+    """The run's norm bound to its config section (BoundNorm), shipped or a plugin alike: the
+    class its entry names, built with the options the entry takes (taken_options). Its
+    per-position keys (``alpha_init_attention`` ...: NormEntry.per_position), where set,
+    replace the option at that position."""
+    entry = norm_entry(norm)
     positions: dict[str, dict] = {}
-    if "_target_" not in norm:
-        for key, (option, position) in POSITION_KEYS.items():
-            if norm.get(key) is not None:
-                positions.setdefault(position, {})[option] = norm[key]
-    return BoundNorm(cls, options, positions)
+    for key, (option, position) in entry.position_keys().items():
+        if norm.get(key) is not None:
+            positions.setdefault(position, {})[option] = norm[key]
+    what = f"norm={norm['name']}"
+    return BoundNorm(norm_class(entry, what), taken_options(entry, norm), positions)
 
 
 def make_norm(name: str, num_features: int, layout: str = "channels", **options) -> Norm:
-    """Build norm ``name`` for ``num_features`` features in ``layout``.
+    """Build the shipped norm ``name`` for ``num_features`` features in ``layout``.
 
     ``options`` use the ``norm.*`` config key names. Keys a norm has no use for are ignored, so
     one config can be crossed with every norm; names no norm knows are an error.
     """
-    if name not in NORMS:
-        raise ValueError(f"norm={name!r} is not one of {sorted(NORMS)}")
-    known = set(COMMON_OPTIONS).union(*(extra for _, extra in NORMS.values()))
+    if name not in NORM_TABLE:
+        raise ValueError(f"norm={name!r} is not one of {sorted(NORM_TABLE)}")
+    known = NORM_SHARED_KEYS.union(*(entry.takes for entry in NORM_TABLE.values()))
     unknown = set(options) - known
     if unknown:
         raise ValueError(f"unknown norm option(s) {sorted(unknown)}; known: {sorted(known)}")
-    cls, extra = NORMS[name]
-    return cls(
-        num_features,
-        layout,
-        **{k: v for k, v in options.items() if k in COMMON_OPTIONS or k in extra},
-    )
+    return NORMS[name](num_features, layout, **taken_options(NORM_TABLE[name], options))

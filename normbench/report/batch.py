@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from normbench.core.errors import UsageError
-from normbench.layers.keys import NORM_KEYS
+from normbench.layers.keys import NORM_TABLE
 from normbench.report import stats
 from normbench.report.base import (
     RESULT_STATUSES,
@@ -28,8 +28,9 @@ BATCH_KEYS = ("batch_size", "norm.ghost_batch")
 
 
 def ghost_users(names: pd.Series) -> np.ndarray:
-    """Which runs' norm reads norm.ghost_batch (asked once per distinct name, not per run)."""
-    readers = [n for n in pd.unique(names) if "ghost_batch" in NORM_KEYS.get(n, set())]
+    """Which runs' norm reads norm.ghost_batch: a shipped one whose entry in the norm table
+    says so (the report imports no plugin to ask it)."""
+    readers = [name for name, entry in NORM_TABLE.items() if "ghost_batch" in entry.reads]
     return names.isin(readers).to_numpy()
 
 

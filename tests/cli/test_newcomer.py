@@ -157,6 +157,35 @@ def test_check_norm_speaks_of_what_it_checks():
     assert "(an import path names its object after a colon: mynorms:PowerNorm)" in line
 
 
+@pytest.mark.parametrize(
+    ("argv", "listed"),
+    [
+        (["layernorm", "q=1"], "norm.eps, norm.fp32_stats, norm.mask_padding, norm.name"),
+        (
+            ["batchnorm", "q=1"],
+            "norm.eps, norm.fp32_stats, norm.ghost_batch, norm.mask_padding, norm.momentum, "
+            "norm.name",
+        ),
+        (
+            ["dyt", "q=1"],
+            "norm.alpha_init, norm.alpha_init_attention, norm.alpha_init_final, "
+            "norm.alpha_init_mlp, norm.eps, norm.fp32_stats, norm.mask_padding, norm.name",
+        ),
+    ],
+)
+def test_check_norm_lists_only_the_keys_the_norm_reads(argv, listed):
+    line = one_line(runner.invoke(app, ["check-norm", *argv]))
+    assert line.endswith(f"valid under norm: {listed}")
+
+
+def test_a_key_the_norm_does_not_read_is_named_as_such():
+    line = one_line(runner.invoke(app, ["check-norm", "layernorm", "grops=2"]))
+    assert "(did you mean norm.groups? the chosen norm does not read it)" in line
+    assert "norm.groups," not in line  # not listed as valid
+    line = one_line(runner.invoke(app, ["check-norm", "groupnorm", "grops=2"]))
+    assert "(did you mean norm.groups?);" in line and "norm.groups," in line
+
+
 def test_a_pasted_run_path_is_explained(runs):
     rid = next(p.name for p in runs.iterdir() if p.name.startswith("cnn-"))
     path = str(runs / rid)

@@ -118,15 +118,6 @@ def test_more_bad_values_are_usage_errors(bad):
         compose(bad)
 
 
-def test_norm_keys_match_the_options_each_norm_takes():
-    from normbench.layers.keys import NORM_KEYS, NORM_SPECIFIC_KEYS
-    from normbench.layers.norms import NORMS
-
-    assert set(NORM_KEYS) == set(NORMS)
-    for name, (_, options) in NORMS.items():
-        assert NORM_KEYS[name] == set(options) & NORM_SPECIFIC_KEYS, name
-
-
 def test_keys_a_norm_ignores_are_nulled_so_equal_experiments_share_a_run_id():
     from normbench.store.rundir import run_id
 

@@ -540,13 +540,22 @@ def test_check_norm_passes_a_good_norm_and_fails_the_right_row(user):
     assert "18 of 18 checks hold: the norm keeps the contract" in good.output
     bad = runner.invoke(app, ["check-norm", "mypkg.norms:Shrinks"], env={"COLUMNS": "200"})
     assert bad.exit_code == 1, bad.output
-    row = next(line for line in bad.output.splitlines() if "output shape and dtype" in line)
+    lines = bad.output.splitlines()
+    row = next(line for line in lines if "output shape and dtype" in line)
     assert row.count("FAILS") == 2 and "!= input shape" in row
-    assert "16 of 18 checks hold" in bad.output
+    # every check that reads the (wrong-shaped) output is skipped, not passed
+    for check in ("padding changes", "eval mode", "autocast", "gradients", "state_dict", "seed"):
+        row = next(line for line in lines if check in line)
+        assert row.count("skipped (wrong shape)") == 2 and "holds" not in row, row
+    assert "4 of 18 checks hold; 12 skipped: they read the output, whose shape is wrong" in (
+        bad.output
+    )
     config_dir = runner.invoke(app, ["check-norm", "--config-dir", "myconf", "power3"])
     assert config_dir.exit_code == 0, config_dir.output
     unknown = runner.invoke(app, ["check-norm", "mypkg.norms:PowerNorm", "q=1"])
     assert unknown.exit_code == 2 and "unknown key 'norm.q'" in unknown.output
+    # the keys PowerNorm reads (eps: its signature names it), not those every norm may take
+    assert "valid under norm: norm._target_, norm.eps, norm.name, norm.p" in unknown.output
 
 
 PADDING = "padding changes no real output or buffer"
