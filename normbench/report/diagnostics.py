@@ -15,20 +15,12 @@ from normbench.core.errors import StoreError, UsageError
 from normbench.core.files import read_parquet
 from normbench.core.text import plain
 from normbench.report.base import Report, labels
-from normbench.store.rundir import MAX_BYTES
+from normbench.store.rundir import DIAGNOSTICS_COLUMNS, LATER_DIAGNOSTICS, MAX_BYTES
 
-# Diagnostics columns every diagnosed run has, and those added later (NaN for older runs).
-DIAGNOSTIC_COLUMNS = (
-    "step",
-    "unit",
-    "grad_norm",
-    "in_std",
-    "out_std",
-    "train_mode_val_acc",
-    "eval_mode_val_acc",
-    *(f"sn_{kind}_{norm}" for kind in ("mean", "var") for norm in ("in", "ln", "bn")),
+# The columns every diagnosed run has (the later ones are NaN for an older run).
+UNIVERSAL = tuple(
+    c for c in DIAGNOSTICS_COLUMNS if c not in (*LATER_DIAGNOSTICS, "depth", "in_mean", "out_mean")
 )
-INSTABILITY_COLUMNS = ("resid_rms", "max_logit", "log_z")
 MAX_DIAGNOSTIC_ROWS = 1_000_000
 
 
@@ -57,8 +49,8 @@ def diagnostics_table(
                 runs_dir / rid / "diagnostics.parquet",
                 MAX_BYTES["diagnostics.parquet"],
                 MAX_DIAGNOSTIC_ROWS,
-                numeric=(*DIAGNOSTIC_COLUMNS, *INSTABILITY_COLUMNS),
-                required=(*DIAGNOSTIC_COLUMNS, "sublayer"),
+                numeric=tuple(c for c in UNIVERSAL + LATER_DIAGNOSTICS if c != "sublayer"),
+                required=UNIVERSAL,
                 root=runs_dir,
             )
         except FileNotFoundError:
@@ -70,7 +62,7 @@ def diagnostics_table(
             continue
         if frame.empty:
             continue
-        frame = frame.assign(**{c: math.nan for c in INSTABILITY_COLUMNS if c not in frame})
+        frame = frame.assign(**{c: math.nan for c in LATER_DIAGNOSTICS if c not in frame})
         step = frame["step"].max() if at == "last" else frame["step"].min()
         frames.append(frame[frame["step"] == step].assign(run_id=rid))
     if not frames:
@@ -83,7 +75,7 @@ def diagnostics_table(
         "grad_norm",
         "in_std",
         "out_std",
-        *INSTABILITY_COLUMNS,
+        *LATER_DIAGNOSTICS,
         "gap",
         "sn_mean_in",
         "sn_mean_ln",

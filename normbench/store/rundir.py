@@ -64,6 +64,29 @@ METRIC_COLUMNS = (
     "grad_norm",
 )
 MAX_METRIC_ROWS = 1_000_000  # a million logged steps: far beyond any run normbench makes
+# diagnostics.parquet (diagnostics=true): one row per residual unit and diagnosed step, written
+# by normbench.training.diagnostics, read by normbench.report.diagnostics and the studies.
+DIAGNOSTICS_COLUMNS = (
+    "step",
+    "unit",
+    "depth",
+    "sublayer",
+    "grad_norm",
+    "in_mean",
+    "in_std",
+    "out_mean",
+    "out_std",
+    "resid_rms",
+    "max_logit",
+    "log_z",
+    *(f"sn_{kind}_{norm}" for kind in ("mean", "var") for norm in ("in", "ln", "bn")),
+    "train_mode_val_acc",
+    "eval_mode_val_acc",
+)
+# Written since normbench 0.3 (the residual stream, attention logits, log Z): NaN for a run
+# diagnosed before; every other column but ``depth``, ``in_mean``, ``out_mean`` every
+# diagnosed run has.
+LATER_DIAGNOSTICS = ("resid_rms", "max_logit", "log_z")
 
 
 @dataclass(frozen=True)

@@ -32,30 +32,7 @@ from torch import nn
 
 from normbench.layers.models import ResidualUnit
 from normbench.layers.norms import SwitchNorm
-from normbench.store.rundir import RunDir
-
-COLUMNS = (
-    "step",
-    "unit",
-    "depth",
-    "sublayer",
-    "grad_norm",
-    "in_mean",
-    "in_std",
-    "out_mean",
-    "out_std",
-    "resid_rms",
-    "max_logit",
-    "log_z",
-    "sn_mean_in",
-    "sn_mean_ln",
-    "sn_mean_bn",
-    "sn_var_in",
-    "sn_var_ln",
-    "sn_var_bn",
-    "train_mode_val_acc",
-    "eval_mode_val_acc",
-)
+from normbench.store.rundir import DIAGNOSTICS_COLUMNS, RunDir
 
 
 class Diagnostics:
@@ -182,7 +159,7 @@ class Diagnostics:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        table = pa.table({name: [row[name] for row in self.rows] for name in COLUMNS})
+        table = pa.table({name: [row[name] for row in self.rows] for name in DIAGNOSTICS_COLUMNS})
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink)
         from normbench.store.rundir import atomic_write

@@ -14,8 +14,8 @@ from normbench.data.datasets import input_shape
 from normbench.experiment.compose import compose
 from normbench.layers.models import build_model
 from normbench.report.diagnostics import by_sublayer, last_over_first
-from normbench.store.rundir import RunDir
-from normbench.training.diagnostics import COLUMNS, Diagnostics, frozen_buffers
+from normbench.store.rundir import DIAGNOSTICS_COLUMNS, RunDir
+from normbench.training.diagnostics import Diagnostics, frozen_buffers
 from normbench.training.run import run_experiment
 from normbench.training.trainer import Trainer
 
@@ -78,7 +78,7 @@ def test_a_diagnosed_run_writes_one_row_per_unit_and_evaluation(norm, tmp_path):
     cfg = compose(tiny(f"norm={norm}", "diagnostics=true"))
     outcome = run_experiment(cfg, tmp_path, progress=False)
     frame = pd.read_parquet(outcome.path / "diagnostics.parquet")
-    assert list(frame.columns) == list(COLUMNS)
+    assert list(frame.columns) == list(DIAGNOSTICS_COLUMNS)
     units = 2 * 2  # depth 2, attention + MLP per block
     assert len(frame) == units * 3 and sorted(frame["step"].unique()) == [0, 3, 6]
     assert frame["grad_norm"].gt(0).all() and frame["in_std"].gt(0).all()
