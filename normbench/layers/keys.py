@@ -49,6 +49,8 @@ POSITION_KEYS = {
 
 # model.qk_norm: how attention normalises queries and keys (normbench.layers.models.QKNorm).
 QK_NORMS = ("none", "layernorm", "rmsnorm")
+# model.parametrization: PyTorch's, or muP for width (normbench.layers.mup, docs/mup.md).
+PARAMETRIZATIONS = ("standard", "mup")
 
 # The convolutional models (channels layout, no padding mask, no attention).
 CONV_MODELS = ("cnn", "resnet")
