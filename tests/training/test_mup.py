@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
@@ -17,6 +18,7 @@ from normbench.experiment.schema import experiment
 from normbench.layers.models import Attention, seeded_model
 from normbench.layers.mup import MUP_SCALING, attention_scale
 from normbench.store.rundir import RunDir, run_id
+from normbench.training import checkpoint
 from normbench.training.optimizers import build_optimizers
 from normbench.training.run import run_experiment
 from normbench.training.trainer import Trainer
@@ -79,10 +81,11 @@ def coordinate_changes(model: str, width: int, parametrization: str) -> dict[str
 
 @pytest.mark.parametrize("model", MODELS)
 def test_the_coordinate_check_stays_of_one_order_under_mup_and_grows_under_standard(model):
-    """From width 32 to 256 (8x), every unit's change after 3 AdamW steps grows 3.5-7x (the
-    transformer) and ~100x (the CNN) in the standard model (measured at seeds 0-2), and stays
-    within 0.67-1.36x of the width-32 model's under muP (base width 32); the logits' change
-    too (0.79-1.41x). The test's bounds: standard > 2.5x for every unit; muP within 0.5-2x."""
+    """From width 32 to 256 (8x), every unit's change after 3 AdamW steps grows 3.6-6.9x (the
+    transformer) and 57-131x (the CNN) in the standard model, and stays within 0.52-1.36x of
+    the width-32 model's under muP (base width 32), the logits' within 0.77-1.02x (measured at
+    seeds 0, 1, 2; this test runs seed 0). Bounds: standard > 2.5x for every unit; muP within
+    0.4-2x for every unit and the logits."""
     for parametrization in ("standard", "mup"):
         small = coordinate_changes(model, 32, parametrization)
         large = coordinate_changes(model, 256, parametrization)
@@ -91,7 +94,7 @@ def test_the_coordinate_check_stays_of_one_order_under_mup_and_grows_under_stand
         if parametrization == "standard":
             assert min(units) > 2.5, growth
         else:
-            assert all(0.5 < g < 2.0 for g in growth.values()), growth
+            assert all(0.4 < g < 2.0 for g in growth.values()), growth
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -221,10 +224,35 @@ def test_bad_parametrization_is_one_line_exit_2(tmp_path, overrides, words):
     assert not any(tmp_path.iterdir())
 
 
-def test_a_mup_run_trains_to_the_end(tmp_path):
-    """A tiny muP run (m = 16 / 8) through the trainer: complete."""
-    cfg = compose(tiny("model.parametrization=mup", "model.base_width=8"))
-    assert run_experiment(cfg, tmp_path, progress=False).status == "complete"
+def test_a_mup_run_resumes_from_its_checkpoint_to_the_uninterrupted_metrics(tmp_path, monkeypatch):
+    """A tiny muP run (m = 16 / 8; its rates in three groups) stopped after its first
+    checkpoint and resumed: the same metrics as the run never stopped, step for step."""
+    cfg = compose(
+        tiny(
+            "model.parametrization=mup",
+            "model.base_width=8",
+            "train.max_steps=12",
+            "train.checkpoint_every=5",
+        )
+    )
+    whole = run_experiment(cfg, tmp_path / "whole", progress=False)
+    save = checkpoint.save
+
+    def save_then_stop(path, state):
+        save(path, state)
+        monkeypatch.setattr(checkpoint, "save", save)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(checkpoint, "save", save_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(cfg, tmp_path / "resumed", progress=False)
+    resumed = run_experiment(cfg, tmp_path / "resumed", progress=False)
+    assert resumed.status == whole.status == "complete"
+    columns = ["step", "lr", "train_loss", "val_loss", "grad_norm"]
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(whole.path / "metrics.parquet")[columns],
+        pd.read_parquet(resumed.path / "metrics.parquet")[columns],
+    )
 
 
 def test_train_compile_wraps_the_training_forward_and_keeps_the_model(tmp_path):
