@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 
-import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
@@ -18,7 +17,6 @@ from normbench.experiment.schema import experiment
 from normbench.layers.models import Attention, seeded_model
 from normbench.layers.mup import MUP_SCALING, attention_scale
 from normbench.store.rundir import RunDir, run_id
-from normbench.training import checkpoint
 from normbench.training.optimizers import build_optimizers
 from normbench.training.run import run_experiment
 from normbench.training.trainer import Trainer
@@ -222,37 +220,6 @@ def test_bad_parametrization_is_one_line_exit_2(tmp_path, overrides, words):
     result = invoke("run", *tiny(*overrides), "--runs-dir", str(tmp_path))
     one_line(result, *words)
     assert not any(tmp_path.iterdir())
-
-
-def test_a_mup_run_resumes_from_its_checkpoint_to_the_uninterrupted_metrics(tmp_path, monkeypatch):
-    """A tiny muP run (m = 16 / 8; its rates in three groups) stopped after its first
-    checkpoint and resumed: the same metrics as the run never stopped, step for step."""
-    cfg = compose(
-        tiny(
-            "model.parametrization=mup",
-            "model.base_width=8",
-            "train.max_steps=12",
-            "train.checkpoint_every=5",
-        )
-    )
-    whole = run_experiment(cfg, tmp_path / "whole", progress=False)
-    save = checkpoint.save
-
-    def save_then_stop(path, state):
-        save(path, state)
-        monkeypatch.setattr(checkpoint, "save", save)
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(checkpoint, "save", save_then_stop)
-    with pytest.raises(KeyboardInterrupt):
-        run_experiment(cfg, tmp_path / "resumed", progress=False)
-    resumed = run_experiment(cfg, tmp_path / "resumed", progress=False)
-    assert resumed.status == whole.status == "complete"
-    columns = ["step", "lr", "train_loss", "val_loss", "grad_norm"]
-    pd.testing.assert_frame_equal(
-        pd.read_parquet(whole.path / "metrics.parquet")[columns],
-        pd.read_parquet(resumed.path / "metrics.parquet")[columns],
-    )
 
 
 def test_train_compile_wraps_the_training_forward_and_keeps_the_model(tmp_path):
