@@ -109,5 +109,5 @@ def parametrize(model: nn.Module, wider: nn.Module, ratio: float) -> None:
         prefix = f"{name}." if name else ""
         bias = getattr(module, "bias", None)
         hidden = dims.get(f"{prefix}weight") == 2
-        if hidden and isinstance(bias, nn.Parameter) and not isinstance(module, Readout):
+        if hidden and isinstance(bias, nn.Parameter):
             bias.mul_(math.sqrt(ratio))
