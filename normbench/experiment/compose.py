@@ -197,11 +197,15 @@ def canonical(cfg: dict) -> dict:
     """Null the norm.* keys the chosen norm ignores, and the train.* keys the chosen optimizer
     ignores (schema.OPTIMIZER_KEYS), so that configs that cannot differ in outcome are one
     experiment with one run id (GroupNorm at ghost_batch 2 and 32 is the same run; so is AdamW
-    at any train.muon_lr; a sweep crossing every norm with ghost_batch trains it once)."""
+    at any train.muon_lr; a sweep crossing every norm with ghost_batch trains it once); and
+    model.base_width, which only muP reads, in a standard Transformer or CNN."""
     for key in NORM_SHARED_KEYS - norm_reads(cfg["norm"]):
         cfg["norm"][key] = None
     for key in ignored_by_optimizer({f"train.{k}": v for k, v in cfg["train"].items()}):
         cfg["train"][key.partition(".")[2]] = None
+    model = cfg["model"]
+    if "_target_" not in model and model.get("parametrization") == "standard":
+        model["base_width"] = None
     return cfg
 
 

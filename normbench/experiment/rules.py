@@ -118,6 +118,11 @@ RULES: tuple[Rule, ...] = (
         lambda cfg: _muon_rule(cfg),
     ),
     Rule(
+        "model.parametrization=mup with train.optimizer=muon (muP's rates are AdamW's and "
+        "SGD's; Muon scales its own updates) or without model.base_width",
+        lambda cfg: _mup_rule(cfg),
+    ),
+    Rule(
         "norm.alpha_init_attention or norm.alpha_init_mlp with model=cnn|resnet: the conv "
         "models have no attention or MLP units",
         lambda cfg: next(
@@ -274,6 +279,26 @@ def _muon_rule(cfg: dict) -> str | None:
         return (
             f"train.optimizer=muon needs torch.optim.Muon, new in PyTorch 2.9, and the installed "
             f"torch is {'.'.join(map(str, installed))}; valid: adamw, sgd (or upgrade torch)"
+        )
+    return None
+
+
+def _mup_rule(cfg: dict) -> str | None:
+    """muP (normbench.layers.mup) scales AdamW's and SGD's per-layer rates (Yang et al.'s
+    Table 3); Muon's orthogonalized update has its own width scaling, which muP's rates would
+    double-count. And muP needs the width at which it equals the standard model."""
+    model = cfg["model"]
+    if model.get("parametrization") != "mup" or "_target_" in model:
+        return None
+    if cfg["train"]["optimizer"] == "muon":
+        return (
+            "model.parametrization=mup scales AdamW's and SGD's rates, and train.optimizer=muon "
+            "scales its own; valid with mup: train.optimizer=adamw, sgd"
+        )
+    if model["base_width"] is None:
+        return (
+            "model.parametrization=mup needs model.base_width (the width at which muP equals "
+            f"the standard model), got null; valid: a positive integer, e.g. {model['width']}"
         )
     return None
 

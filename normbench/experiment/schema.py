@@ -11,14 +11,28 @@ import json
 from typing import Any
 
 from normbench.core.keys import Key
-from normbench.layers.keys import NORM_FIXED, NORM_SHARED, NORM_TABLE, POSITION_KEYS, QK_NORMS
+from normbench.layers.keys import (
+    NORM_FIXED,
+    NORM_SHARED,
+    NORM_TABLE,
+    PARAMETRIZATIONS,
+    POSITION_KEYS,
+    QK_NORMS,
+)
 
 GROUPS = ("model", "norm", "placement", "data", "precision")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 # Execution settings: they change where and how fast a run goes, or where it is watched
 # (log.tensorboard), not what it computes, so they are left out of the run id (dotted: nested
-# keys).
-EXECUTION_KEYS = ("device", "threads", "train.checkpoint_every", "log.tensorboard")
+# keys). train.compile changes the kernels, not the computation: its floats differ from eager's
+# in their last bits as they do between thread counts.
+EXECUTION_KEYS = (
+    "device",
+    "threads",
+    "train.checkpoint_every",
+    "train.compile",
+    "log.tensorboard",
+)
 # Observations: what a run records about itself beyond its metrics. Asking for them does not
 # make another experiment (a finished run without them is trained again to record them).
 OBSERVATION_KEYS = ("diagnostics",)
@@ -48,11 +62,21 @@ LATER_OPTION_KEYS: dict[str, tuple[tuple[str, ...], Any]] = {
     **{f"norm.{key}": (("dyt", "derf"), None) for key in POSITION_KEYS},
     "model.embed_norm": (("transformer",), False),
     "model.embed_scale": (("transformer",), False),
+    "model.parametrization": (("transformer", "cnn"), "standard"),
+    "model.base_width": (("transformer", "cnn"), None),  # null unless muP (compose.canonical)
 }
 
 
 def _positive(nullable: bool = False) -> Key:
     return Key(int, minimum=1, nullable=nullable)
+
+
+def _parametrization_keys() -> dict[str, Key]:
+    """muP's two keys (normbench.layers.mup); base_width is null unless muP."""
+    return {
+        "model.parametrization": Key(str, choices=PARAMETRIZATIONS),
+        "model.base_width": _positive(nullable=True),
+    }
 
 
 def _fraction() -> Key:
@@ -83,6 +107,7 @@ SCHEMA: dict[str, Key] = {
     "train.eval_every": _positive(),
     "train.log_every": _positive(),
     "train.checkpoint_every": _positive(nullable=True),
+    "train.compile": Key(bool),
     "target.metric": Key(str, choices=("val_acc", "val_loss", "val_bpb")),
     "target.value": Key(float),
     "log.tensorboard": Key(str, nullable=True),
@@ -102,6 +127,7 @@ OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
             "model.qk_norm": Key(str, choices=QK_NORMS),
             "model.embed_norm": Key(bool),
             "model.embed_scale": Key(bool),
+            **_parametrization_keys(),
         },
         "cnn": {
             "model.width": _positive(),
@@ -110,6 +136,7 @@ OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
             "model.weight_std": Key(bool),
             "model.init": Key(str, choices=("default", "xavier")),
             "model.qk_norm": Key(str, choices=QK_NORMS),  # only none: rules.py
+            **_parametrization_keys(),
         },
         "resnet": {
             "model.width": _positive(),

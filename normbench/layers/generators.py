@@ -26,7 +26,8 @@ def own_generator(role: str) -> Iterator[None]:
     ``role`` tells apart things built one after another from the same state (a unit's two
     norms)."""
     with torch.random.fork_rng(devices=[]):
-        position = int(torch.randint(2**62, ()).item())  # drawn from the fork: restored on exit
+        position = int(torch.randint(2**62, (), device="cpu").item())  # the fork's: restored
+        # on exit; on the CPU generator even under torch.device("meta") (muP's shape probe)
         digest = hashlib.sha256(f"{position}/{role}".encode()).digest()
         torch.manual_seed(int.from_bytes(digest[:8], "big"))
         yield

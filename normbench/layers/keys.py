@@ -161,6 +161,8 @@ def taken_options(entry: NormEntry, options: Mapping[str, Any]) -> dict[str, Any
 
 # model.qk_norm: how attention normalises queries and keys (normbench.layers.models.QKNorm).
 QK_NORMS = ("none", "layernorm", "rmsnorm")
+# model.parametrization: PyTorch's, or muP for width (normbench.layers.mup, docs/mup.md).
+PARAMETRIZATIONS = ("standard", "mup")
 
 # The convolutional models (channels layout, no padding mask, no attention).
 CONV_MODELS = ("cnn", "resnet")

@@ -20,6 +20,7 @@ from torch import Tensor, nn
 from normbench.data.base import NEXT_BYTE_DATA
 from normbench.layers.generators import own_generator
 from normbench.layers.keys import NORM_AFTER_SUBLAYER, QK_NORMS
+from normbench.layers.mup import attention_scale, is_mup, parametrize, readout, width_ratio
 from normbench.layers.norms import Identity, Norm, NormFactory, at_position, norm_factory
 from normbench.layers.resnet import ResNet
 from normbench.layers.weight_std import StdConv1d, StdConv2d, StdLinear
@@ -83,15 +84,21 @@ class QKNorm(nn.Module):
 
 
 def max_attention_logit(
-    q: Tensor, k: Tensor, mask: Tensor | None = None, causal: bool = False
+    q: Tensor,
+    k: Tensor,
+    mask: Tensor | None = None,
+    causal: bool = False,
+    scale: float | None = None,
 ) -> float:
-    """The largest attention logit q.k^T / sqrt(head_dim) over the batch, heads and pairs of
+    """The largest attention logit q.k^T * scale (default 1 / sqrt(head_dim); muP's is
+    normbench.layers.mup.attention_scale) over the batch, heads and pairs of
     positions, before the softmax, in float32; pairs the attention never weighs are left
     out: padded keys and queries (``mask`` (N, T), True for real tokens) and, when
     ``causal``, keys after their query. The logits are formed explicitly (scaled dot-product
     attention never shows them), so call this only when diagnosing."""
     t = q.shape[-2]
-    logits = q.float() @ k.float().transpose(-2, -1) / math.sqrt(q.shape[-1])  # (N, H, T, T)
+    logits = q.float() @ k.float().transpose(-2, -1)  # (N, H, T, T)
+    logits = logits * scale if scale is not None else logits / math.sqrt(q.shape[-1])
     later = torch.ones(t, t, dtype=torch.bool, device=q.device).triu(1)  # key after query
     excluded = later if causal else torch.zeros_like(later)
     if mask is not None:
@@ -102,7 +109,8 @@ def max_attention_logit(
 class Attention(nn.Module):
     """Multi-head self-attention; padded keys are masked out; causal: each position attends
     to itself and earlier positions only. ``qk_norm``: none, layernorm or rmsnorm (QKNorm).
-    ``linear`` builds the projections, ``out`` (default: ``linear``) the output projection."""
+    ``linear`` builds the projections, ``out`` (default: ``linear``) the output projection.
+    ``scale``: the logits' scale; None is 1/sqrt(head_dim) (muP's: mup.attention_scale)."""
 
     def __init__(
         self,
@@ -112,10 +120,12 @@ class Attention(nn.Module):
         causal: bool = False,
         qk_norm: str = "none",
         out: type[nn.Linear] | None = None,
+        scale: float | None = None,
     ):
         super().__init__()
         self.heads = heads
         self.causal = causal
+        self.scale = scale
         self.qkv = linear(width, 3 * width)
         self.proj = (out or linear)(width, width)
         self.qk_norm = None
@@ -135,7 +145,9 @@ class Attention(nn.Module):
         n, t, d = x.shape
         q, k, v = self.queries_keys_values(x)
         keep = None if mask is None else mask[:, None, None, :]
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=self.causal)
+        y = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=keep, is_causal=self.causal, scale=self.scale
+        )
         return self.proj(y.transpose(1, 2).reshape(n, t, d))
 
     @torch.no_grad()
@@ -143,7 +155,7 @@ class Attention(nn.Module):
         """The largest attention logit this sublayer forms for input x (diagnostics: any
         sublayer with this method gets its logits recorded)."""
         q, k, _ = self.queries_keys_values(x)
-        return max_attention_logit(q, k, mask, self.causal)
+        return max_attention_logit(q, k, mask, self.causal, self.scale)
 
     @torch.no_grad()
     def deepnorm_init(self, beta: float) -> None:
@@ -375,12 +387,13 @@ class Transformer(nn.Module):
         self.units = nn.ModuleList()
         for block in range(1, depth + 1):
             heads, qk_norm = model["heads"], model["qk_norm"]
-            attention = Attention(width, heads, nn.Linear, causal, qk_norm, out)
+            scale = attention_scale(model)
+            attention = Attention(width, heads, nn.Linear, causal, qk_norm, out, scale)
             self.units.append(unit(attention, block, "attention"))
             mlp = MLP(width, model["mlp_ratio"] * width, nn.Linear, out)
             self.units.append(unit(mlp, block, "mlp"))
         self.final_norm = final_norm(make_norm, width, "tokens", placement["name"])
-        self.head = nn.Linear(width, num_classes)
+        self.head = readout(width, num_classes, model)
         # Built last, and drawing nothing from the seed: with them off, every other weight
         # and norm is what it was before they existed.
         self.embed_scale = (
@@ -444,7 +457,7 @@ class CNN(nn.Module):
             for block in range(1, depth + 1)
         )
         self.final_norm = final_norm(make_norm, width, "channels", placement["name"])
-        self.head = nn.Linear(width, num_classes)
+        self.head = readout(width, num_classes, model)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         h = self.stem(x)
@@ -504,14 +517,25 @@ def build_model(
         if not isinstance(built, nn.Module):
             raise TypeError(f"model={model['name']} built a {type(built).__name__}, not a Module")
         return built
-    if model["name"] == "transformer":
-        causal = cfg["data"]["name"] in NEXT_BYTE_DATA
-        return Transformer(
-            model, make_norm, placement, input_shape, num_classes, vocab_size, causal
-        )
     if model["name"] == "resnet":
         return ResNet(model, make_norm, placement, input_shape, num_classes)
-    return CNN(model, make_norm, placement, input_shape, num_classes)
+    if model["name"] == "transformer":
+        causal = cfg["data"]["name"] in NEXT_BYTE_DATA
+        build = partial(Transformer, vocab_size=vocab_size, causal=causal)
+    else:
+        build = CNN
+    built = build(model, make_norm, placement, input_shape, num_classes)
+    if is_mup(model):  # the shapes at twice the width, on no memory and drawing nothing
+        with torch.random.fork_rng(devices=[]), torch.device("meta"):
+            wider = build(
+                {**model, "width": 2 * model["width"]},
+                make_norm,
+                placement,
+                input_shape,
+                num_classes,
+            )
+        parametrize(built, wider, width_ratio(model))
+    return built
 
 
 def seeded_model(

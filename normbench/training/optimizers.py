@@ -14,6 +14,7 @@ import math
 import torch
 
 from normbench.layers.models import ResidualUnit
+from normbench.layers.mup import MUP_SCALING, WidthScaling
 
 
 def lr_scaling(cfg: dict) -> float:
@@ -58,7 +59,8 @@ def build_optimizers(
     decoupled weight decay). ``train.muon_lr=null``: Muon at train.lr with Moonlight's update
     scaling (0.2 sqrt(max(A, B)), torch's ``match_rms_adamw``), which makes its update RMS
     AdamW's so that one rate serves both (Liu et al. 2025); a sweep over train.lr then moves
-    both. Both rates are scaled by ``lr_scale`` (train.lr_scaling)."""
+    both. Both rates are scaled by ``lr_scale`` (train.lr_scaling). A muP model's layers
+    get muP's rates (``mup_multipliers``)."""
     muon = None
     params = list(model.parameters())
     if train["optimizer"] == "muon":
@@ -78,11 +80,53 @@ def build_optimizers(
         )
         taken = {id(p) for p in hidden}
         params = [p for p in params if id(p) not in taken]
-    groups = [
-        {"params": [p for p in params if p.dim() >= 2], "weight_decay": train["weight_decay"]},
-        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
-    ]
     lr = train["lr"] * lr_scale
+    groups = param_groups(model, params, train, lr)
     if train["optimizer"] == "sgd":
         return torch.optim.SGD(groups, lr=lr, momentum=train["momentum"], fused=fused), None
     return torch.optim.AdamW(groups, lr=lr, fused=fused), muon
+
+
+def param_groups(
+    model: torch.nn.Module, params: list[torch.nn.Parameter], train: dict, lr: float
+) -> list[dict]:
+    """Weight decay on parameters of 2 dimensions or more, none on the rest: the first two
+    groups, at the optimizer's rate ``lr`` (the trainer reads the first group's as the run's). A
+    muP model (normbench.layers.mup) moves each parameter whose rate muP scales to a group of
+    its own multiplier after them: lr times it, weight decay divided by it, so that AdamW's
+    decoupled decay per step (lr x weight_decay) stays the base width's, as the ``mup``
+    package's MuAdam and MuSGD do."""
+    multipliers = mup_multipliers(model, train["optimizer"])
+    groups = {
+        (True, 1.0): {"params": [], "weight_decay": train["weight_decay"]},
+        (False, 1.0): {"params": [], "weight_decay": 0.0},
+    }
+    for p in params:
+        decays, multiplier = p.dim() >= 2, multipliers.get(id(p), 1.0)
+        group = groups.setdefault(
+            (decays, multiplier),
+            {
+                "params": [],
+                "weight_decay": train["weight_decay"] / multiplier if decays else 0.0,
+                "lr": lr * multiplier,
+            },
+        )
+        group["params"].append(p)
+    return list(groups.values())
+
+
+def mup_multipliers(model: torch.nn.Module, optimizer: str) -> dict[int, float]:
+    """{id(parameter): its rate's multiplier} under muP for width, m = width / base_width
+    (Yang et al. 2022, Table 3, in the ``mup`` package's form, whose readout carries a 1/m
+    multiplier): AdamW: hidden (matrix-like) weights lr / m, everything else lr. SGD:
+    vector-like parameters (one width dimension: the input layer, biases, norms' gains, the
+    readout) lr * m, hidden weights lr (fan-in and fan-out grow alike), scalars lr. Empty for
+    a standard model."""
+    scaling: WidthScaling | None = getattr(model, MUP_SCALING, None)
+    if scaling is None:
+        return {}
+    ratio, dims = scaling.ratio, scaling.dims
+    scaled = {"adamw": {2: 1.0 / ratio}, "sgd": {1: ratio}}[optimizer]
+    return {
+        id(p): scaled[dims[name]] for name, p in model.named_parameters() if dims[name] in scaled
+    }

@@ -73,6 +73,11 @@ class Trainer:
         ).to(self.device)
         fused = self.device.type in ("cpu", "cuda")  # one kernel instead of one per tensor
         self.optimizer, self.muon = build_optimizers(self.model, train, lr_scaling(cfg), fused)
+        # train.compile: the training step's forward (and so its backward) through
+        # torch.compile, sharing the model's parameters. Evaluation stays eager (it would
+        # compile two graphs more, eval mode and its batch sizes, for a few percent of the
+        # time), and so do the steps the diagnostics watch.
+        self.train_forward = torch.compile(self.model) if train["compile"] else self.model
         self.steps_per_epoch = len(self.data.train) // cfg["batch_size"]
         self.data_order = DataOrder(
             len(self.data.train), cfg["batch_size"], cfg["seed"], self.device
@@ -240,9 +245,11 @@ class Trainer:
         diagnose: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """One optimiser step; the gradient norm is computed when clipping or logging, and per
-        unit (before clipping) when diagnosing. Returns the cross-entropy (without z-loss)."""
+        unit (before clipping) when diagnosing (eagerly: the diagnostics' hooks are not
+        compiled). Returns the cross-entropy (without z-loss)."""
+        forward = self.model if diagnose else self.train_forward
         with self.autocast():
-            logits = self.model(x, mask=mask)
+            logits = forward(x, mask=mask)
         flat = logits.float().flatten(0, -2)  # (N[ * T], classes)
         loss = F.cross_entropy(flat, y.flatten())
         coefficient = self.cfg["train"]["z_loss"]

@@ -78,8 +78,9 @@ def test_checkpoint_every_is_an_execution_setting_not_part_of_the_run_id():
         (("model=transformer", "norm=rmsnorm"), "tokens"),  # padding masks
         (("norm=groupnorm", "precision=bf16", "train.optimizer=sgd"), "mnist1d"),
         (("model=transformer",), "pysource"),  # random windows of a byte stream, no epochs
+        (("model.parametrization=mup", "model.base_width=8"), "mnist1d"),  # 3 rate groups
     ],
-    ids=["batchnorm-diagnostics", "tokens", "bf16-sgd", "pysource"],
+    ids=["batchnorm-diagnostics", "tokens", "bf16-sgd", "pysource", "mup"],
 )
 def test_a_run_interrupted_by_ctrl_c_resumes_to_the_uninterrupted_metrics(
     tmp_path, ctrl_c_after_first_checkpoint, overrides, data
