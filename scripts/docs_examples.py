@@ -73,9 +73,12 @@ EXAMPLES: dict[str, Example] = {
     ),
     "first-sweep": Example("smoke", ("normbench sweep smoke 'seed=range(3)'",)),
     "first-report": Example("smoke", ("normbench report --sweep smoke",)),
-    "runs-list": Example("smoke", ("normbench runs list --last 4",), unordered=True),
+    "runs-list": Example("smoke", ("normbench runs list seed=0",), unordered=True),
     "runs-diff": Example(
         "smoke", ("normbench runs diff cnn-batchnorm-pre-fp32-b8-s0 cnn-batchnorm-pre-fp32-b16-s0",)
+    ),
+    "until-decided": Example(
+        "smoke", ("normbench sweep smoke 'seed=range(3)' --until-decided --max-seeds 5",)
     ),
     "check-norm": Example("tutorial", ("normbench check-norm mynorms:PowerNorm",)),
     "tutorial-plan": Example("tutorial", ("normbench sweep grids/powernorm.yaml --dry-run",)),
