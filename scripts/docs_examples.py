@@ -161,7 +161,8 @@ def run_command(command: str, where: Path) -> tuple[int, str]:
 
 
 def console_block(commands: Iterable[str], outputs: Iterable[str]) -> str:
-    parts = [f"$ {command}\n{output}".rstrip("\n") for command, output in zip(commands, outputs)]
+    pairs = zip(commands, outputs, strict=True)
+    parts = [f"$ {command}\n{output}".rstrip("\n") for command, output in pairs]
     return "```console\n" + "\n\n".join(parts) + "\n```\n"
 
 
@@ -190,7 +191,7 @@ def run_example(name: str, where: Path) -> str:
     example = EXAMPLES[name]
     expected = example.exit_codes or (0,) * len(example.commands)
     outputs = []
-    for command, code in zip(example.commands, expected):
+    for command, code in zip(example.commands, expected, strict=True):
         returned, output = run_command(command, where)
         if returned != code:
             raise SystemExit(f"example {name}: `{command}` exited {returned}, not {code}\n{output}")
@@ -201,8 +202,10 @@ def run_example(name: str, where: Path) -> str:
 def presets_table() -> str:
     """Every shipped preset with the comment that opens its file (its question, what its runs
     decide, how long it takes): one source, the preset file."""
-    rows = ["| preset | its question, what its runs decided, what it costs (the file's opening comment) |"]
-    rows.append("|---|---|")
+    rows = [
+        "| preset | its question, what its runs decided, what it costs (its opening comment) |",
+        "|---|---|",
+    ]
     for path in sorted((REPOSITORY / "conf" / "sweep").glob("*.yaml")):
         comment = []
         for line in path.read_text().splitlines():
@@ -228,11 +231,13 @@ def examples_in(text: str) -> list[str]:
 
 
 def filled(text: str, blocks: dict[str, str]) -> str:
-    """The page with each marked example that ``blocks`` has replaced by its block."""
+    """The page with each marked example that ``blocks`` has replaced by its block, where
+    its stable parts changed (a block that differs only in timings is left as it is, so
+    that a regeneration changes only what changed)."""
 
     def fill(match: re.Match) -> str:
-        name = match.group(1)
-        if name not in blocks:
+        name, shown = match.group(1), match.group(2)
+        if name not in blocks or stable_lines(name, shown) == stable_lines(name, blocks[name]):
             return match.group(0)
         return f"<!-- example: {name} -->\n{blocks[name]}<!-- /example -->"
 
@@ -251,7 +256,8 @@ def differences(text: str, blocks: dict[str, str], label: str) -> list[str]:
             continue
         before, now = stable_lines(name, shown), stable_lines(name, blocks[name])
         if before != now:
-            diff = difflib.unified_diff(before, now, f"{label} ({name})", "the code now", lineterm="")
+            title = f"{label} ({name})"
+            diff = difflib.unified_diff(before, now, title, "the code now", lineterm="")
             found.append("\n".join(diff))
     return found
 
@@ -297,7 +303,10 @@ def check(blocks: dict[str, str]) -> list[str]:
         label = str(page.relative_to(REPOSITORY))
         text = page.read_text()
         found += differences(text, blocks, label)
-        found += [f"{label}: console output outside an example: {line!r}" for line in unmarked_output(text)]
+        found += [
+            f"{label}: console output outside an example: {line!r}"
+            for line in unmarked_output(text)
+        ]
     index = REPOSITORY / "docs" / "index.md"
     if not index.exists() or index.read_text() != home_page():
         found.append("docs/index.md is not README.md as generated")
