@@ -124,12 +124,25 @@ def page_files(page: str, titles: Iterable[str]) -> dict[str, str]:
     return blocks
 
 
+# The caller's settings that would change what the commands print (with NORMBENCH_* but the
+# cache, such as NORMBENCH_CONFIG_PATH, and TTY_*).
+USER_SETTINGS = {"COLUMNS", "LINES", "FORCE_COLOR", "CLICOLOR_FORCE", "HYDRA_FULL_ERROR"}
+
+
 def environment() -> dict[str, str]:
     """The environment of every command: this checkout's normbench, one torch thread, a
-    terminal WIDTH columns wide that is not a terminal (no colour, no live redraws)."""
+    terminal WIDTH columns wide that is not a terminal (no colour, no live redraws), none of
+    the caller's own settings that change output."""
     path = os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH")]))
+    inherited = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in USER_SETTINGS and not name.startswith(("NORMBENCH_", "TTY_"))
+    }
+    if "NORMBENCH_CACHE" in os.environ:  # where the data sets are cached changes no output
+        inherited["NORMBENCH_CACHE"] = os.environ["NORMBENCH_CACHE"]
     return {
-        **os.environ,
+        **inherited,
         "PYTHONPATH": path,
         "COLUMNS": WIDTH,
         "OMP_NUM_THREADS": "1",

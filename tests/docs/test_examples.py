@@ -35,7 +35,12 @@ def blocks() -> dict[str, str]:
     return docs.all_blocks()
 
 
+# The tests that run the examples share one worker, so that they run once (--dist loadgroup).
+one_worker = pytest.mark.xdist_group("docs_examples")
+
+
 @pytest.mark.slow
+@one_worker
 def test_every_example_is_what_the_code_prints_now(blocks):
     found = docs.check(blocks)
     assert not found, (
@@ -45,7 +50,8 @@ def test_every_example_is_what_the_code_prints_now(blocks):
 
 
 @pytest.mark.slow
-def test_a_changed_example_fails(blocks, tmp_path):
+@one_worker
+def test_a_changed_example_fails(blocks):
     """A number edited by hand in a copy of the README fails the check; a duration does not
     (it is masked)."""
     text = README.read_text()
