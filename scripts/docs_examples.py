@@ -81,6 +81,9 @@ EXAMPLES: dict[str, Example] = {
         "smoke", ("normbench sweep smoke 'seed=range(3)' --until-decided --max-seeds 5",)
     ),
     "check-norm": Example("tutorial", ("normbench check-norm mynorms:PowerNorm",)),
+    "tutorial-typo": Example(
+        "tutorial", ("normbench run model=cnn norm=mynorms:PowerNorm norm.q=3",), exit_codes=(2,)
+    ),
     "tutorial-plan": Example("tutorial", ("normbench sweep grids/powernorm.yaml --dry-run",)),
 }
 # Files a scene starts with: the code blocks of a page that carry these titles.
