@@ -13,8 +13,9 @@ This script runs the commands of example ID (EXAMPLES below) for real, in a fres
 per scene (the examples of one scene share it, in the order listed), with the budgets written
 in the commands themselves, and writes the commands and what they printed between the
 markers. ``--check`` writes nothing: it runs every example again and names each block that
-differs from what the code prints now in its stable parts (durations, speeds, ages, dates and
-spacing are masked: MASKS), exit 1. tests/docs/test_examples.py runs the check in CI.
+differs from what the code prints now in its stable parts (durations, speeds, ages, dates,
+a run's live line and spacing are masked: MASKS), exit 1. tests/docs/test_examples.py runs
+the check in CI.
 
 Generated as well: the preset table (``presets``: the comment that opens each
 conf/sweep/*.yaml) and docs/index.md, the site's home page: README.md with its links made
@@ -91,6 +92,9 @@ SCENE_FILES = {"tutorial": ("docs/your-own-norm.md", ("mynorms.py", "grids/power
 
 # What differs from one run of an example to the next and is masked before comparing.
 MASKS = [
+    # a run's live line, as its last frame: how much of the run id fits beside the speed
+    # depends on the speed's digits (the closing line below it has the same numbers)
+    (re.compile(r"^.*━.* steps/s .*$", re.MULTILINE), "LIVE"),
     (re.compile(r"\d{4}-\d\d-\d\d([T ]\d\d:\d\d(:\d\d)?)?"), "DATE"),
     (re.compile(r"\b\d+(\.\d+)? ?(steps|runs)/s\b"), "SPEED"),
     (re.compile(r"\b\d+:\d\d(:\d\d)?\b"), "CLOCK"),

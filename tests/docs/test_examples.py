@@ -71,6 +71,11 @@ def test_differences_name_the_example_and_the_line():
     assert docs.differences(page, {"first-run": block}, "p.md") == []
     slower = page.replace("8.9 s", "12.0 s").replace("0.9606  train", "0.9606 train")
     assert docs.differences(slower, {"first-run": block}, "p.md") == []
+    live = "…b32-s0-228e94e2 ━━━━ 300/300 loss 0.409 val acc 0.961 34 steps/s 0:00:10\n"
+    faster = "…-s0-228e94e2 ━━━━ 300/300 loss 0.409 val acc 0.961 134 steps/s 0:00:02\n"
+    with_live = page.replace("val acc 0.9606", live + "val acc 0.9606")
+    shown = {"first-run": block.replace("val acc 0.9606", faster + "val acc 0.9606")}
+    assert docs.differences(with_live, shown, "p.md") == []
     worse = page.replace("0.9606", "0.9605")
     (found,) = docs.differences(worse, {"first-run": block}, "p.md")
     assert "p.md (first-run)" in found and "-val acc 0.9605" in found
