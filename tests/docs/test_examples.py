@@ -172,3 +172,25 @@ def test_the_numbers_the_prose_quotes_are_the_codes():
     grid = (REPOSITORY / "docs" / "your-own-norm.md").read_text()
     assert "Three seeds of 400 steps" in grid
     assert "  seed: range(3)\n  train.max_steps: 400\n" in grid
+
+
+@pytest.mark.parametrize(
+    ("quoted", "overrides", "key", "value"),
+    [
+        ("`val_acc` (default, 0.85)", [], "target.value", 0.85),
+        ("(pysource: 2.5)", ["data=pysource"], "target.value", 2.5),
+        ("α's initial value (default 0.5)", ["norm=dyt"], "norm.alpha_init", 0.5),
+        ("s's (default 0)", ["norm=derf"], "norm.shift_init", 0.0),
+        ("(default 0.25)", ["placement=mix"], "placement.post_fraction", 0.25),
+        ("`muon_lr` (0.02;", ["train.optimizer=muon"], "train.muon_lr", 0.02),
+        ("`muon_momentum` (0.95,", ["train.optimizer=muon"], "train.muon_momentum", 0.95),
+    ],
+)
+def test_the_config_tables_defaults_are_the_configs(quoted, overrides, key, value):
+    """docs/running.md's key table quotes these defaults: each is the composed config's."""
+    from normbench.experiment.compose import compose
+
+    assert quoted in (REPOSITORY / "docs" / "running.md").read_text()
+    config = compose(["model=transformer", *overrides])
+    group, name = key.split(".")
+    assert config[group][name] == value
