@@ -220,20 +220,19 @@ def run_example(name: str, where: Path) -> str:
 
 
 def presets_table() -> str:
-    """Every shipped preset with the comment that opens its file (its question, what its runs
-    decide, how long it takes): one source, the preset file."""
-    rows = [
-        "| preset | its question, what its runs decided, what it costs (its opening comment) |",
-        "|---|---|",
-    ]
+    """Every shipped preset's header (normbench.sweeps.live.preset_header): its question, its
+    design, how to run it and what it costs, how to read it and what it decides; one source,
+    the preset file."""
+    from normbench.sweeps.live import HEADER_PARTS, preset_header
+
+    rows = ["| preset | question | design | run | read |", "|---|---|---|---|---|"]
     for path in sorted((REPOSITORY / "conf" / "sweep").glob("*.yaml")):
-        comment = []
-        for line in path.read_text().splitlines():
-            if not line.startswith("#"):
-                break
-            comment.append(line.lstrip("#").strip())
-        text = " ".join(comment).replace("|", "\\|")
-        rows.append(f"| `{path.stem}` | {text} |")
+        text, cells = preset_header(str(path)), []
+        for part in HEADER_PARTS:
+            cell, _, text = text.partition(f" {part} ")
+            cells.append(cell)
+        cells.append(text)
+        rows.append(f"| `{path.stem}` | " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(rows) + "\n"
 
 
