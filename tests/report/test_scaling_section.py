@@ -44,17 +44,37 @@ def ladder_store(tmp_path_factory):
 def test_the_json_rows_carry_the_fit_the_multiplier_and_the_trend(ladder_store):
     result = runner.invoke(
         app,
-        ["report", str(ladder_store), "--scaling", "model.width", "--reference",
-         "norm=layernorm", "--format", "json"],
+        [
+            "report",
+            str(ladder_store),
+            "--scaling",
+            "model.width",
+            "--reference",
+            "norm=layernorm",
+            "--format",
+            "json",
+        ],
     )
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     rows = {row["group"]: row for row in payload["scaling"]}
     assert set(rows) == {"norm=batchnorm", "norm=layernorm"}
     bn = rows["norm=batchnorm"]
-    for key in ("group", "reference", "exponent", "exponent_ci_low", "exponent_ci_high",
-                "multiplier_top", "multiplier_ci_low", "multiplier_ci_high", "trend", "E",
-                "E_shared", "count", "crossing"):
+    for key in (
+        "group",
+        "reference",
+        "exponent",
+        "exponent_ci_low",
+        "exponent_ci_high",
+        "multiplier_top",
+        "multiplier_ci_low",
+        "multiplier_ci_high",
+        "trend",
+        "E",
+        "E_shared",
+        "count",
+        "crossing",
+    ):
         assert key in bn
     assert bn["reference"] == "norm=layernorm"
     assert bn["count"] == "parameters"
@@ -85,7 +105,8 @@ def test_every_format_shows_the_section(ladder_store, tmp_path):
     assert html.exit_code == 0, html.output
     assert "Scaling along model.width" in page.read_text()
     assert {p.name for p in plots.glob("scaling_*.png")} == {
-        "scaling_loss.png", "scaling_multiplier.png"
+        "scaling_loss.png",
+        "scaling_multiplier.png",
     }
     tables = api.report(ladder_store, scaling="model.width")
     assert not math.isnan(tables["scaling"]["exponent"].iloc[0])
