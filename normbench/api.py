@@ -189,8 +189,8 @@ class ReportOption:
     """A keyword of ``report``: the ``normbench report`` flag it stands for, and the step of
     the command that takes it (``select``: catalog.select_runs, ``method``:
     report.base.Method.from_options, ``build``: report.sections.build, ``across``:
-    report.across.across, ``scaling``: report.scaling_section.build, ``output``: diagnostics and ``--table``), under which parameter
-    name, with which default."""
+    report.across.across, ``scaling``: report.scaling_section.build, ``output``:
+    diagnostics and ``--table``), under which parameter name, with which default."""
 
     flag: str
     step: str
