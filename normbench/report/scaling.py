@@ -28,6 +28,10 @@ EXPONENT_RANGE = (0.01, 3.0)  # alpha's bounds (C is divided by the ladder's sma
 GRID = np.geomspace(*EXPONENT_RANGE, 64)  # least_squares starts from the best of these
 MIN_RUNGS_FREE = 4  # a curve with its own floor: 3 parameters and a degree of freedom
 BOOTSTRAP = 1000  # refits per interval
+# least_squares' budget: the fits of a ladder that follows a power law converge in 4 to 6
+# evaluations; one that does not (a flat ladder of a few steps) stops here, and its refits at
+# wherever they stopped are what the identification of E (``_unbounded``) then judges
+MAX_EVALUATIONS = 50
 TREND_MARGIN = 0.05  # |slope| in log10(multiplier) per decade of compute that counts as constant
 WINDOW = 100.0  # curves extrapolated to 100x the top rung's compute, no further
 EXTRAPOLATED = (10.0, 100.0)  # the multiplier beyond the ladder, at these multiples of its top
@@ -98,7 +102,13 @@ def _solve(residuals, start: np.ndarray, sparsity) -> np.ndarray:
     low, high = EXPONENT_RANGE
     start = np.clip(start, low * 1.0001, high * 0.9999)
     found = optimize.least_squares(
-        residuals, start, bounds=EXPONENT_RANGE, jac_sparsity=sparsity, method="trf", xtol=1e-10
+        residuals,
+        start,
+        bounds=EXPONENT_RANGE,
+        jac_sparsity=sparsity,
+        method="trf",
+        max_nfev=MAX_EVALUATIONS,
+        tr_options={"maxiter": 100},
     )
     return found.x
 
@@ -269,29 +279,34 @@ def fit_ladder(compute: np.ndarray, means: np.ndarray, replicates: np.ndarray, a
     """The curves of G groups over R rungs (``compute``, ``means``: (G, R); ``replicates``:
     (B, G, R) bootstrap means). Several groups share one floor E, the data's irreducible
     loss, where the ladder identifies it (a floor per group made the trend verdict wrong 11%
-    of the time at alpha 0.05 under parallel curves in our simulations, a shared one 4%:
+    of the time at alpha 0.05 under parallel curves in our simulations, a shared one 4.7%:
     docs/statistics.md); one group has a floor of its own from MIN_RUNGS_FREE rungs on;
-    otherwise E = 0."""
+    otherwise E = 0. The point fit and the refits are fitted in one call, the point first."""
     groups, rungs = means.shape
     c0 = float(compute.min())
-    point = fit_free(compute, means, c0)
-    refits = fit_free(compute, replicates, c0)
+    every = np.concatenate([means[None], replicates])
     if groups == 1 and rungs < MIN_RUNGS_FREE:
         why = f"one group of {rungs} rungs: a floor needs {MIN_RUNGS_FREE} or more"
-    elif groups == 1 and (_unbounded(point, alpha) or _unbounded(refits, alpha)):
-        why = "E is not identified (its bootstrap interval reaches the model's bounds)"
-    elif groups == 1:
-        return Fit(PER_GROUP, point, refits, "E fitted: identified by the ladder")
     else:
-        shared = fit_shared(compute, means[None], c0, point.exponent[None])
-        shared_refits = fit_shared(compute, replicates, c0, refits.exponent)
-        shared_point = Curves(shared.floor[0], shared.scale[0], shared.exponent[0], c0)
-        if not (_unbounded(shared_point, alpha) or _unbounded(shared_refits, alpha)):
-            return Fit(SHARED, shared_point, shared_refits, "E shared by the groups: identified")
-        why = "a shared E is not identified (its bootstrap interval reaches the model's bounds)"
-    return Fit(
-        ZERO, fit_zero(compute, means, c0), fit_zero(compute, replicates, c0), f"{why}; E = 0"
-    )
+        if groups == 1:
+            found = fit_free(compute, every, c0)
+        else:
+            log_c = np.broadcast_to(np.log(compute / c0), every.shape).reshape(-1, rungs)
+            start = _start(log_c, every.reshape(-1, rungs)).reshape(every.shape[:2])
+            found = fit_shared(compute, every, c0, start)
+        point, refits = _split(found)
+        if not (_unbounded(point, alpha) or _unbounded(refits, alpha)):
+            how = "fitted per group" if groups == 1 else "shared by the groups"
+            return Fit(PER_GROUP if groups == 1 else SHARED, point, refits, f"E {how}")
+        why = f"{'E' if groups == 1 else 'a shared E'} is not identified (its bootstrap "
+        why += "interval reaches the model's bounds)"
+    return Fit(ZERO, *_split(fit_zero(compute, every, c0)), f"{why}; E = 0")
+
+
+def _split(curves: Curves) -> tuple[Curves, Curves]:
+    """The first curves of a stacked fit (the point fit) and the rest (the refits)."""
+    parts = (curves.floor, curves.scale, curves.exponent)
+    return Curves(*(p[0] for p in parts), curves.c0), Curves(*(p[1:] for p in parts), curves.c0)
 
 
 def log10_multiplier(curves: Curves, group: int, reference: int, compute: np.ndarray):
