@@ -16,6 +16,7 @@ rule, belong to the rung); groups are the other keys that vary (or ``--by``), se
 from __future__ import annotations
 
 import math
+import numbers as numeric
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -48,6 +49,7 @@ class Ladder:
     names: list[str]  # group labels
     reference: int
     cells: list[list[scaling.Cell]]
+    sizes: list[list[tuple[float, float]]]  # per cell: N and D, means over its runs
     rungs: list  # KEY's values, in order
     fit: scaling.Fit
     answers: list[scaling.GroupScaling]
@@ -70,26 +72,34 @@ class Scaling:
 def check_key(runs: pd.DataFrame, key: str) -> list:
     """KEY's distinct values among the finished runs, sorted; refused in one line when it is
     no config key of these runs or has fewer than 3 values."""
-    numeric = [
-        k for k in varying_keys(runs) if k != "seed" and pd.api.types.is_numeric_dtype(runs[k])
-    ]
+    valid = ", ".join(k for k in ladder_keys(runs) if k != key) or "none (no numeric key varies)"
     if key not in runs.columns:
-        raise UsageError(
-            f"--scaling {key}: not a config key of these runs; valid: "
-            f"{', '.join(numeric) or 'none (no numeric key varies)'}"
-        )
+        raise UsageError(f"--scaling {key}: not a config key of these runs; valid: {valid}")
     values = sorted({v for v in runs[key] if _is_number(v)})
     if len(values) < 3:
         shown = ", ".join(label(v) for v in values) or "none numeric"
         raise UsageError(
             f"--scaling {key}: {len(values)} distinct value(s) ({shown}); a ladder needs 3 or "
-            f"more; valid: {', '.join(k for k in numeric if k != key) or 'none'}"
+            f"more; valid: {valid}"
         )
     return values
 
 
 def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return (
+        isinstance(value, numeric.Real)
+        and not isinstance(value, bool)
+        and math.isfinite(float(value))
+    )
+
+
+def ladder_keys(runs: pd.DataFrame) -> list[str]:
+    """The config keys that could be a ladder here: numbers with 3 or more values."""
+    return [
+        k
+        for k in varying_keys(runs)
+        if runs[k].map(_is_number).all() and len(set(runs[k].astype(float))) >= 3
+    ]
 
 
 def build(
@@ -112,8 +122,10 @@ def build(
         raise UsageError(f"--scaling {key}: these runs record no parameter count")
     runs = runs.assign(
         _loss=_losses(runs, loss, metric == BITS_PER_BYTE, method),
-        _compute=6 * numbers(runs[count]) * _tokens(runs),
+        _n=numbers(runs[count]),
+        _d=_tokens(runs),
     )
+    runs = runs.assign(_compute=6 * runs["_n"] * runs["_d"])
     runs = runs[np.isfinite(runs["_loss"]) & (runs["_compute"] > 0)]
     varying = [k for k in varying_keys(runs) if not k.startswith("_")]
     follows = [k for k in varying if k != key and _follows(runs, key, k)]
@@ -188,11 +200,16 @@ def _ladder(part, setting, key, keys, method, boot, notes) -> Ladder | None:
     rows = [values for values, _, _ in found]
     reference = reference_index(rows, keys, method.reference) if method.reference else 0
     cells = [[_cell(by_rung[v]) for v in common] for _, _, by_rung in found]
+    sizes = [
+        [(float(by_rung[v]["_n"].mean()), float(by_rung[v]["_d"].mean())) for v in common]
+        for _, _, by_rung in found
+    ]
     order = [np.argsort([c.compute for c in row]) for row in cells]
     if any((o != np.arange(len(common))).any() for o in order):
         raise UsageError(f"--scaling {key}: compute 6ND does not grow with {key}{where}")
     fit, answers = scaling.analyse(cells, reference or 0, method.level, boot)
-    return Ladder(setting, [n for _, n, _ in found], reference or 0, cells, common, fit, answers)
+    names = [name for _, name, _ in found]
+    return Ladder(setting, names, reference or 0, cells, sizes, common, fit, answers)
 
 
 def _cell(runs: pd.DataFrame) -> scaling.Cell:
@@ -272,6 +289,8 @@ def _rung_rows(ladder: Ladder, key: str) -> list[dict]:
                     "group": ladder.names[g],
                     key: ladder.rungs[i] if cell else None,
                     "compute": float(compute),
+                    "parameters": ladder.sizes[g][i][0] if cell else math.nan,
+                    "tokens": ladder.sizes[g][i][1] if cell else math.nan,
                     "extrapolated": cell is None,
                     "seeds": len(cell.values) if cell else 0,
                     "loss_mean": float(cell.values.mean()) if cell else math.nan,

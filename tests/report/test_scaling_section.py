@@ -114,7 +114,7 @@ def test_every_format_shows_the_section(ladder_store, tmp_path):
 
 @pytest.mark.parametrize(
     "key, says",
-    [("model.nonsense", "not a config key"), ("norm.name", "distinct value")],
+    [("model.nonsense", "valid: model.width"), ("norm.name", "distinct value")],
 )
 def test_a_key_that_is_no_ladder_is_refused_in_one_line(ladder_store, key, says):
     result = runner.invoke(app, ["report", str(ladder_store), "--scaling", key])
