@@ -59,7 +59,9 @@ def loss_figure(result, ladder, alpha: float) -> Figure:
     for g, name in enumerate(ladder.names[:MAX_CURVES]):
         cells = ladder.cells[g]
         compute = np.array([c.compute for c in cells])
-        (line,) = ax.plot(compute, [c.values.mean() for c in cells], "o", label=plain(name))
+        (line,) = ax.plot(
+            compute, [c.values.mean() for c in cells], "o", color=f"C{g}", label=plain(name)
+        )
         for cell in cells:
             ax.plot(
                 [cell.compute] * len(cell.values),
@@ -97,7 +99,7 @@ def multiplier_figure(result, ladder, alpha: float) -> Figure:
         point = scaling.log10_multiplier(ladder.fit.point, g, ladder.reference, grid)
         refits = scaling.log10_multiplier(ladder.fit.refits, g, ladder.reference, grid)
         low, high = scaling.interval(refits, 1 - 2 * alpha)
-        (line,) = ax.plot(grid, 10.0**point, "-", label=plain(name))
+        (line,) = ax.plot(grid, 10.0**point, "-", color=f"C{g}", label=plain(name))  # as in loss
         ax.fill_between(
             grid, 10.0**low, 10.0**high, color=line.get_color(), alpha=0.15, linewidth=0
         )
