@@ -10,10 +10,11 @@ scipy.optimize.least_squares from the best point of a grid. Every curve of a boo
 fitted in one least_squares call (each curve's residuals depend on its own exponent only: a
 block-diagonal Jacobian), so a thousand refits cost about what one does.
 
-E is identified only by a ladder that bends: with fewer than ``MIN_RUNGS_FREE`` rungs, or
-where E's bootstrap interval runs into the model's bounds, E is shared by the groups (one
-floor, each group its own A and alpha), and where even that is not identified it is fixed at
-0 (a pure power law, a straight line on log axes). Every output says which.
+E, the data's irreducible loss, is shared by a ladder's groups (one floor, each group its own
+A and alpha: a floor per group let the trend verdict err too often, ``fit_ladder``); a
+ladder of one group fits its own from ``MIN_RUNGS_FREE`` rungs on. E is identified only by a
+ladder that bends: where its bootstrap interval runs into the model's bounds, E is fixed at 0
+(a pure power law, a straight line on log axes). Every output says which.
 """
 
 from __future__ import annotations
@@ -429,8 +430,8 @@ def analyse(
     dof = np.array([len(c.values) - 1 for row in cells for c in row], dtype=float)
     level = 1 - 2 * alpha
 
-    def ci(point, samples, at=level):
-        return widened_interval(np.asarray(point, dtype=float), samples, flat, dof, at)
+    def ci(point, samples):
+        return widened_interval(np.asarray(point, dtype=float), samples, flat, dof, level)
 
     out = []
     for g in range(len(cells)):
