@@ -134,14 +134,14 @@ def scaling_rich(result, method: Method, width: int | None = None):
         Column("alpha", [exponent(r) for r in rows], wraps=True),
         Column("E", [fmt(r["E"]) + ("*" if r["E_shared"] else "") for r in rows]),
         Column("x ref top", [top(r) for r in rows], wraps=True),
-        Column("x 10x", [ci(r, "multiplier_10x") for r in rows], wraps=True),
-        Column("x 100x", [ci(r, "multiplier_100x") for r in rows], wraps=True),
+        Column("x ref@10x", [ci(r, "multiplier_10x") for r in rows], wraps=True),
+        Column("x ref@100x", [ci(r, "multiplier_100x") for r in rows], wraps=True),
         Column("trend", [r["trend"] for r in rows], justify="left"),
         Column("cross", [crossing(r) for r in rows]),
     ]
     return fit(
         columns,
-        ["x 100x", "x 10x", "cross", "E"],
+        ["x ref@100x", "x ref@10x", "cross", "E"],
         width,
         lambda left_out: (
             caption(result, method)
