@@ -77,6 +77,27 @@ def test_the_trend_verdict_errs_within_alpha_when_the_multiplier_is_constant():
     assert wrong / n <= alpha + 2 * math.sqrt(alpha * (1 - alpha) / n)
 
 
+def test_the_trend_verdict_says_constant_within_alpha_when_the_slope_is_at_the_margin():
+    """Pure power laws (E = 0): log10 of the multiplier is (0.42 / 0.4 - 1) log10 C + c, a
+    slope of exactly TREND_MARGIN per decade, the nearest a trend that is not constant gets."""
+    rng = np.random.default_rng(6)
+    alpha, n, compute = 0.1, 30, np.geomspace(1e9, 1e11, 6)
+    wrong = 0
+    for _ in range(n):
+        cells = [
+            [
+                scaling.Cell(
+                    c, np.arange(3), scale * (c / 1e9) ** -exponent + 0.015 * rng.standard_normal(3)
+                )
+                for c in compute
+            ]
+            for scale, exponent in ((3.0, 0.4), (2.5, 0.4 * (1 + scaling.TREND_MARGIN)))
+        ]
+        _, answers = scaling.analyse(cells, 0, alpha, boot=100, rng=rng)
+        wrong += answers[1].trend.verdict == "constant"
+    assert wrong / n <= alpha + 2 * math.sqrt(alpha * (1 - alpha) / n)
+
+
 def test_a_gap_that_closes_is_shrinking_and_the_curves_crossing_is_found():
     """Group 1 starts 4x behind in compute but falls faster (exponent 0.6 against 0.4): it
     catches the reference where 1.5 (C/1e9)^-0.4 = 3 (C/1e9)^-0.6, at C = 1e9 * 2^5."""
