@@ -389,7 +389,8 @@ def crossings(curves: Curves, group: int, reference: int, low_c: float, high_c: 
     log_grid = np.log(grid)
     with np.errstate(invalid="ignore", divide="ignore"):
         where = log_grid[first] + (log_grid[first + 1] - log_grid[first]) * g0 / (g0 - g1)
-    out = np.where(found, np.exp(where), np.nan)
+    with np.errstate(over="ignore"):  # rows that do not cross: their number is discarded
+        out = np.where(found, np.exp(where), np.nan)
     return float(out[0]) if curves.floor.ndim == 1 else out
 
 
