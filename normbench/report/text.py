@@ -16,8 +16,6 @@ from normbench.report.stats import COMMON_SEEDS_NOTE
 
 TABLES = (
     "across",
-    "scaling",
-    "scaling_rungs",
     "convergence",
     "batch_sensitivity",
     "precision",
@@ -25,6 +23,8 @@ TABLES = (
     "depth_stability",
     "diagnostics_init",
     "diagnostics",
+    "scaling",
+    "scaling_rungs",
 )
 JSON_ONLY = ("values", "lr_sensitivity_values")  # lists: JSON keeps them, CSV, markdown not
 DIAGNOSTICS_WHEN = {  # the diagnostics tables, and the step each one shows
