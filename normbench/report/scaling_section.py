@@ -204,9 +204,11 @@ def _ladder(part, setting, key, keys, method, boot, notes) -> Ladder | None:
         [(float(by_rung[v]["_n"].mean()), float(by_rung[v]["_d"].mean())) for v in common]
         for _, _, by_rung in found
     ]
-    order = [np.argsort([c.compute for c in row]) for row in cells]
-    if any((o != np.arange(len(common))).any() for o in order):
-        raise UsageError(f"--scaling {key}: compute 6ND does not grow with {key}{where}")
+    if any((np.diff([c.compute for c in row]) <= 0).any() for row in cells):
+        raise UsageError(
+            f"--scaling {key}: the runs' compute 6 N D does not grow with {key}{where} (the "
+            f"same parameters and steps at each value); valid: a size key, e.g. model.width"
+        )
     fit, answers = scaling.analyse(cells, reference or 0, method.level, boot)
     names = [name for _, name, _ in found]
     return Ladder(setting, names, reference or 0, cells, sizes, common, fit, answers)

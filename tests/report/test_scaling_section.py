@@ -113,6 +113,15 @@ def test_every_format_shows_the_section(ladder_store, tmp_path):
     assert not math.isnan(tables["scaling"]["exponent"].iloc[0])
 
 
+def test_a_key_along_which_compute_does_not_grow_is_refused(tmp_path):
+    for lr in (0.001, 0.002, 0.004):
+        make_run(tmp_path, [f"train.lr={lr}"], summary_extra={"final_val_loss": 1.0 + lr})
+    result = runner.invoke(app, ["report", str(tmp_path), "--scaling", "train.lr"])
+    assert result.exit_code == 2
+    assert "compute 6 N D does not grow with train.lr" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize(
     "key, says",
     [("model.nonsense", "valid: model.width"), ("norm.name", "distinct value")],
