@@ -28,6 +28,7 @@ from normbench.report.base import (
     BITS_PER_BYTE,
     Method,
     fold_norm_options,
+    frame,
     groups,
     is_setting,
     label,
@@ -152,7 +153,8 @@ def build(
             "no --reference named: the reference is each ladder's first group by name "
             "(chosen before looking at results); name one with --reference"
         )
-    table, rung_table = pd.DataFrame(rows), pd.DataFrame(rung_rows)
+    # the setting's and the rung's values keep their types (a width 8, not 8.0)
+    table, rung_table = frame(rows, settings), frame(rung_rows, [*settings, key])
     return Scaling(key, loss, count, table, rung_table, ladders, notes, named)
 
 
@@ -209,9 +211,15 @@ def _ladder(part, setting, key, keys, method, boot, notes) -> Ladder | None:
             f"--scaling {key}: the runs' compute 6 N D does not grow with {key}{where} (the "
             f"same parameters and steps at each value); valid: a size key, e.g. model.width"
         )
+    if any(len(c.values) < 2 for row in cells for c in row):
+        notes.append(
+            f"a rung{where} has results of one seed: it adds no variance to the intervals, "
+            "which are then too narrow; train 2 or more seeds a rung"
+        )
     fit, answers = scaling.analyse(cells, reference or 0, method.level, boot)
     names = [name for _, name, _ in found]
-    return Ladder(setting, names, reference or 0, cells, sizes, common, fit, answers)
+    rungs = [int(v) if v.is_integer() else v for v in common]  # 8, not 8.0; 0.5 stays
+    return Ladder(setting, names, reference or 0, cells, sizes, rungs, fit, answers)
 
 
 def _cell(runs: pd.DataFrame) -> scaling.Cell:
