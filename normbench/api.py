@@ -189,8 +189,8 @@ class ReportOption:
     """A keyword of ``report``: the ``normbench report`` flag it stands for, and the step of
     the command that takes it (``select``: catalog.select_runs, ``method``:
     report.base.Method.from_options, ``build``: report.sections.build, ``across``:
-    report.across.across, ``output``: diagnostics and ``--table``), under which parameter
-    name, with which default."""
+    report.across.across, ``scaling``: report.scaling_section.build, ``output``:
+    diagnostics and ``--table``), under which parameter name, with which default."""
 
     flag: str
     step: str
@@ -246,6 +246,7 @@ REPORT_OPTIONS = {
     "best_over": ReportOption("--best-over", "build", "best_over_key"),
     "across": ReportOption("--across", "across", "keys", parse=_comma_list),
     "profile": ReportOption("--profile", "across", "profile_x", "steps"),
+    "scaling": ReportOption("--scaling", "scaling", "key"),
     "diagnostics": ReportOption("--diagnostics", "output", "diagnostics", False),
     "table": ReportOption("--table", "output", "only"),
 }
@@ -343,6 +344,7 @@ def _report(
         "method": {},
         "build": {},
         "across": {},
+        "scaling": {},
         "output": {},
     }
     for name, option in REPORT_OPTIONS.items():
@@ -366,6 +368,7 @@ def _report(
         across=tuple(steps["across"]["keys"] or ()),
         profile=steps["across"]["profile_x"],
         diagnostics=steps["output"]["diagnostics"],
+        scaling=steps["scaling"]["key"],
     )
     messages: list[str] = []  # runs skipped, a tuned comparison's notes: raised as warnings
 

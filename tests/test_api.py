@@ -120,10 +120,11 @@ SAMPLES = {
     "reference": "norm=groupnorm",
     "across": "data",
     "profile": "time",  # alone it is refused by both, in the same words
+    "scaling": "model.width",  # refused by both in the same words where it has < 3 values
 }
 # Flags that change how a report is shown, not what it holds.
 DISPLAY_FLAGS = {"--format", "--out", "--plots", "--html", "--x", "--runs-dir", "--help"}
-NOT_TABLES = {"sections", "method", "statuses", "warnings", "best_over"}
+NOT_TABLES = {"sections", "method", "statuses", "warnings", "best_over", "scaling_method"}
 
 
 def cli_report(runs, filters: tuple[str, ...], options: dict) -> dict | str:

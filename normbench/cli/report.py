@@ -86,7 +86,7 @@ TableName = Annotated[
     typer.Option(
         "--table",
         help="convergence | batch_sensitivity | precision | lr_stability | depth_stability"
-        " | diagnostics_init | diagnostics | tuning",
+        " | diagnostics_init | diagnostics | tuning | scaling | scaling_rungs",
     ),
 ]
 Out = Annotated[Path | None, typer.Option("--out", help="Write the tables here.")]
@@ -109,6 +109,15 @@ Diagnostics = Annotated[
     bool, typer.Option("--diagnostics", help="Show runs' diagnostics (trained diagnostics=true).")
 ]
 Tag = Annotated[str | None, typer.Option("--tag", help="Only runs with this tag.")]
+ScalingKey = Annotated[
+    str | None,
+    typer.Option(
+        "--scaling",
+        help="Fit the runs as a scaling ladder along this size key (e.g. model.width): "
+        "L(C) = E + A C^-alpha per group, compute multipliers against the reference, trend",
+        show_default=False,
+    ),
+]
 
 
 @app.command()
@@ -132,6 +141,7 @@ def report(
     x: XAxis = None,
     diagnostics: Diagnostics = False,
     tag: Tag = None,
+    scaling: ScalingKey = None,
     runs_dir: RunsDir = Path("runs"),
 ) -> None:
     """Compare runs: verdicts against the best, batch-size sensitivity and precision."""
@@ -163,6 +173,7 @@ def report(
                 across=tuple(across.split(",")) if across is not None else (),
                 profile=profile or "steps",
                 diagnostics=diagnostics,
+                scaling=scaling,
             )
             selected = pipeline.select(request, scanning, warn)
             tuned = selected.tuning
@@ -274,7 +285,9 @@ def draw(result, runs_dir: Path, x, plots, html, tuned, commands: list) -> None:
     from normbench.report import plots as figures
 
     drawings = figures.draw(result, runs_dir, x, lambda line: typer.echo(line, err=True))
-    overall = figures.across_drawings(result)
+    from normbench.report.scaling_plots import scaling_drawings
+
+    overall = figures.across_drawings(result) + scaling_drawings(result)
     try:
         for path in figures.write_pngs(result, drawings, plots, overall) if plots else []:
             typer.echo(f"wrote {path}", err=True)

@@ -187,6 +187,7 @@ class Report:
     warnings: list[str]
     best_over: str | None = None
     across: object | None = None  # normbench.report.across.Across, with --across
+    scaling: object | None = None  # normbench.report.scaling_section.Scaling, with --scaling
 
 
 def metric_of(runs: pd.DataFrame) -> Metric:

@@ -108,6 +108,7 @@ def page(
             for section, drawn in zip(report.sections, drawings, strict=True)
         ),
         *([across_html(report, across)] if report.across is not None else []),
+        *([scaling_html(report, across)] if report.scaling is not None else []),
         reproduce_html(report, report_argv, sweep_argvs),
     ]
     return (
@@ -125,7 +126,21 @@ def across_html(report: Report, drawn: list[Drawing]) -> str:
     parts = [
         f"<h2>Across {esc(across_title(result))}</h2>",
         table_html(across_rich(result, report.method)),
-        *(figure_html(drawing) for drawing in drawn),
+        *(figure_html(d) for d in drawn if not d.name.startswith("scaling_")),
+    ]
+    return "<section>\n" + "\n".join(parts) + "\n</section>"
+
+
+def scaling_html(report: Report, drawn: list[Drawing]) -> str:
+    """The scaling section: its table with the caption, the figures, the notes."""
+    from normbench.report.terminal import scaling_rich
+
+    result = report.scaling
+    parts = [
+        f"<h2>Scaling along {esc(result.key)}</h2>",
+        table_html(scaling_rich(result, report.method)),
+        *(figure_html(d) for d in drawn if d.name.startswith("scaling_")),
+        *(f'<p class="fixed">note: {esc(note)}</p>' for note in result.notes),
     ]
     return "<section>\n" + "\n".join(parts) + "\n</section>"
 

@@ -34,6 +34,21 @@ def to_markdown(frame: pd.DataFrame) -> str:
     return "\n".join([header, rule, *body])
 
 
+def scaling_markdown(report: Report, only: str | None) -> list[str]:
+    """The scaling section: the per-group table, its caption, the per-rung table, notes."""
+    from normbench.report.scaling_section import caption
+
+    result = report.scaling
+    blocks = [f"## Scaling along {escape_markdown(result.key)}"]
+    if only in (None, "scaling"):
+        blocks.append(to_markdown(result.table))
+        blocks.append(escape_markdown(caption(result, report.method)))
+    if only in (None, "scaling_rungs"):
+        blocks.append(f"### Multiplier per rung\n\n{to_markdown(result.rungs)}")
+    blocks.extend(f"Note: {escape_markdown(note)}" for note in result.notes)
+    return blocks
+
+
 def markdown(report: Report, only: str | None) -> str:
     """The report as GitHub markdown: per section a heading, the settings held fixed, each
     table with its caption, the notes; every stored value escaped (``escape_markdown``)."""
@@ -56,4 +71,6 @@ def markdown(report: Report, only: str | None) -> str:
         blocks.append(f"## Across {escape_markdown(across_title(report.across))}")
         blocks.append(to_markdown(report.across.table))
         blocks.append(escape_markdown(across_caption(report.across, report.method)))
+    if report.scaling is not None and only in (None, "scaling", "scaling_rungs"):
+        blocks.extend(scaling_markdown(report, only))
     return "\n\n".join(blocks) + "\n"

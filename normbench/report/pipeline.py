@@ -12,11 +12,13 @@ of `normbench findings`, which select subsets of their sweeps' runs themselves, 
   tuning seeds) and group by none of its tuned keys; a tuned sweep stopped before any
   confirmation run is refused with the phase it stopped in;
 - ``--best-over`` verdicts are on test and say the choice was made on the same runs
-  (report.sections.build).
+  (report.sections.build);
+- ``--scaling KEY`` fits the selected runs as a ladder along KEY (report.scaling_section),
+  whatever sweep made them, against the request's (or the sweep's) reference.
 
 The caller renders what comes back; warnings go to its ``warn`` as they arise, with their kind
-(``selection``, ``tuning``, ``across``, ``diagnostics``), so that a terminal can colour them
-and a library can raise them as Python warnings.
+(``selection``, ``tuning``, ``across``, ``scaling``, ``diagnostics``), so that a terminal can
+colour them and a library can raise them as Python warnings.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class Request:
     across: tuple[str, ...] = ()
     profile: str = "steps"
     diagnostics: bool = False
+    scaling: str | None = None  # --scaling KEY: the size axis of a ladder
 
 
 @dataclass
@@ -144,6 +147,13 @@ def verdicts(request: Request, selected: Selected, warn: Warn = _quiet) -> Repor
         result.across = across(result, list(request.across), request.profile)
         for warning in result.warnings[before:]:  # the workloads left out, named
             warn(warning, "across")
+    if request.scaling is not None:
+        from normbench.report.scaling_section import build as scaling
+
+        by = list(request.by) or None
+        result.scaling = scaling(runs, request.scaling, selected.method, by, selected.tuned)
+        for note in result.scaling.notes:
+            warn(note, "scaling")
     if request.diagnostics:
         from normbench.report.diagnostics import attach_diagnostics
 

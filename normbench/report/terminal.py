@@ -73,7 +73,84 @@ def rich_renderables(report: Report, only: str | None = None) -> list:
     if report.across is not None and only in (None, "across"):
         out.append(Text(f"\n== across {across_title(report.across)} ==", style="bold"))
         out.extend(caption_below(across_rich(report.across, report.method)))
+    if report.scaling is not None and only in (None, "scaling"):
+        out.append(Text(f"\n== scaling along {report.scaling.key} ==", style="bold"))
+        out.append(FittedScaling(report.scaling, report.method))
+        out.extend(Text(f"note: {note}", style="dim") for note in report.scaling.notes)
     return out
+
+
+@dataclass
+class FittedScaling:
+    """The scaling table laid out for the width it is printed at, its caption below."""
+
+    result: object  # normbench.report.scaling_section.Scaling
+    method: Method
+
+    def __rich_console__(self, console, options):
+        yield from caption_below(scaling_rich(self.result, self.method, options.max_width))
+
+
+def _times(value: float, digits: int = 2) -> str:
+    """A multiplier: 1.85, 12.3, inf."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if math.isinf(value):
+        return "inf" if value > 0 else "0"
+    return f"{value:.{digits}g}" if value >= 100 else f"{value:.{digits}f}"
+
+
+def scaling_rich(result, method: Method, width: int | None = None):
+    """Per group of each ladder: its exponent, E, the multiplier against the reference at
+    the top rung and extrapolated, the trend and the crossing; at a narrow width the
+    extrapolated multipliers, the crossing and E give way, named in the caption."""
+    from normbench.report.scaling_section import caption
+
+    rows = [row for _, row in result.table.iterrows()]
+    setting = [
+        k for k in result.table.columns if k in {k for s in result.ladders for k in s.setting}
+    ]
+
+    def ci(row, name: str, show=_times) -> str:
+        return f"{show(row[name])} [{show(row[name + '_ci_low'])}, {show(row[name + '_ci_high'])}]"
+
+    def exponent(row) -> str:
+        return ci(row, "exponent", lambda v: fmt(v, 3))
+
+    def top(row) -> str:
+        low, high = _times(row["multiplier_ci_low"]), _times(row["multiplier_ci_high"])
+        return f"{_times(row['multiplier_top'])} [{low}, {high}]"
+
+    def crossing(row) -> str:
+        if row["trend"] == "reference":
+            return "-"
+        if math.isnan(row["crossing"]):
+            return "no"
+        return f"{row['crossing']:.2g}"
+
+    columns = [
+        *key_cells(setting, result.table),
+        Column("group", [cell(r["group"]) for r in rows], justify="left", key=True),
+        Column("alpha", [exponent(r) for r in rows], wraps=True),
+        Column("E", [fmt(r["E"]) + ("*" if r["E_shared"] else "") for r in rows]),
+        Column("x ref top", [top(r) for r in rows], wraps=True),
+        Column("x ref@10x", [ci(r, "multiplier_10x") for r in rows], wraps=True),
+        Column("x ref@100x", [ci(r, "multiplier_100x") for r in rows], wraps=True),
+        Column("trend", [r["trend"] for r in rows], justify="left"),
+        Column("cross", [crossing(r) for r in rows]),
+    ]
+    return fit(
+        columns,
+        ["x ref@100x", "x ref@10x", "cross", "E"],
+        width,
+        lambda left_out: (
+            caption(result, method)
+            + " E: the fitted floor (*: shared by the groups); E "
+            + ", ".join(sorted({r["E_mode"] for r in rows}))
+            + "."
+            + narrow(left_out)
+        ),
+    )
 
 
 @dataclass

@@ -23,6 +23,8 @@ TABLES = (
     "depth_stability",
     "diagnostics_init",
     "diagnostics",
+    "scaling",
+    "scaling_rungs",
 )
 JSON_ONLY = ("values", "lr_sensitivity_values")  # lists: JSON keeps them, CSV, markdown not
 DIAGNOSTICS_WHEN = {  # the diagnostics tables, and the step each one shows
@@ -34,7 +36,8 @@ DIAGNOSTICS_WHEN = {  # the diagnostics tables, and the step each one shows
 def table_names(report: Report) -> list[str]:
     """The tables this report has, in TABLES' order."""
     names = [n for n in TABLES if any(s.tables.get(n) is not None for s in report.sections)]
-    return (["across"] if report.across is not None else []) + [n for n in names if n != "across"]
+    scaling = ["scaling", "scaling_rungs"] if report.scaling is not None else []
+    return (["across"] if report.across is not None else []) + scaling + names
 
 
 def check_table(report: Report, only: str | None) -> None:

@@ -35,6 +35,9 @@ def tidy(report: Report, name: str) -> pd.DataFrame | None:
 def chosen_tables(report: Report, only: str | None) -> dict[str, pd.DataFrame]:
     """The tables this report has (or the one ``--table`` names, refused when absent)."""
     present = {name: t for name in TABLES if (t := tidy(report, name)) is not None}
+    if report.scaling is not None:
+        scaling = report.scaling
+        present = {"scaling": scaling.table, "scaling_rungs": scaling.rungs, **present}
     if report.across is not None:
         present = {"across": report.across.table, **present}
     check_table(report, only)
@@ -79,6 +82,8 @@ def to_json(report: Report, only: str | None) -> str:
     if report.across is not None:
         payload["across_tasks"] = report.across.tasks
         payload["across_reference"] = report.across.reference
+    if report.scaling is not None and only in (None, "scaling", "scaling_rungs"):
+        payload["scaling_method"] = scaling_method(report)
     payload.update(
         sections=section_records(report),
         method={
@@ -105,6 +110,29 @@ def to_json(report: Report, only: str | None) -> str:
         best_over=report.best_over,
     )
     return json.dumps(payload, indent=2, default=_json_default) + "\n"
+
+
+def scaling_method(report: Report) -> dict:
+    """How the scaling section was computed (JSON's ``scaling_method``)."""
+    from normbench.report import scaling
+    from normbench.report.scaling_section import caption
+
+    result = report.scaling
+    return {
+        "key": result.key,
+        "loss": result.loss,
+        "count": result.count,
+        "compute": "6 N D: N the count named, D = steps x batch_size x data.context (else 1)",
+        "bootstrap": scaling.BOOTSTRAP,
+        "ci_level": 1 - 2 * report.method.level,
+        "trend_margin": scaling.TREND_MARGIN,
+        "trend_alpha": report.method.level,
+        "extrapolated": list(scaling.EXTRAPOLATED),
+        "window": scaling.WINDOW,
+        "reference_named": result.named,
+        "notes": result.notes,
+        "caption": caption(result, report.method),
+    }
 
 
 def _json_default(value):
