@@ -40,6 +40,7 @@ SIZE_KEYS = ("model.width", "model.depth", "data.train_samples")
 # estimate, said so wherever it is shown.
 FLOPS_PER_S = {"cpu": 1.4e10, "cuda": 1.0e14 / 5}
 SECONDS_PER_STEP = {"cpu": 0.004, "cuda": 0.002}
+SECONDS_PER_RUN = 2.0  # a run's start, data and evaluations (assumed)
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,11 @@ class Rung:
         """Passes over the unique training data (> 1: the data repeats)."""
         return self.steps * self.batch_size / self.train_size
 
+    @property
+    def runs(self) -> int:
+        """Runs this rung trains at most, tuning included."""
+        return self.tuned.runs if self.tuned else len(self.grid.jobs)
+
     def steps_trained(self) -> int:
         """Steps this rung trains at most: every tuning rung's, one step beyond an edge per
         tuned key, and the confirmation (or the plain grid)."""
@@ -100,12 +106,11 @@ class Rung:
         beyond = sum(len(g.keys) * seeds * g.max_steps for g in plan.groups) if plan.extend else 0
         return tuning + beyond + len(self.grid.jobs) * self.steps
 
-    def seconds(self, steps: int | None = None) -> float:
-        """Estimated seconds on one worker for ``steps`` of this rung (default: all it trains)."""
-        steps = self.steps_trained() if steps is None else steps
+    def seconds(self) -> float:
+        """Estimated seconds on one worker for all this rung trains."""
         kind = "cuda" if self.device == "cuda" else "cpu"
         per_step = self.size.flops(1) / FLOPS_PER_S[kind] + SECONDS_PER_STEP[kind]
-        return steps * per_step
+        return self.steps_trained() * per_step + self.runs * SECONDS_PER_RUN
 
     def record(self, tuned: bool) -> dict:
         return {

@@ -12,12 +12,18 @@ from rich.text import Text
 
 from normbench.store.rundir import Rerun
 from normbench.sweeps import plan as planning
-from normbench.sweeps.ladder_plan import FLOPS_PER_S, SECONDS_PER_STEP, LadderPlan, estimate_text
+from normbench.sweeps.ladder_plan import (
+    FLOPS_PER_S,
+    SECONDS_PER_RUN,
+    SECONDS_PER_STEP,
+    LadderPlan,
+    estimate_text,
+)
 
 ESTIMATE_NOTE = (
-    "estimated, not measured: 6·N·D at {cpu:.2g} FLOP/s per CPU worker plus {step} ms a step (assumed) "
-    "(from the qk_norm preset's 28 s a run), {cuda:.2g} FLOP/s on a GPU (assumed); "
-    "evaluation and attention's own FLOPs are left out"
+    "estimated, not measured: 6·N·D at {cpu:.2g} FLOP/s per CPU worker (from the qk_norm "
+    "preset's 28 s a run), {cuda:.2g} FLOP/s on a GPU (assumed), plus {step:g} ms a step and "
+    "{run:g} s a run (assumed); attention's own FLOPs are left out"
 )
 
 
@@ -30,7 +36,6 @@ def rung_table(plan: LadderPlan, runs_dir: Path | None = None, rerun: Rerun | No
     for column in (*columns, "runs", "to do", "est.", "tuned"):
         table.add_column(column, justify="right")
     for index, rung in enumerate(plan.rungs):
-        runs = rung.tuned.runs if rung.tuned else len(rung.grid.jobs)
         todo = "-"
         if runs_dir is not None and rerun is not None:  # the plain grid's (or confirmation's)
             todo = str(len(planning.plan(rung.grid, runs_dir, rerun).todo))
@@ -44,7 +49,7 @@ def rung_table(plan: LadderPlan, runs_dir: Path | None = None, rerun: Rerun | No
             f"{rung.tokens_per_param:.3g}",
             f"{rung.epochs:.2g}" + ("*" if rung.epochs > 1 else ""),
             f"{rung.size.flops(rung.steps):.1e}".replace("e+", "e"),
-            str(runs),
+            str(rung.runs),
             todo,
             estimate_text(rung.seconds()),
             tuned,
@@ -63,12 +68,15 @@ def short(count: int) -> str:
 def print_plan(console: Console, plan: LadderPlan, runs_dir: Path, rerun: Rerun, workers: int):
     """``--dry-run`` of a ladder."""
     spec = plan.spec
-    rule = (
-        f"train.tokens_per_param={spec.tokens_per_param:g} sets each rung's steps from its "
-        "non-embedding parameters (counted on the grid's first job)"
-        if spec.tokens_per_param is not None
-        else "every rung at the grid's train.max_steps (no budget rule: the data regime moves)"
-    )
+    if spec.tokens_per_param is not None:
+        rule = (
+            f"train.tokens_per_param={spec.tokens_per_param:g} sets each rung's steps from its "
+            "non-embedding parameters (counted on the grid's first job)"
+        )
+    elif spec.key == "data.train_samples":
+        rule = "the model and its steps fixed at every rung, the unique training data varying"
+    else:
+        rule = "every rung at the grid's train.max_steps (no budget rule: the data regime moves)"
     if plan.rungs[0].tuned is None:
         how = "each rung a plain grid (nothing tuned)"
     elif spec.transfer:
@@ -93,6 +101,7 @@ def print_plan(console: Console, plan: LadderPlan, runs_dir: Path, rerun: Rerun,
         + ESTIMATE_NOTE.format(
             cpu=FLOPS_PER_S["cpu"],
             step=SECONDS_PER_STEP["cpu"] * 1000,
+            run=SECONDS_PER_RUN,
             cuda=FLOPS_PER_S["cuda"],
         ),
         soft_wrap=True,

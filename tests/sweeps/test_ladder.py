@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -246,3 +247,20 @@ def test_a_tiny_ladder_trains_end_to_end_and_a_second_run_trains_nothing(tmp_pat
     again = sweep(*command, runs=runs)
     assert again.exit_code == 0 and run_dirs(runs) == trained
     assert "already complete" in again.output
+
+
+@pytest.mark.parametrize(
+    "name, key",
+    [
+        ("ladder_lm", "model.width"),
+        ("ladder_lm_gpu", "model.width"),
+        ("data_regime", "data.train_samples"),
+        ("lr_sensitivity_scaling", "model.width"),
+    ],
+)
+def test_the_ladder_presets_hold_a_ladder_and_say_their_estimate(name, key):
+    spec, _ = ladder_plan.parse(None, None, name, [])
+    assert spec.key == key and len(spec.values) >= 5
+    header = (Path(__file__).parents[2] / "conf" / "sweep" / f"{name}.yaml").read_text()
+    header = header.split("version:")[0]
+    assert "?" in header and "Prediction" in header and "stimated" in header
