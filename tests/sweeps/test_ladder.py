@@ -264,3 +264,25 @@ def test_the_ladder_presets_hold_a_ladder_and_say_their_estimate(name, key):
     header = (Path(__file__).parents[2] / "conf" / "sweep" / f"{name}.yaml").read_text()
     header = header.split("version:")[0]
     assert "?" in header and "Prediction" in header and "stimated" in header
+
+
+def test_until_decided_adds_seeds_within_a_rung_only(tmp_path):
+    # a plain ladder (nothing tuned) with --until-decided: each rung's looks count its own
+    # groups; a seed added at one rung never lands at another
+    overrides = [*QUICK, "norm=batchnorm,layernorm", "seed=0,1"]
+    spec = ladder_plan.LadderSpec("model.width", ["8", "16"], None)
+    plan = ladder_plan.design(spec, None, overrides, 1000, {}, (1, 3, None, True), "lad")
+    design = ladder.Ladder(plan, Rerun(), 4, Method())
+    launcher = FakeLauncher(tmp_path, lowest_at)
+    with ladder.session(plan, tmp_path, Launch(), Console(quiet=True), {}, launcher) as session:
+        run_rounds(session, design)
+        session.finish()
+    record = sweep_record(tmp_path, "lad")
+    widths = [cfg["model"]["width"] for cfg in launcher.trained]
+    assert widths == sorted(widths)  # the first rung ends before the second starts
+    assert len(record["runs"]) == len(launcher.trained) and "until_decided" in record
+    per_rung = {
+        w: sorted({cfg["seed"] for cfg in launcher.trained if cfg["model"]["width"] == w})
+        for w in (8, 16)
+    }
+    assert all(seeds[:2] == [0, 1] and len(seeds) <= 4 for seeds in per_rung.values())
