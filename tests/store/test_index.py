@@ -81,7 +81,7 @@ def test_the_update_after_a_run_makes_the_next_load_read_no_file(runs, reads):
         "UPDATE runs SET summary = '0.5'",
         "UPDATE runs SET summary = NULL",
         "UPDATE runs SET summary = x'00'",  # a blob of the wrong size
-        f"UPDATE runs SET summary = x'{reading.PACKED.pack(*[0.5] * 19, math.inf).hex()}'",
+        f"UPDATE runs SET summary = x'{reading.PACKED.pack(*[0.5] * (len(reading.SUMMARY_FIELDS) - 1), math.inf).hex()}'",
         "UPDATE runs SET seed = 1.5",
         "UPDATE runs SET tags = 'not json'",
         "UPDATE runs SET tags = '[1, 2]'",
