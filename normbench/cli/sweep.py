@@ -399,6 +399,7 @@ def _ladder(given, space, runs_dir, launch, name, dry_run, sizes, tuning, method
     from normbench.sweeps import adaptive, ladder_plan, ladder_view, precheck, tuned_plan
     from normbench.sweeps.ladder import Ladder
     from normbench.sweeps.ladder import session as ladder_session
+    from normbench.sweeps.session import check_devices
 
     spec, preset, overrides = given
     console, (max_runs, max_seeds) = Console(), sizes
@@ -411,6 +412,8 @@ def _ladder(given, space, runs_dir, launch, name, dry_run, sizes, tuning, method
                 tuned_plan.check_seed_room(rung.grid, max_seeds)
     jobs = [job for rung in plan.rungs for job in rung.grid.jobs]
     precheck.destinations({job.cfg["log"]["tensorboard"] for job in jobs})
+    if launch.launcher == "local":
+        check_devices({job.cfg["device"] for job in jobs})
     if dry_run:
         workers = launch.jobs or os.cpu_count() or 1
         return ladder_view.print_plan(console, plan, runs_dir, launch.rerun, workers)

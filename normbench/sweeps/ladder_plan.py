@@ -219,7 +219,7 @@ def design(
     (each job composed), and its tuned comparison's plan when ``space`` is given (``tuning``:
     tuning seeds, eta, trials, extend)."""
     rungs: list[Rung] = []
-    budget = max_runs
+    runs_left = max_runs
     if spec.transfer and not space:
         raise UsageError(
             f"--ladder-transfer {spec.transfer}: nothing is tuned; valid: with --tune KEY=... "
@@ -227,7 +227,7 @@ def design(
         )
     for value in spec.values:
         at = [*overrides, f"{spec.key}={value}"]
-        first = grids.grid_overrides(preset, at, budget)[1][0]
+        first = grids.grid_overrides(preset, at, max_runs)[1][0]
         cfg = _first(first, spec.key, value)
         size = size_of(cfg)
         steps = size.steps_for(spec.tokens_per_param) if spec.tokens_per_param else None
@@ -237,14 +237,14 @@ def design(
                 f"--ladder: the budget is in steps; valid: {RULE_KEY}=R or train.max_steps "
                 "(found train.epochs)"
             )
-        grid = grids.expand(preset, [*at, f"train.max_steps={steps}"], budget)
+        grid = grids.expand(preset, [*at, f"train.max_steps={steps}"], max_runs)
         grid.name = name or grid.name
         tuned = tuned_plan.design(grid, space, *tuning) if space else None
         train = split_sizes(cfg["data"])["train"]
         rung = Rung(value, grid, size, steps, train, cfg["batch_size"], cfg["device"], tuned)
         rungs.append(rung)
-        budget -= tuned.runs if tuned else len(grid.jobs)
-        if budget < 0:
+        runs_left -= tuned.runs if tuned else len(grid.jobs)
+        if runs_left < 0:
             raise UsageError(
                 f"--ladder: the ladder trains more than --max-runs {max_runs:,} runs by rung "
                 f"{spec.key}={value}; valid: fewer rungs or values, or a larger --max-runs"

@@ -36,8 +36,8 @@ def rung_table(plan: LadderPlan, runs_dir: Path | None = None, rerun: Rerun | No
     for column in (*columns, "runs", "to do", "est.", "tuned"):
         table.add_column(column, justify="right")
     for index, rung in enumerate(plan.rungs):
-        todo = "-"
-        if runs_dir is not None and rerun is not None:  # the plain grid's (or confirmation's)
+        todo = "-"  # a tuned rung's confirmation is known once its tuning has chosen
+        if rung.tuned is None and runs_dir is not None and rerun is not None:
             todo = str(len(planning.plan(rung.grid, runs_dir, rerun).todo))
         tuned = "-" if rung.tuned is None else ("yes" if index < plan.tuned_rungs else "transfer")
         table.add_row(
@@ -89,8 +89,8 @@ def print_plan(console: Console, plan: LadderPlan, runs_dir: Path, rerun: Rerun,
     console.print(
         "params: all trainable; non-emb: less the embedding and positions (the rule's N); "
         "tok/N: training tokens per non-emb parameter; epochs over the unique training data "
-        "(*: it repeats); 6ND: training FLOPs; runs: at most, tuning included; to do: of the "
-        "plain grid or confirmation, not yet complete",
+        "(*: it repeats); 6ND: training FLOPs; runs: at most, tuning included; to do: of a "
+        "plain rung's grid, not yet complete",
         soft_wrap=True,
         highlight=False,
     )
