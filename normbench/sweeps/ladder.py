@@ -111,7 +111,7 @@ class Ladder:
 
     def rung_design(self, index: int, rung: Rung, view: RungSession, heading: str) -> Design:
         """A plain rung's grid; a rung that tunes; or a larger rung at the chosen values."""
-        if rung.tuned is not None and index < self.plan.tuned_rungs:
+        if rung.tunes:
             return Tuned(rung.tuned, self.rerun, self.max_seeds, self.method, heading)
         if rung.tuned is not None:  # transfer: each group at its choice at the tuned rung
             jobs = [

@@ -76,6 +76,7 @@ class Rung:
     batch_size: int
     device: str
     tuned: tuned_plan.TunedDesign | None = None
+    tunes: bool = False  # tuned here; a rung with a plan that does not tune takes a choice
 
     @property
     def tokens(self) -> int:
@@ -93,12 +94,12 @@ class Rung:
     @property
     def runs(self) -> int:
         """Runs this rung trains at most, tuning included."""
-        return self.tuned.runs if self.tuned else len(self.grid.jobs)
+        return self.tuned.runs if self.tuned and self.tunes else len(self.grid.jobs)
 
     def steps_trained(self) -> int:
         """Steps this rung trains at most: every tuning rung's, one step beyond an edge per
-        tuned key, and the confirmation (or the plain grid)."""
-        if self.tuned is None:
+        tuned key, and the confirmation (or the plain grid, or the runs at a choice taken)."""
+        if self.tuned is None or not self.tunes:
             return len(self.grid.jobs) * self.steps
         plan = self.tuned
         seeds = len(plan.tuning_seeds)
@@ -137,19 +138,16 @@ class LadderPlan:
     @property
     def tuned_rungs(self) -> int:
         """How many of the smallest rungs tune (all of them unless transferring)."""
-        if self.rungs[0].tuned is None:
-            return 0
-        return self.spec.transfer or len(self.rungs)
+        return sum(rung.tunes for rung in self.rungs)
 
     def record(self) -> dict:
         head = self.spec.record()
-        tuned = self.tuned_rungs
         head["transfer"] = (
-            {"tuned_rungs": [r.value for r in self.rungs[: self.spec.transfer]]}
+            {"tuned_rungs": [r.value for r in self.rungs if r.tunes]}
             if self.spec.transfer
             else None
         )
-        head["rungs"] = [rung.record(i < tuned) for i, rung in enumerate(self.rungs)]
+        head["rungs"] = [rung.record(rung.tunes) for rung in self.rungs]
         return head
 
 
@@ -241,9 +239,11 @@ def design(
         grid.name = name or grid.name
         tuned = tuned_plan.design(grid, space, *tuning) if space else None
         train = split_sizes(cfg["data"])["train"]
-        rung = Rung(value, grid, size, steps, train, cfg["batch_size"], cfg["device"], tuned)
+        tunes = tuned is not None and (not spec.transfer or len(rungs) < spec.transfer)
+        facts = (train, cfg["batch_size"], cfg["device"])
+        rung = Rung(value, grid, size, steps, *facts, tuned, tunes)
         rungs.append(rung)
-        runs_left -= tuned.runs if tuned else len(grid.jobs)
+        runs_left -= rung.runs
         if runs_left < 0:
             raise UsageError(
                 f"--ladder: the ladder trains more than --max-runs {max_runs:,} runs by rung "

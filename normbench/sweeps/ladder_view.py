@@ -35,11 +35,11 @@ def rung_table(plan: LadderPlan, runs_dir: Path | None = None, rerun: Rerun | No
     columns = ("rung", "params", "non-emb", "steps", "tokens", "tok/N", "epochs", "6ND")
     for column in (*columns, "runs", "to do", "est.", "tuned"):
         table.add_column(column, justify="right")
-    for index, rung in enumerate(plan.rungs):
+    for rung in plan.rungs:
         todo = "-"  # a tuned rung's confirmation is known once its tuning has chosen
         if rung.tuned is None and runs_dir is not None and rerun is not None:
             todo = str(len(planning.plan(rung.grid, runs_dir, rerun).todo))
-        tuned = "-" if rung.tuned is None else ("yes" if index < plan.tuned_rungs else "transfer")
+        tuned = "-" if rung.tuned is None else ("yes" if rung.tunes else "transfer")
         table.add_row(
             rung.value,
             short(rung.size.parameters),
