@@ -5,8 +5,10 @@ and estimate its compute as 6·N·D.
 
 A token is a position the model computes at: a byte of a pysource window, a token of
 data=tokens, a patch of a signal or image in the Transformer, a sample position (signal
-length, image pixels) in the convolutional models. The counts build the model once on the CPU
-(torch is imported here only when a size is asked for: composing a config never needs it).
+length, image pixels) in the convolutional models. The counts build the model once on
+torch's meta device (shapes, no storage: any width at once; on the CPU for a user's model
+that cannot be built there); torch is imported here only when a size is asked for:
+composing a config never needs it.
 """
 
 from __future__ import annotations
@@ -68,8 +70,19 @@ def _counts(sections_json: str) -> tuple[int, int]:
 
     cfg = json.loads(sections_json)
     data = describe(cfg["data"])
+    shapes = (data.input_shape, data.num_classes, data.vocab_size)
     with torch.random.fork_rng(), torch.no_grad():  # the caller's random state stays as it was
-        model = build_model(cfg, data.input_shape, data.num_classes, data.vocab_size)
+        try:  # shapes without storage: any width is counted at once, in no memory
+            with torch.device("meta"):
+                model = build_model(cfg, *shapes)
+        except Exception as err:
+            if not any("_target_" in cfg[group] for group in ("model", "norm", "placement")):
+                reason = " ".join(str(err).split())[:120]
+                raise UsageError(
+                    f"model={cfg['model']['name']} at these sizes cannot be built ({reason}); "
+                    "valid: a smaller model.width or model.depth"
+                ) from None
+            model = build_model(cfg, *shapes)  # a user's model may touch its values
     return count_parameters(model), count_non_embedding(model)
 
 

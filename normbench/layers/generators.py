@@ -26,7 +26,8 @@ def own_generator(role: str) -> Iterator[None]:
     ``role`` tells apart things built one after another from the same state (a unit's two
     norms)."""
     with torch.random.fork_rng(devices=[]):
-        position = int(torch.randint(2**62, ()).item())  # drawn from the fork: restored on exit
+        # from the CPU generator the fork saved (also when a model is built on the meta device)
+        position = int(torch.randint(2**62, (), device="cpu").item())
         digest = hashlib.sha256(f"{position}/{role}".encode()).digest()
         torch.manual_seed(int.from_bytes(digest[:8], "big"))
         yield

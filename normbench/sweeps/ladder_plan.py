@@ -226,8 +226,7 @@ def design(
     for value in spec.values:
         at = [*overrides, f"{spec.key}={value}"]
         first = grids.grid_overrides(preset, at, max_runs)[1][0]
-        cfg = _first(first, spec.key, value)
-        size = size_of(cfg)
+        cfg, size = _first(first, spec.key, value)
         steps = size.steps_for(spec.tokens_per_param) if spec.tokens_per_param else None
         steps = steps or cfg["train"]["max_steps"]
         if steps is None:
@@ -252,9 +251,11 @@ def design(
     return LadderPlan(spec, rungs[0].grid.name, rungs[0].grid.version, rungs, _notes(rungs))
 
 
-def _first(overrides: list[str], key: str, value: str) -> dict:
+def _first(overrides: list[str], key: str, value: str) -> tuple[dict, Size]:
+    """The rung's first job, composed, and its size (what the budget rule counts)."""
     try:
-        return compose_checked(overrides)
+        cfg = compose_checked(overrides)
+        return cfg, size_of(cfg)
     except UsageError as err:
         raise UsageError(f"--ladder rung {key}={value}: {err}") from None
 

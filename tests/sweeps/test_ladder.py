@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
+from normbench import api
 from normbench.core.errors import UsageError
 from normbench.data import datasets, pysource
 from normbench.experiment.budget import size_of, tokens_per_param
@@ -42,6 +43,11 @@ def test_the_rule_counts_non_embedding_parameters_and_sets_the_steps():
         assert size.flops(steps) == 6 * size.non_embedding * steps * 128
     patched = size_of(compose_checked(["model.width=16", "batch_size=4"]))  # mnist1d: 40 / 4
     assert patched.tokens_per_step == 4 * 10
+    given = ["model.width=16", "norm=dyt", "model.qk_norm=rmsnorm"]
+    built = api.build_model(given)  # on the CPU, as a run builds it: the meta device agrees
+    assert size_of(compose_checked(given)).parameters == sum(p.numel() for p in built.parameters())
+    huge = size_of(compose_checked(["model=cnn", "model.width=99999999"]))  # no memory taken
+    assert huge.parameters > 10**16
 
 
 @pytest.mark.parametrize("text", ["0", "-1", "abc", "nan"])
