@@ -196,8 +196,9 @@ def parse(given: str | None, transfer: int | None, preset: str | None, overrides
         )
     rungs = transfer if transfer is not None else block.get("transfer", "0")
     if not str(rungs).isdigit() or not 0 <= int(rungs) < len(values):
+        option = "--ladder-transfer " if transfer is not None else f"{where} transfer: "
         raise UsageError(
-            f"--ladder-transfer {rungs}: valid: 0 (tune every rung) to {len(values) - 1} "
+            f"{option}{rungs}: valid: 0 (tune every rung) to {len(values) - 1} "
             "(the smallest rungs tuned, the rest trained at their choice)"
         )
     ordered = sorted(values, key=int)

@@ -149,6 +149,24 @@ def test_bad_ladders_are_refused_in_one_line_before_anything_is_written(tmp_path
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize(
+    "ladder, words",
+    [
+        ("{key: train.lr, values: [1, 2]}", ["ladder: 'train.lr'", "not a size axis"]),
+        ("{key: model.width, values: [16]}", ["ladder: 'model.width=16'", "one rung"]),
+        ("{key: model.width, values: [16, 32], transfer: x}", ["transfer: x", "valid: 0"]),
+        ("{key: model.width, values: [16, 32], tokens_per_param: 0}", ["yields 0 steps"]),
+        ("{axis: model.width}", ["ladder (key, values, tokens_per_param, transfer)"]),
+    ],
+)
+def test_a_bad_ladder_in_a_preset_is_refused_naming_the_preset(tmp_path, ladder, words):
+    preset = tmp_path / "mine.yaml"
+    preset.write_text(f"# A ladder?\nversion: 1\nparams:\n  norm: layernorm\nladder: {ladder}\n")
+    out = sweep(str(preset), *LM, runs=tmp_path / "runs")
+    one_line(out, *words)
+    assert not (tmp_path / "runs").exists()
+
+
 # ------------------------------------------------------------------ rounds and resume
 def lowest_at(cfg) -> tuple[float, float]:
     """Designed runs: validation loss lowest at lr 0.01 at width 8, at 0.001 at width 16."""
