@@ -22,7 +22,7 @@ from normbench.experiment.probe import compose_checked
 from normbench.report.base import Method
 from normbench.store.records import sweep_record
 from normbench.store.rundir import Rerun
-from normbench.sweeps import ladder, ladder_plan, tuned
+from normbench.sweeps import ladder, ladder_plan, tuned, tuned_plan
 from normbench.sweeps.session import Launch, run_rounds
 from tests.helpers import QUICK, invoke, one_line, run_dirs
 from tests.sweeps.test_tuned import FakeLauncher
@@ -311,3 +311,15 @@ def test_until_decided_adds_seeds_within_a_rung_only(tmp_path):
         for w in (8, 16)
     }
     assert all(seeds[:2] == [0, 1] and len(seeds) <= 4 for seeds in per_rung.values())
+
+
+@pytest.mark.parametrize("name", ["ladder_lm", "data_regime", "lr_sensitivity_scaling"])
+def test_each_cpu_ladder_preset_is_estimated_under_an_hour_on_two_workers(name):
+    # what its header states from --dry-run: the plan's estimate at the default tuning seeds
+    spec, overrides = ladder_plan.parse(None, None, name, [])
+    space = tuned_plan.parse_space([], name)
+    plan = ladder_plan.design(spec, name, overrides, 10_000, space, (2, 3, None, True), None)
+    minutes = sum(rung.seconds() for rung in plan.rungs) / 2 / 60
+    assert 5 < minutes < 60, minutes
+    header = (Path(__file__).parents[2] / "conf" / "sweep" / f"{name}.yaml").read_text()
+    assert f"about {minutes:.0f}\n# minutes" in header or f"about {minutes:.0f} minutes" in header
