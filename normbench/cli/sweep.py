@@ -128,6 +128,15 @@ LadderTransfer = Annotated[
         show_default=False,
     ),
 ]
+LadderHeadDim = Annotated[
+    int | None,
+    typer.Option(
+        "--ladder-head-dim",
+        help="With --ladder model.width=...: keep this head dimension, each rung's heads "
+        "width / D \\[default: model.heads at every rung]",
+        show_default=False,
+    ),
+]
 
 
 @app.command()
@@ -154,6 +163,7 @@ def sweep(
     tune_extend: TuneExtend = True,
     ladder: LadderAxis = None,
     ladder_transfer: LadderTransfer = None,
+    ladder_head_dim: LadderHeadDim = None,
     config_dir: ConfigDirs = None,
 ) -> None:
     """Run a grid of runs: resumable, in parallel, locally or on SLURM."""
@@ -182,7 +192,8 @@ def sweep(
         launch = Launch(launcher, settings, jobs, Rerun(force, rerun_stale))
         seeds = max_seeds if until_decided else None
         tuning, sizes = (tune_seeds, eta, tune_trials, tune_extend), (max_runs, seeds)
-        spec, overrides = ladder_plan.parse(ladder, ladder_transfer, preset, overrides)
+        given = (ladder, ladder_transfer, preset, overrides, ladder_head_dim)
+        spec, overrides = ladder_plan.parse(*given)
         if spec is not None:
             given = (spec, preset, overrides)
             return _ladder(given, space, runs_dir, launch, name, dry_run, sizes, tuning, method)

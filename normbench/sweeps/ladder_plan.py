@@ -12,9 +12,11 @@ gains, would move N by well under 1% and the steps with it). Without the rule ev
 trains the grid's own ``train.max_steps``. A data ladder holds the model fixed: its rungs
 differ in the unique data, which the fixed steps repeat as epochs.
 
-With width, the MLP's width follows (``model.mlp_ratio`` x width) and the heads stay at
+With width, the MLP's width follows (``model.mlp_ratio`` x width); the heads stay at
 ``model.heads``, their dimension width / heads growing (a width that the heads do not divide
-is refused as any config is). Pure planning: nothing here trains or reads the store.
+is refused as any config is), unless ``--ladder-head-dim D`` (a preset's ``head_dim``) keeps
+the head dimension and sets each rung's heads to width / D. Pure planning: nothing here
+trains or reads the store.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class LadderSpec:
     values: list[str]
     tokens_per_param: float | None
     transfer: int = 0
+    head_dim: int | None = None  # a width ladder's heads = width / head_dim (None: fixed heads)
 
     def record(self) -> dict:
         """The record's ``ladder`` head: what the report picks its scaling axis from."""
@@ -60,7 +63,12 @@ class LadderSpec:
             if self.tokens_per_param is not None
             else None
         )
-        return {"key": self.key, "values": self.values, "rule": rule}
+        return {"key": self.key, "values": self.values, "rule": rule, "head_dim": self.head_dim}
+
+    def overrides(self, value: str) -> list[str]:
+        """A rung's own overrides: its size, and its heads where they follow the width."""
+        heads = [f"model.heads={int(value) // self.head_dim}"] if self.head_dim else []
+        return [f"{self.key}={value}", *heads]
 
 
 @dataclass
@@ -151,20 +159,30 @@ class LadderPlan:
         return head
 
 
-def parse(given: str | None, transfer: int | None, preset: str | None, overrides: list[str]):
+def parse(
+    given: str | None,
+    transfer: int | None,
+    preset: str | None,
+    overrides: list[str],
+    head_dim: int | None = None,
+):
     """The ladder asked for, or None: ``--ladder KEY=v1,v2,...`` (else the preset's
-    ``ladder:``), ``--ladder-transfer N`` (else the preset's ``transfer``), and the budget rule
-    from the overrides (``train.tokens_per_param=R``, else the preset's). Returns (spec or
-    None, the overrides without the rule). Refused in one line: a key that is not a size, one
-    rung, a value that is not a positive integer, a rule with a fixed train.max_steps."""
+    ``ladder:``), ``--ladder-transfer N`` and ``--ladder-head-dim D`` (else the preset's
+    ``transfer`` and ``head_dim``), and the budget rule from the overrides
+    (``train.tokens_per_param=R``, else the preset's). Returns (spec or None, the overrides
+    without the rule). Refused in one line: a key that is not a size, one rung, a value that
+    is not a positive integer, a rule with a fixed train.max_steps, a head dimension that does
+    not divide every width."""
     block = dict(load_preset(preset).get("ladder") or {}) if preset else {}
     rule_given = [o for o in overrides if o.partition("=")[0].lstrip("+~") == RULE_KEY]
     rest = [o for o in overrides if o not in rule_given]
     if given is None and not block:
-        if rule_given or transfer:
-            option = rule_given[0] if rule_given else f"--ladder-transfer {transfer}"
+        stray = [*rule_given]
+        stray += [f"--ladder-transfer {transfer}"] if transfer else []
+        stray += [f"--ladder-head-dim {head_dim}"] if head_dim is not None else []
+        if stray:
             raise UsageError(
-                f"{option}: a ladder's setting; valid: with --ladder KEY=v1,v2,... (one of "
+                f"{stray[0]}: a ladder's setting; valid: with --ladder KEY=v1,v2,... (one of "
                 f"{', '.join(SIZE_KEYS)}) or a preset's ladder:"
             )
         return None, overrides
@@ -202,7 +220,31 @@ def parse(given: str | None, transfer: int | None, preset: str | None, overrides
             "(the smallest rungs tuned, the rest trained at their choice)"
         )
     ordered = sorted(values, key=int)
-    return LadderSpec(key, ordered, rule, int(rungs)), rest
+    heads = _head_dim(head_dim, block.get("head_dim"), key, ordered, rest, where)
+    return LadderSpec(key, ordered, rule, int(rungs), heads), rest
+
+
+def _head_dim(given, in_preset, key: str, widths: list[str], rest: list[str], where: str):
+    """The head dimension a width ladder keeps (its heads = width / head_dim), or None."""
+    option = "--ladder-head-dim" if given is not None else f"{where} head_dim:"
+    text = str(given) if given is not None else in_preset
+    if text is None:
+        return None
+    if key != "model.width":
+        raise UsageError(
+            f"{option} {text}: heads follow a width ladder only; valid: --ladder model.width=..."
+        )
+    if not text.isdigit() or int(text) < 1:
+        raise UsageError(f"{option} {text}: valid: a positive integer that divides every width")
+    uneven = [w for w in widths if int(w) % int(text)]
+    if uneven:
+        raise UsageError(
+            f"{option} {text}: model.width={uneven[0]} is not a multiple of it; valid: a "
+            f"divisor of every width ({', '.join(widths)})"
+        )
+    if any(o.partition("=")[0] == "model.heads" for o in rest):
+        raise UsageError(f"{option} {text} and model.heads: give one (the ladder sets the heads)")
+    return int(text)
 
 
 def design(
@@ -225,7 +267,7 @@ def design(
             "or a preset's tune:"
         )
     for value in spec.values:
-        at = [*overrides, f"{spec.key}={value}"]
+        at = [*overrides, *spec.overrides(value)]
         first = grids.grid_overrides(preset, at, max_runs)[1][0]
         cfg, size = _first(first, spec.key, value)
         steps = size.steps_for(spec.tokens_per_param) if spec.tokens_per_param else None

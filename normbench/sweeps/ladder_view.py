@@ -77,6 +77,8 @@ def print_plan(console: Console, plan: LadderPlan, runs_dir: Path, rerun: Rerun,
         rule = "the model and its steps fixed at every rung, the unique training data varying"
     else:
         rule = "every rung at the grid's train.max_steps (no budget rule: the data regime moves)"
+    if spec.head_dim:
+        rule += f"; heads = width / {spec.head_dim}"
     if plan.rungs[0].tuned is None:
         how = "each rung a plain grid (nothing tuned)"
     elif spec.transfer:

@@ -76,7 +76,7 @@ def load_preset(name: str) -> dict:
         raise UsageError(
             f"sweep file {shown(str(path))}: a preset has version, params (key: values), "
             "grids (a list of key: values), tune (key: values, each group's own best) and "
-            "ladder (key, values, tokens_per_param, transfer)"
+            "ladder (key, values, tokens_per_param, transfer, head_dim)"
         )
     return {
         "version": spec.get("version"),
@@ -95,6 +95,7 @@ def _is_ladder(ladder: object) -> bool:
         "values",
         "tokens_per_param",
         "transfer",
+        "head_dim",
     }
 
 

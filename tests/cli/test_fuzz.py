@@ -708,6 +708,8 @@ LADDER_OPTIONS = st.lists(
             ("train.max_steps=5",),
             ("--ladder-transfer", "1"),
             ("--ladder-transfer", "-1"),
+            ("--ladder-head-dim", "4"),
+            ("--ladder-head-dim", "0"),
             ("--tune", "train.lr=1e-3,1e-2"),
             ("--until-decided",),
         ]

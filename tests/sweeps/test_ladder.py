@@ -119,6 +119,15 @@ def test_dry_run_shows_every_rung_and_writes_nothing(tmp_path):
         assert rung.tokens_per_param == pytest.approx(4, rel=0.05)
 
 
+def test_with_a_head_dimension_the_heads_follow_the_width():
+    spec = ladder_plan.LadderSpec("model.width", ["16", "48"], None, head_dim=8)
+    plan = ladder_plan.design(
+        spec, None, [*LM, "norm=layernorm"], 100, {}, (1, 3, None, True), None
+    )
+    assert [rung.grid.jobs[0].cfg["model"]["heads"] for rung in plan.rungs] == [2, 6]
+    assert plan.record()["head_dim"] == 8
+
+
 @pytest.mark.parametrize(
     "extra, words",
     [
@@ -141,6 +150,13 @@ def test_dry_run_shows_every_rung_and_writes_nothing(tmp_path):
             ["data.train_samples=99999999", "valid: 1.."],
         ),
         (["--ladder", "model.width=16,30"], ["model.width=30"]),  # 4 heads do not divide 30
+        (["--ladder", "model.width=16,24", "--ladder-head-dim", "16"], ["model.width=24"]),
+        (["--ladder", "model.depth=1,2", "--ladder-head-dim", "8"], ["width ladder only"]),
+        (
+            ["--ladder", "model.width=16,32", "--ladder-head-dim", "8", "model.heads=2"],
+            ["give one"],
+        ),
+        (["--ladder-head-dim", "8"], ["a ladder's setting"]),
     ],
 )
 def test_bad_ladders_are_refused_in_one_line_before_anything_is_written(tmp_path, extra, words):
@@ -156,7 +172,7 @@ def test_bad_ladders_are_refused_in_one_line_before_anything_is_written(tmp_path
         ("{key: model.width, values: [16]}", ["ladder: 'model.width=16'", "one rung"]),
         ("{key: model.width, values: [16, 32], transfer: x}", ["transfer: x", "valid: 0"]),
         ("{key: model.width, values: [16, 32], tokens_per_param: 0}", ["yields 0 steps"]),
-        ("{axis: model.width}", ["ladder (key, values, tokens_per_param, transfer)"]),
+        ("{axis: model.width}", ["ladder (key, values, tokens_per_param, transfer, head_dim)"]),
     ],
 )
 def test_a_bad_ladder_in_a_preset_is_refused_naming_the_preset(tmp_path, ladder, words):
