@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -250,7 +251,7 @@ def test_stopped_at_any_rung_and_phase_the_resumed_ladder_ends_as_an_unbroken_on
 
 
 @pytest.mark.slow
-def test_a_tiny_ladder_trains_end_to_end_and_a_second_run_trains_nothing(tmp_path):
+def test_a_tiny_ladder_trains_end_to_end_and_resumes_only_what_was_lost(tmp_path):
     runs = tmp_path / "runs"
     command = [
         "data=digits",
@@ -285,9 +286,18 @@ def test_a_tiny_ladder_trains_end_to_end_and_a_second_run_trains_nothing(tmp_pat
     ids = [run["run_id"] for run in record["runs"]]
     results = [json.loads((runs / rid / "meta.json").read_text()) for rid in ids]
     assert all(meta["summary"]["parameters_non_embedding"] > 0 for meta in results)
+    # as if killed in the second rung's tuning: a tuning run of it and the first rung's
+    # confirmation runs gone; the same command trains those three and nothing else
+    lost = [record["tuning"]["runs"][-1], *ids[:2]]
+    kept = {rid: (runs / rid / "meta.json").read_text() for rid in trained - set(lost)}
+    for rid in lost:
+        shutil.rmtree(runs / rid)
     again = sweep(*command, runs=runs)
     assert again.exit_code == 0 and run_dirs(runs) == trained
-    assert "already complete" in again.output
+    assert kept == {rid: (runs / rid / "meta.json").read_text() for rid in kept}
+    resumed = sweep_record(runs, "tiny")
+    assert resumed["ladder"]["rungs"] == record["ladder"]["rungs"]  # the same choices
+    assert resumed["runs"] == record["runs"]
 
 
 @pytest.mark.parametrize(
