@@ -108,6 +108,35 @@ TuneExtend = Annotated[
         "it at the full budget",
     ),
 ]
+LadderAxis = Annotated[
+    str | None,
+    typer.Option(
+        "--ladder",
+        help="A scaling ladder over one size: KEY=v1,v2,... with KEY model.width, model.depth "
+        "or data.train_samples (a preset's ladder: too); each rung the grid at that size, "
+        "smallest first, tuned when --tune is given; train.tokens_per_param=R sets each "
+        "rung's steps from its non-embedding parameters",
+        show_default=False,
+    ),
+]
+LadderTransfer = Annotated[
+    int | None,
+    typer.Option(
+        "--ladder-transfer",
+        help="With --ladder and --tune: tune at the N smallest rungs only; the larger rungs "
+        "train at their choice \\[default: 0, every rung tuned]",
+        show_default=False,
+    ),
+]
+LadderHeadDim = Annotated[
+    int | None,
+    typer.Option(
+        "--ladder-head-dim",
+        help="With --ladder model.width=...: keep this head dimension, each rung's heads "
+        "width / D \\[default: model.heads at every rung]",
+        show_default=False,
+    ),
+]
 
 
 @app.command()
@@ -132,13 +161,16 @@ def sweep(
     tune_trials: TuneTrials = None,
     eta: Eta = 3,
     tune_extend: TuneExtend = True,
+    ladder: LadderAxis = None,
+    ladder_transfer: LadderTransfer = None,
+    ladder_head_dim: LadderHeadDim = None,
     config_dir: ConfigDirs = None,
 ) -> None:
     """Run a grid of runs: resumable, in parallel, locally or on SLURM."""
     from normbench.core.errors import UsageError
     from normbench.experiment.options import use_config_dirs
     from normbench.store.rundir import Rerun
-    from normbench.sweeps import tuned_plan
+    from normbench.sweeps import ladder_plan, tuned_plan
     from normbench.sweeps.launchers import launcher_settings
     from normbench.sweeps.presets import DEFAULT_PRESET
     from normbench.sweeps.session import Launch
@@ -159,9 +191,13 @@ def sweep(
         space = tuned_plan.parse_space(tune or [], preset)
         launch = Launch(launcher, settings, jobs, Rerun(force, rerun_stale))
         seeds = max_seeds if until_decided else None
+        tuning, sizes = (tune_seeds, eta, tune_trials, tune_extend), (max_runs, seeds)
+        given = (ladder, ladder_transfer, preset, overrides, ladder_head_dim)
+        spec, overrides = ladder_plan.parse(*given)
+        if spec is not None:
+            given = (spec, preset, overrides)
+            return _ladder(given, space, runs_dir, launch, name, dry_run, sizes, tuning, method)
         if space:
-            tuning = (tune_seeds, eta, tune_trials, tune_extend)
-            sizes = (max_runs, seeds)
             return _tuned(
                 preset, overrides, space, runs_dir, launch, name, dry_run, sizes, tuning, method
             )
@@ -359,5 +395,55 @@ def _tuned(preset, overrides, space, runs_dir, launch, name, dry_run, sizes, tun
         console.print(line, soft_wrap=True)
     where = f" --runs-dir {runs_dir}" if runs_dir != Path("runs") else ""
     console.print(f"results: normbench report --sweep {grid.name}{where}", soft_wrap=True)
+    if summary.get("failed"):
+        raise typer.Exit(1)
+
+
+def _ladder(given, space, runs_dir, launch, name, dry_run, sizes, tuning, method) -> None:
+    """A ladder: every rung checked before any trains (``--dry-run`` prints the plan), then
+    the rungs smallest first on the one rounds loop (normbench.sweeps.ladder). ``given``:
+    (the ladder, preset, overrides without the budget rule)."""
+    import os
+
+    from rich.console import Console
+
+    from normbench.sweeps import adaptive, ladder_plan, ladder_view, precheck, tuned_plan
+    from normbench.sweeps.ladder import Ladder
+    from normbench.sweeps.ladder import session as ladder_session
+    from normbench.sweeps.session import check_devices
+
+    spec, preset, overrides = given
+    console, (max_runs, max_seeds) = Console(), sizes
+    plan = ladder_plan.design(spec, preset, overrides, max_runs, space, tuning, name)
+    for rung in plan.rungs:  # what every rung's design needs, before the first trains
+        precheck.check_reference(rung.grid, method.reference)
+        if max_seeds is not None:
+            precheck.sequential_needs(rung.grid, adaptive.design(rung.grid, max_seeds, method))
+            if space:
+                tuned_plan.check_seed_room(rung.grid, max_seeds)
+    jobs = [job for rung in plan.rungs for job in rung.grid.jobs]
+    precheck.destinations({job.cfg["log"]["tensorboard"] for job in jobs})
+    if launch.launcher == "local":
+        check_devices({job.cfg["device"] for job in jobs})
+    if dry_run:
+        workers = launch.jobs or os.cpu_count() or 1
+        return ladder_view.print_plan(console, plan, runs_dir, launch.rerun, workers)
+    extra = {"reference": list(method.reference)} if method.reference else {}
+    session = ladder_session(plan, runs_dir, launch, console, extra)
+    design = Ladder(plan, launch.rerun, max_seeds, method)
+
+    def interrupted() -> str:
+        done = sum(1 for rung in session.extra["ladder"]["rungs"] if rung.get("done"))
+        return (
+            f"interrupted after {done} of {len(plan.rungs)} rungs: completed runs are kept; "
+            "run the same command again to continue where it stopped"
+        )
+
+    summary = _train(session, design, interrupted)
+    table = ladder_view.choices_table(plan, session.extra["ladder"])
+    if table is not None:
+        console.print(table)
+    where = f" --runs-dir {runs_dir}" if runs_dir != Path("runs") else ""
+    console.print(f"results: normbench report --sweep {plan.name}{where}", soft_wrap=True)
     if summary.get("failed"):
         raise typer.Exit(1)

@@ -68,7 +68,21 @@ def input_shape(data: dict) -> tuple[int, ...]:
 
 def split_sizes(data: dict) -> dict[str, int]:
     """Sizes of train / val / test without generating anything (for validation); for pysource,
-    training windows in one pass and the fixed evaluation windows."""
+    training windows in one pass and the fixed evaluation windows. ``data.train_samples`` (when
+    set) is the train size: a subset of the split (``full_train_size`` is the whole split's)."""
+    sizes = _full_split_sizes(data)
+    if data.get("train_samples") is not None:
+        sizes["train"] = data["train_samples"]
+    return sizes
+
+
+def full_train_size(data: dict) -> int:
+    """The whole train split's size in samples (pysource: windows of ``context`` bytes), what
+    ``data.train_samples`` takes a subset of."""
+    return _full_split_sizes(data)["train"]
+
+
+def _full_split_sizes(data: dict) -> dict[str, int]:
     if user_data(data):
         return user_split_sizes(data, user_arrays(data))
     if data["name"] == "pysource":
@@ -99,9 +113,12 @@ def load(data: dict) -> Dataset:
     n_test, n_val = sizes["test"], sizes["val"]
     # The test split is the last n_test samples (mnist1d's own test split); val is drawn
     # from the rest by a fixed permutation.
+    # data.train_samples: the first samples of the train split in that permutation's order, so
+    # a subset is a function of its size alone and a smaller one is inside a larger one.
     rest = np.random.default_rng(SPLIT_SEED).permutation(len(arrays["y"]) - n_test)
+    train = rest[n_val:]
     indices = {
-        "train": rest[n_val:],
+        "train": train[: sizes["train"]],
         "val": rest[:n_val],
         "test": np.arange(len(arrays["y"]) - n_test, len(arrays["y"])),
     }
@@ -112,7 +129,9 @@ def load(data: dict) -> Dataset:
 
     splits = {name: take(idx) for name, idx in indices.items()}
     if data["name"] != "tokens":  # standardise with training statistics only
-        mean, std = splits["train"].x.mean(), splits["train"].x.std()
+        # the whole train split's, so that val and test are the same arrays at every subset
+        whole = arrays["x"][train]
+        mean, std = whole.mean(), whole.std()
         for split in splits.values():
             split.x = ((split.x - mean) / std).astype(np.float32)
     num_classes = data["num_classes"] if data["name"] == "tokens" else 10

@@ -84,6 +84,22 @@ def fixed_windows(stream: np.ndarray, context: int, count: int) -> Split:
     return Split(stream[rows].astype(np.int64), stream[rows + 1].astype(np.int64))
 
 
+@functools.cache
+def train_subset(val_fraction: float, test_fraction: float, size: int) -> np.ndarray:
+    """The first ``size`` bytes of the train files in a fixed pseudo-random order (a hash of
+    each path, salted apart from ``file_split``'s), joined by FILE_SEPARATOR: a subset of the
+    train split that is a function of ``size`` alone, with a smaller one always a prefix of a
+    larger one (nested), and spread over the library rather than its first directories."""
+    source = corpus()
+    train = [
+        (hashlib.sha256(b"normbench-subset\0" + path.encode()).digest(), content)
+        for path, content in zip(source.files, source.contents, strict=True)
+        if file_split(path, val_fraction, test_fraction) == "train"
+    ]
+    joined = bytes([FILE_SEPARATOR]).join(content for _, content in sorted(train))
+    return np.frombuffer(bytearray(joined[:size]), dtype=np.uint8)
+
+
 def load_pysource(data: dict) -> Dataset:
     identity = corpus().identity
     if data.get("corpus") not in (None, identity):
@@ -92,10 +108,15 @@ def load_pysource(data: dict) -> Dataset:
         )
     streams = pysource_streams(data["val_fraction"], data["test_fraction"])
     context, count = data["context"], data["eval_windows"]
+    train = streams["train"]
+    if data.get("train_samples") is not None:  # the unique data a data ladder varies
+        # windows of `context` bytes, each with the byte after it: the last window's target
+        size = data["train_samples"] * context + 1
+        train = train_subset(data["val_fraction"], data["test_fraction"], size)
     return Dataset(
         "pysource",
         BYTES,
-        Stream(streams["train"], context),
+        Stream(train, context),
         fixed_windows(streams["val"], context, count),
         fixed_windows(streams["test"], context, count),
         vocab_size=BYTES,

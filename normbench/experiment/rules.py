@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from normbench.core.extras import missing
-from normbench.data.datasets import describe, input_shape, split_sizes
+from normbench.data.datasets import describe, full_train_size, input_shape, split_sizes
 from normbench.layers.keys import (
     CONV_MODELS,
     NORM_AFTER_SUBLAYER,
@@ -243,6 +243,10 @@ RULES: tuple[Rule, ...] = (
             else None
         ),
     ),
+    Rule(
+        "data.train_samples larger than the train split it takes a subset of",
+        lambda cfg: _subset_rule(cfg),
+    ),
     Rule("batch_size larger than the training set", lambda cfg: _batch_rule(cfg)),
     Rule(
         "data=tokens needs min_len <= max_len and min_len > num_classes - 1 (room for the "
@@ -355,6 +359,20 @@ def _pysource_rule(cfg: dict) -> str | None:
 
 def _divisors(n: int) -> str:
     return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0)
+
+
+def _subset_rule(cfg: dict) -> str | None:
+    data = cfg["data"]
+    if data.get("train_samples") is None:
+        return None
+    whole = full_train_size(data)
+    if data["train_samples"] > whole:
+        unit = f" windows of {data['context']} bytes" if data["name"] == "pysource" else " samples"
+        return (
+            f"data.train_samples={data['train_samples']} is more than the train split of "
+            f"data={data['name']} ({whole}{unit}); valid: 1..{whole}, or null (all of it)"
+        )
+    return None
 
 
 def _batch_rule(cfg: dict) -> str | None:

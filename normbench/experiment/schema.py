@@ -54,6 +54,8 @@ OPTIMIZER_KEYS: dict[str, tuple[tuple[str, ...], Any]] = {
     "train.muon_lr": (("muon",), 0.02),
     "train.muon_momentum": (("muon",), 0.95),
 }
+# The shipped data sets whose train split data.train_samples takes a subset of (a data ladder)
+SUBSET_DATA = ("mnist1d", "digits", "tokens", "pysource")
 # The same for keys that only some shipped options have (a plugin's own keys of the same name
 # are its own and stay in its id): key -> (the options of its group that have it, old value).
 LATER_OPTION_KEYS: dict[str, tuple[tuple[str, ...], Any]] = {
@@ -64,6 +66,7 @@ LATER_OPTION_KEYS: dict[str, tuple[tuple[str, ...], Any]] = {
     "model.embed_scale": (("transformer",), False),
     "model.parametrization": (("transformer", "cnn"), "standard"),
     "model.base_width": (("transformer", "cnn"), None),  # null unless muP (compose.canonical)
+    "data.train_samples": (SUBSET_DATA, None),
 }
 
 
@@ -81,6 +84,11 @@ def _parametrization_keys() -> dict[str, Key]:
 
 def _fraction() -> Key:
     return Key(float, minimum=0.0, maximum=0.9)
+
+
+def _subset() -> dict[str, Key]:
+    """data.train_samples: the first N samples of the train split (null: all of it)."""
+    return {"data.train_samples": _positive(nullable=True)}
 
 
 SCHEMA: dict[str, Key] = {
@@ -152,8 +160,16 @@ OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
     },
     "placement": {"mix": {"placement.post_fraction": Key(float, minimum=0.0, maximum=1.0)}},
     "data": {
-        "mnist1d": {"data.num_samples": Key(int, minimum=100), "data.val_fraction": _fraction()},
-        "digits": {"data.test_fraction": _fraction(), "data.val_fraction": _fraction()},
+        "mnist1d": {
+            "data.num_samples": Key(int, minimum=100),
+            "data.val_fraction": _fraction(),
+            **_subset(),
+        },
+        "digits": {
+            "data.test_fraction": _fraction(),
+            "data.val_fraction": _fraction(),
+            **_subset(),
+        },
         "tokens": {
             "data.num_samples": Key(int, minimum=100),
             "data.min_len": Key(int, minimum=2),
@@ -162,6 +178,7 @@ OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
             "data.num_classes": Key(int, minimum=2),
             "data.test_fraction": _fraction(),
             "data.val_fraction": _fraction(),
+            **_subset(),
         },
         "pysource": {
             "data.context": Key(int, minimum=2),
@@ -169,6 +186,7 @@ OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
             "data.test_fraction": _fraction(),
             "data.val_fraction": _fraction(),
             "data.corpus": Key(str, nullable=True),
+            **_subset(),
         },
         "arrays": {
             "data.path": Key(str, nullable=True),

@@ -496,6 +496,17 @@ def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
+def count_non_embedding(model: nn.Module) -> int:
+    """Trainable parameters less the embeddings (Kaplan et al. 2020's N): the Transformer's
+    token or patch embedding and its learned positions, and any nn.Embedding elsewhere. The
+    output layer stays in: it is a matmul at every position, as any other layer."""
+    tables = [m for m in model.modules() if isinstance(m, nn.Embedding)]
+    embedded = {id(p) for table in tables for p in table.parameters()}
+    if isinstance(model, Transformer):
+        embedded |= {id(p) for p in model.embed.parameters()} | {id(model.pos)}
+    return sum(p.numel() for p in model.parameters() if p.requires_grad and id(p) not in embedded)
+
+
 def build_model(
     cfg: dict, input_shape: tuple[int, ...], num_classes: int, vocab_size: int = 0
 ) -> nn.Module:

@@ -14,7 +14,8 @@ of `normbench findings`, which select subsets of their sweeps' runs themselves, 
 - ``--best-over`` verdicts are on test and say the choice was made on the same runs
   (report.sections.build);
 - ``--scaling KEY`` fits the selected runs as a ladder along KEY (report.scaling_section),
-  whatever sweep made them, against the request's (or the sweep's) reference.
+  whatever sweep made them, against the request's (or the sweep's) reference; ``--sweep NAME``
+  of a ladder sweep does so along the ladder's own key (a note where it cannot).
 
 The caller renders what comes back; warnings go to its ``warn`` as they arise, with their kind
 (``selection``, ``tuning``, ``across``, ``scaling``, ``diagnostics``), so that a terminal can
@@ -31,7 +32,7 @@ from normbench.core.errors import UsageError
 from normbench.report import sections
 from normbench.report.base import Method, Report
 from normbench.report.tuning import Tuning, tuning_of
-from normbench.store import catalog
+from normbench.store import catalog, records
 from normbench.store.catalog import Selection
 from normbench.store.scan import Scan
 
@@ -71,6 +72,7 @@ class Selected:
     tuning: Tuning | None
     tuned: tuple[str, ...]
     commands: list = field(default_factory=list)
+    ladder: str | None = None  # the size axis a ladder sweep's record names
 
 
 @dataclass
@@ -112,7 +114,9 @@ def select(request: Request, scanning: Scan | None = None, warn: Warn = _quiet) 
         selection.warnings.extend(tuning.notes)
         for note in tuning.notes:
             warn(note, "tuning")
-    return _resolved(selection, request, design, tuning, commands)
+    selected = _resolved(selection, request, design, tuning, commands)
+    selected.ladder = records.ladder_key(request.runs_dir, request.sweep) if request.sweep else None
+    return selected
 
 
 def given(selection: Selection, request: Request) -> Selected:
@@ -147,12 +151,20 @@ def verdicts(request: Request, selected: Selected, warn: Warn = _quiet) -> Repor
         result.across = across(result, list(request.across), request.profile)
         for warning in result.warnings[before:]:  # the workloads left out, named
             warn(warning, "across")
-    if request.scaling is not None:
+    key = request.scaling or selected.ladder
+    if key is not None:
         from normbench.report.scaling_section import build as scaling
 
         by = list(request.by) or None
-        result.scaling = scaling(runs, request.scaling, selected.method, by, selected.tuned)
-        for note in result.scaling.notes:
+        try:
+            result.scaling = scaling(runs, key, selected.method, by, selected.tuned)
+        except UsageError as err:
+            if request.scaling is not None:  # asked for: refused; a ladder's own: a note
+                raise
+            note = f"the ladder's scaling section (--scaling {key}) was not computed: {err}"
+            result.warnings.append(note)
+            warn(note, "scaling")
+        for note in result.scaling.notes if result.scaling is not None else []:
             warn(note, "scaling")
     if request.diagnostics:
         from normbench.report.diagnostics import attach_diagnostics

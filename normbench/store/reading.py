@@ -52,6 +52,7 @@ SUMMARY_FIELDS = (
     "train_s",
     "wall_s",
     "parameters",
+    "parameters_non_embedding",
     "num_classes",
     "unigram_bpb",
     "val_size",

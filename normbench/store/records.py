@@ -60,6 +60,12 @@ def sweep_run_ids(runs_dir: Path, names: str) -> tuple[list[str], dict, list]:
     return list(ids), design, commands
 
 
+def ladder_key(runs_dir: Path, names: str) -> str | None:
+    """The size axis of the named sweep when it is one ladder (``a,b``: none)."""
+    listed = sweep_names(names)
+    return sweep_record.ladder_key(latest_record(runs_dir, listed[0])) if len(listed) == 1 else None
+
+
 def tuning_run_ids(runs_dir: Path) -> tuple[dict[str, list[str]], int]:
     """Per tuned sweep, the runs its tuning phase trained, over every record of it (a rerun
     writes a new record whose list grows rung by rung: the union keeps a killed rerun's

@@ -86,6 +86,19 @@ class TuningPart(TypedDict, total=False):
     runs: list[str]
 
 
+class LadderPart(TypedDict, total=False):
+    """normbench.sweeps.ladder_plan: a scaling ladder's size axis (``key``, ``values``), its
+    budget rule, heads that follow the width, its transfer, and per rung its sizes, steps,
+    tokens and what it chose (``rungs``)."""
+
+    key: str
+    values: list[str]
+    rule: dict[str, Any] | None
+    head_dim: int | None
+    transfer: dict[str, Any] | None
+    rungs: list[dict[str, Any]]
+
+
 class SweepRecord(TypedDict, total=False):
     name: str
     preset_version: int | None
@@ -99,6 +112,7 @@ class SweepRecord(TypedDict, total=False):
     reference: list[str]
     until_decided: UntilDecidedPart
     tuning: TuningPart
+    ladder: LadderPart
 
 
 # ---------------------------------------------------------------------------- writing
@@ -244,6 +258,14 @@ def recorded_reference(record: SweepRecord) -> tuple[str, ...]:
     ok = isinstance(named, list) and len(named) <= 20
     ok = ok and all(isinstance(n, str) and "=" in n and len(n) <= 200 for n in named)
     return tuple(named) if ok else ()
+
+
+def ladder_key(record: SweepRecord) -> str | None:
+    """The size axis of a ladder sweep (its ``ladder`` part's key), for its report's scaling
+    section; None for another sweep or a key that is not a plain dotted config key."""
+    ladder = record.get("ladder")
+    key = ladder.get("key") if isinstance(ladder, dict) else None
+    return key if isinstance(key, str) and re.fullmatch(r"[a-z_]+(\.[a-z_]+)+", key) else None
 
 
 def tuning_runs(record: SweepRecord) -> list[str]:

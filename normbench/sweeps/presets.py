@@ -50,8 +50,9 @@ def preset_path(name: str) -> Path:
 
 
 def load_preset(name: str) -> dict:
-    """A preset's ``version``, ``params``, ``grids`` and ``tune`` (the keys a tuned comparison
-    tunes per group: normbench.sweeps.tuned), values as override strings. The file
+    """A preset's ``version``, ``params``, ``grids``, ``tune`` (the keys a tuned comparison
+    tunes per group: normbench.sweeps.tuned) and ``ladder`` (its size axis:
+    normbench.sweeps.ladder_plan), values as override strings. The file
     is read by the trusted reader: presets are downloaded and shared."""
     path = preset_path(name)
     try:
@@ -59,25 +60,42 @@ def load_preset(name: str) -> dict:
     except (StoreError, OSError) as err:
         reason = str(err) if isinstance(err, StoreError) else err.strerror
         raise UsageError(f"sweep file {shown(str(path))}: not a preset ({reason})") from None
-    unknown = set(spec) - {"version", "params", "grids", "tune"} if isinstance(spec, dict) else {""}
+    fields = {"version", "params", "grids", "tune", "ladder"}
+    unknown = set(spec) - fields if isinstance(spec, dict) else {""}
     params, grids = (spec.get("params") or {}, spec.get("grids") or []) if not unknown else ({}, [])
     tune = (spec.get("tune") or {}) if not unknown else {}
+    ladder = (spec.get("ladder") or {}) if not unknown else {}
     if (
         unknown
         or not isinstance(params, dict)
         or not isinstance(grids, list)
         or not all(isinstance(grid, dict) for grid in grids)
         or not isinstance(tune, dict)
+        or not _is_ladder(ladder)
     ):
         raise UsageError(
             f"sweep file {shown(str(path))}: a preset has version, params (key: values), "
-            "grids (a list of key: values) and tune (key: values, each group's own best)"
+            "grids (a list of key: values), tune (key: values, each group's own best) and "
+            "ladder (key, values, tokens_per_param, transfer, head_dim)"
         )
     return {
         "version": spec.get("version"),
         "params": {k: _as_override_value(v) for k, v in params.items()},
         "grids": [{k: _as_override_value(v) for k, v in grid.items()} for grid in grids],
         "tune": {k: _as_override_value(v) for k, v in tune.items()},
+        "ladder": {k: _as_override_value(v) for k, v in ladder.items()},
+    }
+
+
+def _is_ladder(ladder: object) -> bool:
+    """A preset's ``ladder:``: a size key and its values, the budget rule, the rungs tuned
+    (normbench.sweeps.ladder_plan checks what they hold)."""
+    return isinstance(ladder, dict) and set(ladder) <= {
+        "key",
+        "values",
+        "tokens_per_param",
+        "transfer",
+        "head_dim",
     }
 
 

@@ -27,7 +27,7 @@ from normbench.data.base import Split, Stream
 from normbench.data.datasets import input_shape, load
 from normbench.data.pysource import unigram_bits
 from normbench.layers.keys import norm_reads
-from normbench.layers.models import count_parameters, seeded_model
+from normbench.layers.models import count_non_embedding, count_parameters, seeded_model
 from normbench.store.rundir import RunDir
 from normbench.trackers.tensorboard import RunEvents
 from normbench.training import checkpoint
@@ -390,6 +390,7 @@ class Trainer:
             best_val_acc=max(row["val_acc"] for row in evaluated) if evaluated else None,
             train_loss_auc=self.train_loss_auc(),
             parameters=count_parameters(self.model),
+            parameters_non_embedding=count_non_embedding(self.model),
             # what an accuracy is counted over: its resolution is 1 / size (report.base.resolution)
             val_size=self.tensors["val"]["y"].numel(),
             test_size=self.tensors["test"]["y"].numel(),

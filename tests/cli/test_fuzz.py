@@ -680,3 +680,54 @@ def test_a_sweep_record_with_a_hostile_design_is_one_line_or_a_sound_report(
         return
     method = json.loads(result.stdout)["method"]
     assert 0 < method["alpha_this_look"] <= method["alpha"] and 0 < method["ci_level"] < 1
+
+
+LADDERS = st.sampled_from(
+    [
+        "model.width=4,8",
+        "model.width=8,4,4",
+        "model.width=8",
+        "model.width=0,8",
+        "model.width=4,99999999999",
+        "model.depth=1,2",
+        "data.train_samples=50,100",
+        "data.train_samples=1,10**9",
+        "train.lr=1,2",
+        "model.width=",
+        "=",
+        "",
+    ]
+)
+LADDER_OPTIONS = st.lists(
+    st.sampled_from(
+        [
+            ("train.tokens_per_param=2",),
+            ("train.tokens_per_param=0",),
+            ("train.tokens_per_param=1e308",),
+            ("train.tokens_per_param=abc",),
+            ("train.max_steps=5",),
+            ("--ladder-transfer", "1"),
+            ("--ladder-transfer", "-1"),
+            ("--ladder-head-dim", "4"),
+            ("--ladder-head-dim", "0"),
+            ("--tune", "train.lr=1e-3,1e-2"),
+            ("--until-decided",),
+        ]
+    ),
+    max_size=3,
+)
+
+
+@settings(FUZZ, max_examples=25)
+@given(LADDERS, LADDER_OPTIONS)
+def test_random_ladders_never_crash_a_dry_run(tmp_path_factory, ladder, options):
+    """A ladder's axis, values, budget rule and transfer: every combination plans or is one
+    line, exit 2, and writes nothing."""
+    runs = tmp_path_factory.mktemp("runs")
+    grid = ["model=cnn", "model.depth=1", "norm=layernorm,batchnorm", "seed=0,1"]
+    args = [*grid, "--ladder", ladder, *(o for option in options for o in option)]
+    result = runner.invoke(app, ["sweep", *args, "--dry-run", "--runs-dir", str(runs)])
+    assert result.exit_code in (0, 2), (args, result.output, result.exception)
+    if result.exit_code == 2:
+        assert result.output.startswith("normbench: error: ") and result.output.count("\n") == 1
+    assert not (runs / "sweeps").exists()

@@ -18,6 +18,9 @@ from normbench.store import index, reading
 from normbench.store.catalog import load_runs
 from normbench.store.rundir import RunDir
 
+# a summary blob of the right size whose last number is infinite (what no run writes)
+INFINITE_LAST = reading.PACKED.pack(*[0.5] * (len(reading.SUMMARY_FIELDS) - 1), math.inf)
+
 
 @pytest.fixture
 def runs(tmp_path):
@@ -81,7 +84,7 @@ def test_the_update_after_a_run_makes_the_next_load_read_no_file(runs, reads):
         "UPDATE runs SET summary = '0.5'",
         "UPDATE runs SET summary = NULL",
         "UPDATE runs SET summary = x'00'",  # a blob of the wrong size
-        f"UPDATE runs SET summary = x'{reading.PACKED.pack(*[0.5] * 19, math.inf).hex()}'",
+        f"UPDATE runs SET summary = x'{INFINITE_LAST.hex()}'",
         "UPDATE runs SET seed = 1.5",
         "UPDATE runs SET tags = 'not json'",
         "UPDATE runs SET tags = '[1, 2]'",

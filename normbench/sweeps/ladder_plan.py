@@ -1,0 +1,323 @@
+"""A ladder's plan (normbench.sweeps.ladder runs it): one size axis (``model.width``,
+``model.depth``, or the unique training data ``data.train_samples``) over two or more rungs,
+each rung the preset's grid at that size with its step budget set by the budget rule, and
+what each rung costs.
+
+The budget rule: ``train.tokens_per_param=R`` sets each rung's ``train.max_steps`` to
+ceil(R x N / tokens per step), N the *non-embedding* parameters (Kaplan et al. 2020) of the
+rung's model as the grid's first job builds it (normbench.experiment.budget), so that every
+rung sits in the same data regime and every group of a rung trains the same steps (an equal
+budget, which a tuned comparison needs: a norm's own parameters, DyT's alpha or a QK-norm's
+gains, would move N by well under 1% and the steps with it). Without the rule every rung
+trains the grid's own ``train.max_steps``. A data ladder holds the model fixed: its rungs
+differ in the unique data, which the fixed steps repeat as epochs.
+
+With width, the MLP's width follows (``model.mlp_ratio`` x width); the heads stay at
+``model.heads``, their dimension width / heads growing (a width that the heads do not divide
+is refused as any config is), unless ``--ladder-head-dim D`` (a preset's ``head_dim``) keeps
+the head dimension and sets each rung's heads to width / D. Pure planning: nothing here
+trains or reads the store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from normbench.core.errors import UsageError
+from normbench.core.keys import shown
+from normbench.data.datasets import split_sizes
+from normbench.experiment.budget import COUNT, RULE_KEY, Size, size_of, tokens_per_param
+from normbench.experiment.probe import compose_checked
+from normbench.sweeps import grid as grids
+from normbench.sweeps import search, tuned_plan
+from normbench.sweeps.grid import Sweep
+from normbench.sweeps.presets import load_preset
+
+SIZE_KEYS = ("model.width", "model.depth", "data.train_samples")
+# Estimated training throughput, FLOP/s of 6·N·D per worker, and a fixed cost per step (the
+# optimiser's and Python's, what 6·N·D leaves out at these sizes; assumed): on the CPU from
+# the qk_norm preset's measurement (width 64, depth 4, pysource, 400 steps of 16 x 64 bytes:
+# 6·N·D = 3.7e11 with N = 150,656, about 28 s a run on one thread, 26 s of it past the steps'
+# fixed cost); on a GPU assumed (fp32 at a fifth of an H100's TF32 peak), not measured. An
+# estimate, said so wherever it is shown.
+FLOPS_PER_S = {"cpu": 1.4e10, "cuda": 1.0e14 / 5}
+SECONDS_PER_STEP = {"cpu": 0.004, "cuda": 0.002}
+SECONDS_PER_RUN = 2.0  # a run's start, data and evaluations (assumed)
+
+
+@dataclass(frozen=True)
+class LadderSpec:
+    """What the user asked for: the axis, its values (smallest first), the budget rule and
+    how many of the smallest rungs are tuned (0: every rung)."""
+
+    key: str
+    values: list[str]
+    tokens_per_param: float | None
+    transfer: int = 0
+    head_dim: int | None = None  # a width ladder's heads = width / head_dim (None: fixed heads)
+
+    def record(self) -> dict:
+        """The record's ``ladder`` head: what the report picks its scaling axis from."""
+        rule = (
+            {RULE_KEY: self.tokens_per_param, "count": COUNT, "counted_on": "the grid's first job"}
+            if self.tokens_per_param is not None
+            else None
+        )
+        return {"key": self.key, "values": self.values, "rule": rule, "head_dim": self.head_dim}
+
+    def overrides(self, value: str) -> list[str]:
+        """A rung's own overrides: its size, and its heads where they follow the width."""
+        heads = [f"model.heads={int(value) // self.head_dim}"] if self.head_dim else []
+        return [f"{self.key}={value}", *heads]
+
+
+@dataclass
+class Rung:
+    """One rung: its value, its grid (steps set), its size and data facts, and its tuned
+    comparison's plan when the sweep tunes (None: a plain grid)."""
+
+    value: str
+    grid: Sweep
+    size: Size
+    steps: int
+    train_size: int  # samples in the (subset of the) train split
+    batch_size: int
+    device: str
+    tuned: tuned_plan.TunedDesign | None = None
+    tunes: bool = False  # tuned here; a rung with a plan that does not tune takes a choice
+
+    @property
+    def tokens(self) -> int:
+        return self.steps * self.size.tokens_per_step
+
+    @property
+    def tokens_per_param(self) -> float:
+        return self.tokens / self.size.non_embedding
+
+    @property
+    def epochs(self) -> float:
+        """Passes over the unique training data (> 1: the data repeats)."""
+        return self.steps * self.batch_size / self.train_size
+
+    @property
+    def runs(self) -> int:
+        """Runs this rung trains at most, tuning included."""
+        return self.tuned.runs if self.tuned and self.tunes else len(self.grid.jobs)
+
+    def steps_trained(self) -> int:
+        """Steps this rung trains at most: every tuning rung's, one step beyond an edge per
+        tuned key, and the confirmation (or the plain grid, or the runs at a choice taken)."""
+        if self.tuned is None or not self.tunes:
+            return len(self.grid.jobs) * self.steps
+        plan = self.tuned
+        seeds = len(plan.tuning_seeds)
+        tuning = sum(plan.steps_of(g) for g in plan.groups)
+        beyond = sum(len(g.keys) * seeds * g.max_steps for g in plan.groups) if plan.extend else 0
+        return tuning + beyond + len(self.grid.jobs) * self.steps
+
+    def seconds(self) -> float:
+        """Estimated seconds on one worker for all this rung trains."""
+        kind = "cuda" if self.device == "cuda" else "cpu"
+        per_step = self.size.flops(1) / FLOPS_PER_S[kind] + SECONDS_PER_STEP[kind]
+        return self.steps_trained() * per_step + self.runs * SECONDS_PER_RUN
+
+    def record(self, tuned: bool) -> dict:
+        return {
+            "value": self.value,
+            "steps": self.steps,
+            "parameters": self.size.parameters,
+            "parameters_non_embedding": self.size.non_embedding,
+            "tokens": self.tokens,
+            "tokens_per_param": round(self.tokens_per_param, 3),
+            "epochs": round(self.epochs, 3),
+            "flops": self.size.flops(self.steps),
+            "tuned": tuned,
+        }
+
+
+@dataclass
+class LadderPlan:
+    spec: LadderSpec
+    name: str
+    version: int | None
+    rungs: list[Rung]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def tuned_rungs(self) -> int:
+        """How many of the smallest rungs tune (all of them unless transferring)."""
+        return sum(rung.tunes for rung in self.rungs)
+
+    def record(self) -> dict:
+        head = self.spec.record()
+        head["transfer"] = (
+            {"tuned_rungs": [r.value for r in self.rungs if r.tunes]}
+            if self.spec.transfer
+            else None
+        )
+        head["rungs"] = [rung.record(rung.tunes) for rung in self.rungs]
+        return head
+
+
+def parse(
+    given: str | None,
+    transfer: int | None,
+    preset: str | None,
+    overrides: list[str],
+    head_dim: int | None = None,
+):
+    """The ladder asked for, or None: ``--ladder KEY=v1,v2,...`` (else the preset's
+    ``ladder:``), ``--ladder-transfer N`` and ``--ladder-head-dim D`` (else the preset's
+    ``transfer`` and ``head_dim``), and the budget rule from the overrides
+    (``train.tokens_per_param=R``, else the preset's). Returns (spec or None, the overrides
+    without the rule). Refused in one line: a key that is not a size, one rung, a value that
+    is not a positive integer, a rule with a fixed train.max_steps, a head dimension that does
+    not divide every width."""
+    block = dict(load_preset(preset).get("ladder") or {}) if preset else {}
+    rule_given = [o for o in overrides if o.partition("=")[0].lstrip("+~") == RULE_KEY]
+    rest = [o for o in overrides if o not in rule_given]
+    if given is None and not block:
+        stray = [*rule_given]
+        stray += [f"--ladder-transfer {transfer}"] if transfer else []
+        stray += [f"--ladder-head-dim {head_dim}"] if head_dim is not None else []
+        if stray:
+            raise UsageError(
+                f"{stray[0]}: a ladder's setting; valid: with --ladder KEY=v1,v2,... (one of "
+                f"{', '.join(SIZE_KEYS)}) or a preset's ladder:"
+            )
+        return None, overrides
+    where = "--ladder" if given is not None else f"sweep preset {preset}, ladder:"
+    text = given if given is not None else f"{block.get('key')}={block.get('values')}"
+    key, _, values_text = text.partition("=")
+    if key not in SIZE_KEYS:
+        raise UsageError(
+            f"{where} {shown(key)}: not a size axis; valid: {', '.join(SIZE_KEYS)} (each rung's "
+            "budget follows its size)"
+        )
+    values = [v.strip() for v in values_text.strip("[]").split(",") if v.strip()]
+    if not all(v.isdigit() and int(v) > 0 for v in values):
+        raise UsageError(f"{where} {shown(text)}: valid: positive integers, e.g. {key}=16,32,64")
+    if len(set(map(int, values))) < 2:
+        raise UsageError(f"{where} {shown(text)}: one rung is no ladder; valid: two or more values")
+    if len(set(map(int, values))) < len(values):
+        raise UsageError(f"{where} {shown(text)}: a value given twice; valid: distinct values")
+    if any(o.partition("=")[0] == key for o in rest):
+        raise UsageError(
+            f"{key}: the ladder's axis, also given as an override; valid: one of them "
+            f"(--ladder {key}=...)"
+        )
+    rule_text = rule_given[-1].partition("=")[2] if rule_given else block.get("tokens_per_param")
+    rule = tokens_per_param(str(rule_text), where) if rule_text is not None else None
+    if rule is not None and any(o.startswith("train.max_steps=") for o in rest):
+        raise UsageError(
+            f"{RULE_KEY} and train.max_steps: give one (the rule sets each rung's steps)"
+        )
+    rungs = transfer if transfer is not None else block.get("transfer", "0")
+    if not str(rungs).isdigit() or not 0 <= int(rungs) < len(values):
+        option = "--ladder-transfer " if transfer is not None else f"{where} transfer: "
+        raise UsageError(
+            f"{option}{rungs}: valid: 0 (tune every rung) to {len(values) - 1} "
+            "(the smallest rungs tuned, the rest trained at their choice)"
+        )
+    ordered = sorted(values, key=int)
+    heads = _head_dim(head_dim, block.get("head_dim"), key, ordered, rest, where)
+    return LadderSpec(key, ordered, rule, int(rungs), heads), rest
+
+
+def _head_dim(given, in_preset, key: str, widths: list[str], rest: list[str], where: str):
+    """The head dimension a width ladder keeps (its heads = width / head_dim), or None."""
+    option = "--ladder-head-dim" if given is not None else f"{where} head_dim:"
+    text = str(given) if given is not None else in_preset
+    if text is None:
+        return None
+    if key != "model.width":
+        raise UsageError(
+            f"{option} {text}: heads follow a width ladder only; valid: --ladder model.width=..."
+        )
+    if not text.isdigit() or int(text) < 1:
+        raise UsageError(f"{option} {text}: valid: a positive integer that divides every width")
+    uneven = [w for w in widths if int(w) % int(text)]
+    if uneven:
+        raise UsageError(
+            f"{option} {text}: model.width={uneven[0]} is not a multiple of it; valid: a "
+            f"divisor of every width ({', '.join(widths)})"
+        )
+    if any(o.partition("=")[0] == "model.heads" for o in rest):
+        raise UsageError(f"{option} {text} and model.heads: give one (the ladder sets the heads)")
+    return int(text)
+
+
+def design(
+    spec: LadderSpec,
+    preset: str | None,
+    overrides: list[str],
+    max_runs: int,
+    space: dict[str, search.Values],
+    tuning: tuple[int, int, int | None, bool],
+    name: str | None,
+) -> LadderPlan:
+    """Every rung planned, smallest first: its grid at the rung's size and steps, checked
+    (each job composed), and its tuned comparison's plan when ``space`` is given (``tuning``:
+    tuning seeds, eta, trials, extend)."""
+    rungs: list[Rung] = []
+    runs_left = max_runs
+    if spec.transfer and not space:
+        raise UsageError(
+            f"--ladder-transfer {spec.transfer}: nothing is tuned; valid: with --tune KEY=... "
+            "or a preset's tune:"
+        )
+    for value in spec.values:
+        at = [*overrides, *spec.overrides(value)]
+        first = grids.grid_overrides(preset, at, max_runs)[1][0]
+        cfg, size = _first(first, spec.key, value)
+        steps = size.steps_for(spec.tokens_per_param) if spec.tokens_per_param else None
+        steps = steps or cfg["train"]["max_steps"]
+        if steps is None:
+            raise UsageError(
+                f"--ladder: the budget is in steps; valid: {RULE_KEY}=R or train.max_steps "
+                "(found train.epochs)"
+            )
+        grid = grids.expand(preset, [*at, f"train.max_steps={steps}"], max_runs)
+        grid.name = name or grid.name
+        tuned = tuned_plan.design(grid, space, *tuning) if space else None
+        train = split_sizes(cfg["data"])["train"]
+        tunes = tuned is not None and (not spec.transfer or len(rungs) < spec.transfer)
+        facts = (train, cfg["batch_size"], cfg["device"])
+        rung = Rung(value, grid, size, steps, *facts, tuned, tunes)
+        rungs.append(rung)
+        runs_left -= rung.runs
+        if runs_left < 0:
+            raise UsageError(
+                f"--ladder: the ladder trains more than --max-runs {max_runs:,} runs by rung "
+                f"{spec.key}={value}; valid: fewer rungs or values, or a larger --max-runs"
+            )
+    return LadderPlan(spec, rungs[0].grid.name, rungs[0].grid.version, rungs, _notes(rungs))
+
+
+def _first(overrides: list[str], key: str, value: str) -> tuple[dict, Size]:
+    """The rung's first job, composed, and its size (what the budget rule counts)."""
+    try:
+        cfg = compose_checked(overrides)
+        return cfg, size_of(cfg)
+    except UsageError as err:
+        raise UsageError(f"--ladder rung {key}={value}: {err}") from None
+
+
+def _notes(rungs: list[Rung]) -> list[str]:
+    """What a reader of the plan should know: rungs whose warm-up is most of their steps."""
+    notes = []
+    for rung in rungs:
+        warmup = rung.grid.jobs[0].cfg["train"]["warmup_steps"]
+        if warmup * 2 > rung.steps:
+            notes.append(
+                f"rung {rung.value}: warm-up {warmup} of {rung.steps} steps (more than half)"
+            )
+    return notes
+
+
+def estimate_text(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

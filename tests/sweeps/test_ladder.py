@@ -1,0 +1,351 @@
+"""Scaling ladders (normbench.sweeps.ladder, ladder_plan; normbench.experiment.budget): the
+budget rule on real models, data subsets on real data, the plan and its refusals through the
+CLI, and resume at any rung and phase. The resume tests use designed runs (a fake launcher
+writes each run as normbench writes it, so the real planner, record and tuning read them);
+one slow test trains a tiny ladder end to end and runs it again."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from normbench import api
+from normbench.core.errors import UsageError
+from normbench.data import datasets, pysource
+from normbench.experiment.budget import size_of, tokens_per_param
+from normbench.experiment.probe import compose_checked
+from normbench.report.base import Method
+from normbench.store.records import latest_record
+from normbench.store.rundir import Rerun
+from normbench.sweeps import ladder, ladder_plan, tuned, tuned_plan
+from normbench.sweeps.session import Launch, run_rounds
+from tests.helpers import QUICK, invoke, one_line, run_dirs
+from tests.sweeps.test_tuned import FakeLauncher
+
+LM = ["data=pysource", "data.context=16", "data.eval_windows=8", "batch_size=8", "device=cpu"]
+
+
+# ------------------------------------------------------------------ the budget rule
+def test_the_rule_counts_non_embedding_parameters_and_sets_the_steps():
+    for width in (16, 32):
+        cfg = compose_checked([*LM, f"model.width={width}"])
+        size = size_of(cfg)
+        embedding = 256 * width + 16 * width  # byte table and 16 learned positions
+        assert size.parameters - size.non_embedding == embedding
+        assert size.tokens_per_step == 8 * 16  # batch x context bytes
+        steps = size.steps_for(20)
+        assert steps == math.ceil(20 * size.non_embedding / 128)
+        assert size.flops(steps) == 6 * size.non_embedding * steps * 128
+    patched = size_of(compose_checked(["model.width=16", "batch_size=4"]))  # mnist1d: 40 / 4
+    assert patched.tokens_per_step == 4 * 10
+    given = ["model.width=16", "norm=dyt", "model.qk_norm=rmsnorm"]
+    built = api.build_model(given)  # on the CPU, as a run builds it: the meta device agrees
+    assert size_of(compose_checked(given)).parameters == sum(p.numel() for p in built.parameters())
+    huge = size_of(compose_checked(["model=cnn", "model.width=99999999"]))  # no memory taken
+    assert huge.parameters > 10**16
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "abc", "nan"])
+def test_a_rule_that_is_not_a_positive_number_is_refused(text):
+    with pytest.raises(UsageError, match="train.tokens_per_param"):
+        tokens_per_param(text, "--ladder")
+
+
+# ------------------------------------------------------------------ data subsets
+def test_a_subset_of_the_train_split_is_fixed_nested_and_leaves_val_and_test_alone():
+    base = {**compose_checked(["data.num_samples=600"])["data"]}
+    whole = datasets.load(base)
+    small = datasets.load({**base, "train_samples": 50})
+    large = datasets.load({**base, "train_samples": 200})
+    again = datasets.load({**base, "train_samples": 50})
+    assert len(small.train) == 50 and len(large.train) == 200
+    np.testing.assert_array_equal(small.train.x, again.train.x)  # the same for the same size
+    np.testing.assert_array_equal(small.train.x, large.train.x[:50])  # nested
+    np.testing.assert_array_equal(large.train.x, whole.train.x[:200])
+    for split in ("val", "test"):
+        np.testing.assert_array_equal(getattr(small, split).x, getattr(whole, split).x)
+    assert datasets.split_sizes({**base, "train_samples": 50})["train"] == 50
+
+
+def test_a_pysource_subset_is_a_prefix_of_a_larger_one_and_of_train_files_only():
+    small = pysource.train_subset(0.05, 0.05, 2_000)
+    large = pysource.train_subset(0.05, 0.05, 50_000)
+    assert len(small) == 2_000 and bytes(large[:2_000]) == bytes(small)
+    train = bytes(pysource.pysource_streams(0.05, 0.05)["train"])
+    first_file = bytes(large).split(bytes([pysource.FILE_SEPARATOR]))[0]
+    assert first_file in train  # a whole train file, in the subset's own order
+    cfg = compose_checked([*LM, "data.train_samples=100"])
+    data = datasets.load(cfg["data"])
+    assert len(data.train.bytes) == 100 * 16 + 1 and len(data.train) == 100
+
+
+# ------------------------------------------------------------------ the plan, the CLI
+def sweep(*args, runs):
+    return invoke("sweep", *args, "--runs-dir", str(runs), seconds=120, memory=8 << 30)
+
+
+def test_dry_run_shows_every_rung_and_writes_nothing(tmp_path):
+    args = [*LM, "norm=layernorm,dyt", "--ladder", "model.width=32,16,24"]
+    out = sweep(
+        *args,
+        "train.tokens_per_param=4",
+        "--tune",
+        "train.lr=1e-3,1e-2",
+        "--dry-run",
+        runs=tmp_path / "runs",
+    )
+    assert out.exit_code == 0, out.output
+    rows = [line for line in out.output.splitlines() if line.startswith("│")]
+    assert [row.split("│")[1].strip() for row in rows] == ["16", "24", "32"]  # smallest first
+    assert "tok/N" in out.output and "estimated" in out.output
+    assert not (tmp_path / "runs").exists()
+    plan = ladder_plan.design(
+        ladder_plan.LadderSpec("model.width", ["16", "32"], 4.0),
+        None,
+        [*LM, "norm=layernorm,dyt"],
+        100,
+        {},
+        (1, 3, None, True),
+        None,
+    )
+    for rung in plan.rungs:  # every group of a rung at the same steps, from the first's N
+        assert {job.cfg["train"]["max_steps"] for job in rung.grid.jobs} == {rung.steps}
+        assert rung.steps == math.ceil(4 * rung.size.non_embedding / 128)
+        assert rung.tokens_per_param == pytest.approx(4, rel=0.05)
+
+
+def test_with_a_head_dimension_the_heads_follow_the_width():
+    spec = ladder_plan.LadderSpec("model.width", ["16", "48"], None, head_dim=8)
+    plan = ladder_plan.design(
+        spec, None, [*LM, "norm=layernorm"], 100, {}, (1, 3, None, True), None
+    )
+    assert [rung.grid.jobs[0].cfg["model"]["heads"] for rung in plan.rungs] == [2, 6]
+    assert plan.record()["head_dim"] == 8
+
+
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        (["--ladder", "train.lr=1,2"], ["train.lr", "model.width, model.depth"]),
+        (["--ladder", "model.width=16"], ["one rung"]),
+        (["--ladder", "model.width=16,x"], ["positive integers"]),
+        (["--ladder", "model.width=16,32", "train.tokens_per_param=0"], ["yields 0 steps"]),
+        (
+            ["--ladder", "model.width=16,32", "train.tokens_per_param=2", "train.max_steps=5"],
+            ["give one"],
+        ),
+        (["train.tokens_per_param=2"], ["a ladder's setting", "--ladder"]),
+        (["--ladder", "model.width=16,32", "--ladder-transfer", "1"], ["nothing is tuned"]),
+        (
+            ["--ladder", "model.width=16,32", "--ladder-transfer", "2", "--tune", "train.lr=1,2"],
+            ["--ladder-transfer 2", "valid: 0"],
+        ),
+        (
+            ["--ladder", "data.train_samples=10,99999999"],
+            ["data.train_samples=99999999", "valid: 1.."],
+        ),
+        (["--ladder", "model.width=16,30"], ["model.width=30"]),  # 4 heads do not divide 30
+        (["--ladder", "model.width=16,24", "--ladder-head-dim", "16"], ["model.width=24"]),
+        (["--ladder", "model.depth=1,2", "--ladder-head-dim", "8"], ["width ladder only"]),
+        (
+            ["--ladder", "model.width=16,32", "--ladder-head-dim", "8", "model.heads=2"],
+            ["give one"],
+        ),
+        (["--ladder-head-dim", "8"], ["a ladder's setting"]),
+    ],
+)
+def test_bad_ladders_are_refused_in_one_line_before_anything_is_written(tmp_path, extra, words):
+    out = sweep(*LM, "norm=layernorm", *extra, runs=tmp_path / "runs")
+    one_line(out, *words)
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    "ladder, words",
+    [
+        ("{key: train.lr, values: [1, 2]}", ["ladder: 'train.lr'", "not a size axis"]),
+        ("{key: model.width, values: [16]}", ["ladder: 'model.width=16'", "one rung"]),
+        ("{key: model.width, values: [16, 32], transfer: x}", ["transfer: x", "valid: 0"]),
+        ("{key: model.width, values: [16, 32], tokens_per_param: 0}", ["yields 0 steps"]),
+        ("{axis: model.width}", ["ladder (key, values, tokens_per_param, transfer, head_dim)"]),
+    ],
+)
+def test_a_bad_ladder_in_a_preset_is_refused_naming_the_preset(tmp_path, ladder, words):
+    preset = tmp_path / "mine.yaml"
+    preset.write_text(f"# A ladder?\nversion: 1\nparams:\n  norm: layernorm\nladder: {ladder}\n")
+    out = sweep(str(preset), *LM, runs=tmp_path / "runs")
+    one_line(out, *words)
+    assert not (tmp_path / "runs").exists()
+
+
+# ------------------------------------------------------------------ rounds and resume
+def lowest_at(cfg) -> tuple[float, float]:
+    """Designed runs: validation loss lowest at lr 0.01 at width 8, at 0.001 at width 16."""
+    best = 0.01 if cfg["model"]["width"] == 8 else 0.001
+    val = 0.1 + abs(math.log10(cfg["train"]["lr"] / best)) * 0.1 + 0.001 * (cfg["seed"] % 3)
+    return val, 0.5
+
+
+def run_ladder(runs, launcher, transfer: int = 0):
+    overrides = [*QUICK, "norm=batchnorm,layernorm", "seed=0,1"]
+    spec = ladder_plan.LadderSpec("model.width", ["8", "16"], None, transfer)
+    space = {"train.lr": ["0.001", "0.01"]}
+    plan = ladder_plan.design(spec, None, overrides, 1000, space, (1, 3, None, True), "lad")
+    design = ladder.Ladder(plan, Rerun(), None, Method())
+    with ladder.session(plan, runs, Launch(), Console(quiet=True), {}, launcher) as session:
+        run_rounds(session, design)
+        session.finish()
+    return design
+
+
+def test_each_rung_is_tuned_and_recorded(tmp_path):
+    design = run_ladder(tmp_path, FakeLauncher(tmp_path, lowest_at))
+    record = latest_record(tmp_path, "lad")
+    head = record["ladder"]
+    assert head["key"] == "model.width" and head["values"] == ["8", "16"]
+    assert [r["tuned"] for r in head["rungs"]] == [True, True]
+    chosen = [r["chosen"]["norm=batchnorm"]["train.lr"] for r in head["rungs"]]
+    assert chosen == ["0.01", "0.001"]  # each rung at its own best
+    assert len(record["runs"]) == 8  # both rungs' confirmations: 2 norms x 2 seeds each
+    assert all(rid in run_dirs(tmp_path) for rid in record["tuning"]["runs"])
+    assert len(record["tuning"]["runs"]) == 2 * 2 * 2 + 2 * 2  # both rungs, edges included
+    assert isinstance(design.designs[1], tuned.Tuned)
+
+
+def test_transfer_tunes_the_smallest_rung_only(tmp_path):
+    launcher = FakeLauncher(tmp_path, lowest_at)
+    design = run_ladder(tmp_path, launcher, transfer=1)
+    assert [rung.runs for rung in design.plan.rungs] == [10, 4]  # planned as trained
+    head = latest_record(tmp_path, "lad")["ladder"]
+    assert [r["tuned"] for r in head["rungs"]] == [True, False]
+    assert head["transfer"]["from"] == "8"
+    assert head["rungs"][1]["chosen"]["norm=layernorm"] == {"train.lr": "0.01"}
+    at_16 = [cfg for cfg in launcher.trained if cfg["model"]["width"] == 16]
+    assert len(at_16) == 4 and {cfg["train"]["lr"] for cfg in at_16} == {0.01}
+
+
+@pytest.mark.parametrize("stop_after", [5, 8, 12, 17])
+def test_stopped_at_any_rung_and_phase_the_resumed_ladder_ends_as_an_unbroken_one(
+    tmp_path, stop_after
+):
+    # 20 runs: per rung 4 of tuning, 2 beyond the grid's edge, 4 of confirmation; stopped in
+    # the first rung's edge and confirmation phases, the second's tuning and confirmation,
+    # then the same ladder again
+    whole = tmp_path / "whole"
+    run_ladder(whole, FakeLauncher(whole, lowest_at))
+    first = FakeLauncher(tmp_path / "cut", lowest_at, stop_after=stop_after)
+    with pytest.raises(KeyboardInterrupt):
+        run_ladder(tmp_path / "cut", first)
+    again = FakeLauncher(tmp_path / "cut", lowest_at)
+    run_ladder(tmp_path / "cut", again)
+    assert len(run_dirs(whole)) == 20 and len(first.trained) == stop_after
+    assert len(first.trained) + len(again.trained) == 20  # none trained twice
+    expected, got = latest_record(whole, "lad"), latest_record(tmp_path / "cut", "lad")
+    assert got["ladder"] == expected["ladder"] and got["runs"] == expected["runs"]
+
+
+@pytest.mark.slow
+def test_a_tiny_ladder_trains_end_to_end_and_resumes_only_what_was_lost(tmp_path):
+    runs = tmp_path / "runs"
+    command = [
+        "data=digits",
+        "model=cnn",
+        "model.depth=1",
+        "norm.groups=2",
+        "norm=layernorm,batchnorm",
+        "seed=0",
+        "train.warmup_steps=1",
+        "train.eval_every=5",
+        "threads=1",
+        "device=cpu",
+        "--ladder",
+        "model.width=4,8",
+        "train.tokens_per_param=0.5",
+        "--tune",
+        "train.lr=0.003,0.03",
+        "--tune-seeds",
+        "1",
+        "--no-tune-extend",
+        "-j",
+        "1",
+        "--name",
+        "tiny",
+    ]
+    out = sweep(*command, runs=runs)
+    assert out.exit_code == 0, out.output
+    record = latest_record(runs, "tiny")
+    assert [r["done"] for r in record["ladder"]["rungs"]] == [True, True]
+    trained = run_dirs(runs)
+    assert len(trained) == 2 * (2 * 2 + 2)  # per rung: tuning 2 norms x 2 lrs, confirmation 2
+    ids = [run["run_id"] for run in record["runs"]]
+    results = [json.loads((runs / rid / "meta.json").read_text()) for rid in ids]
+    assert all(meta["summary"]["parameters_non_embedding"] > 0 for meta in results)
+    # as if killed in the second rung's tuning: a tuning run of it and the first rung's
+    # confirmation runs gone; the same command trains those three and nothing else
+    lost = [record["tuning"]["runs"][-1], *ids[:2]]
+    kept = {rid: (runs / rid / "meta.json").read_text() for rid in trained - set(lost)}
+    for rid in lost:
+        shutil.rmtree(runs / rid)
+    again = sweep(*command, runs=runs)
+    assert again.exit_code == 0 and run_dirs(runs) == trained
+    assert kept == {rid: (runs / rid / "meta.json").read_text() for rid in kept}
+    resumed = latest_record(runs, "tiny")
+    assert resumed["ladder"]["rungs"] == record["ladder"]["rungs"]  # the same choices
+    assert resumed["runs"] == record["runs"]
+
+
+@pytest.mark.parametrize(
+    "name, key",
+    [
+        ("ladder_lm", "model.width"),
+        ("ladder_lm_gpu", "model.width"),
+        ("data_regime", "data.train_samples"),
+        ("lr_sensitivity_scaling", "model.width"),
+    ],
+)
+def test_the_ladder_presets_hold_a_ladder_and_say_their_estimate(name, key):
+    spec, _ = ladder_plan.parse(None, None, name, [])
+    assert spec.key == key and len(spec.values) >= 5
+    header = (Path(__file__).parents[2] / "conf" / "sweep" / f"{name}.yaml").read_text()
+    header = header.split("version:")[0]
+    assert "?" in header and "Prediction" in header and "stimated" in header
+
+
+def test_until_decided_adds_seeds_within_a_rung_only(tmp_path):
+    # a plain ladder (nothing tuned) with --until-decided: each rung's looks count its own
+    # groups; a seed added at one rung never lands at another
+    overrides = [*QUICK, "norm=batchnorm,layernorm", "seed=0,1"]
+    spec = ladder_plan.LadderSpec("model.width", ["8", "16"], None)
+    plan = ladder_plan.design(spec, None, overrides, 1000, {}, (1, 3, None, True), "lad")
+    design = ladder.Ladder(plan, Rerun(), 4, Method())
+    launcher = FakeLauncher(tmp_path, lowest_at)
+    with ladder.session(plan, tmp_path, Launch(), Console(quiet=True), {}, launcher) as session:
+        run_rounds(session, design)
+        session.finish()
+    record = latest_record(tmp_path, "lad")
+    widths = [cfg["model"]["width"] for cfg in launcher.trained]
+    assert widths == sorted(widths)  # the first rung ends before the second starts
+    assert len(record["runs"]) == len(launcher.trained) and "until_decided" in record
+    per_rung = {
+        w: sorted({cfg["seed"] for cfg in launcher.trained if cfg["model"]["width"] == w})
+        for w in (8, 16)
+    }
+    assert all(seeds[:2] == [0, 1] and len(seeds) <= 4 for seeds in per_rung.values())
+
+
+@pytest.mark.parametrize("name", ["ladder_lm", "data_regime", "lr_sensitivity_scaling"])
+def test_each_cpu_ladder_preset_is_estimated_under_an_hour_on_two_workers(name):
+    # what its header states from --dry-run: the plan's estimate at the default tuning seeds
+    spec, overrides = ladder_plan.parse(None, None, name, [])
+    space = tuned_plan.parse_space([], name)
+    plan = ladder_plan.design(spec, name, overrides, 10_000, space, (2, 3, None, True), None)
+    minutes = sum(rung.seconds() for rung in plan.rungs) / 2 / 60
+    assert 5 < minutes < 60, minutes
+    header = (Path(__file__).parents[2] / "conf" / "sweep" / f"{name}.yaml").read_text()
+    assert f"about {minutes:.0f}\n# minutes" in header or f"about {minutes:.0f} minutes" in header
