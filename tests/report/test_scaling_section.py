@@ -131,3 +131,31 @@ def test_a_key_that_is_no_ladder_is_refused_in_one_line(ladder_store, key, says)
     assert result.exit_code == 2
     assert says in result.output and key in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def _ladder_record(runs, name: str, key: str) -> None:
+    """A ladder sweep's record over every run of the store (normbench.store.sweep_record)."""
+    ids = sorted(p.name for p in runs.iterdir() if (p / "meta.json").exists())
+    record = {
+        "name": name,
+        "started": "2026-01-01T00:00:00+00:00",
+        "runs": [{"run_id": i, "overrides": []} for i in ids],
+        "ladder": {"key": key, "values": [str(w) for w in WIDTHS], "rule": None},
+    }
+    (runs / "sweeps").mkdir(exist_ok=True)
+    (runs / "sweeps" / f"{name}-20260101-000000-abc.json").write_text(json.dumps(record))
+
+
+def test_report_of_a_ladder_sweep_fits_along_its_own_key(ladder_store, tmp_path):
+    """`report --sweep NAME` of a ladder sweep has the scaling section without --scaling; a
+    ladder that cannot be fitted (a key with too few rungs) gets a note, not a refusal."""
+    _ladder_record(ladder_store, "lad", "model.width")
+    out = runner.invoke(app, ["report", str(ladder_store), "--sweep", "lad", "--format", "json"])
+    assert out.exit_code == 0, out.output
+    assert {row["group"] for row in json.loads(out.stdout)["scaling"]} >= {"norm=batchnorm"}
+    _ladder_record(ladder_store, "flat", "model.depth")  # one depth: no ladder to fit
+    out = runner.invoke(app, ["report", str(ladder_store), "--sweep", "flat", "--format", "json"])
+    assert out.exit_code == 0, out.output
+    payload = json.loads(out.stdout)
+    assert not payload.get("scaling")
+    assert any("--scaling model.depth) was not computed" in w for w in payload["warnings"])
