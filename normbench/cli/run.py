@@ -42,11 +42,13 @@ def run(
 ) -> None:
     """Train one model with one norm, placement, batch size and precision."""
     from normbench.core.errors import UsageError
+    from normbench.experiment.compose import refuse_repeated
     from normbench.experiment.options import use_config_dirs
     from normbench.experiment.probe import compose_checked
 
     try:
         use_config_dirs(config_dir or [])
+        refuse_repeated(overrides or [])
         config = compose_checked(overrides or [])
         tags = check_tags(tag or [])
         if config["log"]["tensorboard"] is not None:  # before the run, not found by it

@@ -596,6 +596,7 @@ def test_report_of_a_sweep_compares_against_the_reference_it_named(tmp_path):
         (["--tune-seeds", "3000"], "valid: an integer from 1 to 100"),
         (["--until-decided", "--max-seeds", "1000000000"], "--max-seeds 1000000000"),
         (["--until-decided", "--max-seeds", "1"], "one seed decides nothing"),
+        (["--max-seeds", "1"], "--max-seeds 1: applies only with --until-decided"),
         (["--reference", "nope=1"], "--reference"),
         (["--tune", "train.lr=range(0,2000)", "--tune", "train.weight_decay=0,1"], "combinations"),
         (["--tune-seeds", "100", "--max-runs", "500"], "trains up to 804 runs, more than"),
