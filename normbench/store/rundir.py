@@ -93,12 +93,64 @@ class Labels:
 def run_id(cfg: dict) -> str:
     """``transformer-layernorm-pre-fp32-b32-s0-1a2b3c4d``: the headline choices, then a hash of
     the whole resolved config except execution settings (device, threads, checkpoints) and
-    observations (diagnostics)."""
+    observations (diagnostics).
+
+    A choice that names an import path (``_target_``) is named and hashed by it, whatever name
+    chose it: ``norm=power3`` from a config directory, ``norm=powernorm`` from an entry point
+    and ``norm=mynorms:PowerNorm norm.p=3`` are one computation and get one id (``norm.name``
+    stays in config.yaml as the user chose it). A norm that takes its statistics over ghost
+    batches smaller than the batch names them: ``batchnorm.ghost2-...-b32`` (32 per step,
+    statistics over 2). Runs stored before this (normbench 0.4) keep their ids:
+    ``earlier_run_id`` gives them, and ``stored_run_id`` finds them."""
+    hashed = experiment(cfg)
+    for group in GROUPS:
+        section = hashed.get(group)
+        if isinstance(section, dict) and section.get("_target_"):
+            section["name"] = section["_target_"]
+    digest = hashlib.sha256(json.dumps(hashed, sort_keys=True).encode()).hexdigest()[:8]
+    model, norm, placement, precision = (
+        headline(cfg[group].get("_target_") or cfg[group]["name"])
+        for group in ("model", "norm", "placement", "precision")
+    )
+    ghost = cfg["norm"].get("ghost_batch")
+    if ghost is not None and ghost < cfg["batch_size"]:
+        norm = f"{norm}.ghost{ghost}"
+    return f"{model}-{norm}-{placement}-{precision}-b{cfg['batch_size']}-s{cfg['seed']}-{digest}"
+
+
+def earlier_run_id(cfg: dict) -> str:
+    """The id normbench 0.4 gave this config: the choices' names as chosen, no ghost batch."""
     digest = hashlib.sha256(json.dumps(experiment(cfg), sort_keys=True).encode()).hexdigest()[:8]
     model, norm, placement, precision = (
         headline(cfg[group]["name"]) for group in ("model", "norm", "placement", "precision")
     )
     return f"{model}-{norm}-{placement}-{precision}-b{cfg['batch_size']}-s{cfg['seed']}-{digest}"
+
+
+def stored_run_id(
+    runs_dir: Path, cfg: dict, rerun: Rerun, present: set[str] | None = None, new: str = ""
+) -> str:
+    """The id of ``cfg``'s run in ``runs_dir``: ``run_id`` (``new``, when computed already),
+    or the earlier id of a finished run stored under it that needs no training: that run is
+    kept, named by what is on disk; a run to train again trains under the new id.
+    ``present``: the directory's names, when already listed."""
+    new = new or run_id(cfg)
+    ghost = cfg["norm"].get("ghost_batch")
+    renamed = any(isinstance(cfg.get(g), dict) and cfg[g].get("_target_") for g in GROUPS)
+    if not renamed and (ghost is None or ghost >= cfg["batch_size"]):
+        return new  # named as it always was
+    if new in present if present is not None else (runs_dir / new).exists():
+        return new
+    earlier = earlier_run_id(cfg)
+    if earlier == new or (present is not None and earlier not in present):
+        return new
+    run = RunDir(runs_dir, earlier)
+    try:
+        run.check_safe()
+        meta = run.read_meta()
+    except (OSError, StoreError):
+        return new
+    return new if run.needs_training(meta, cfg, rerun) else earlier
 
 
 def headline(name: str) -> str:
