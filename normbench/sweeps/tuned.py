@@ -41,6 +41,7 @@ from pathlib import Path
 
 import pandas as pd
 from rich.console import Console
+from rich.text import Text
 
 from normbench.core.errors import UsageError
 from normbench.report.base import Method, Metric
@@ -434,8 +435,10 @@ class Tuned:
         if self.plan:
             session.extra["until_decided"] = self.plan.record(1)
         session.save()
-        todo = planning.plan(grid, session.runs_dir, self.rerun).todo
         lead = f"{self.heading}: " if self.heading else ""
+        header = lead + confirmation_header(self.choices, confirm)
+        session.console.print(Text(header, style="bold"), soft_wrap=True)
+        todo = planning.plan(grid, session.runs_dir, self.rerun).todo
         confirmation: Design = (
             UntilDecided(self.plan, todo, f"{lead}confirmation, round")
             if self.plan
@@ -444,6 +447,17 @@ class Tuned:
         yield from confirmation.rounds(session)
         self.looks = confirmation.looks
         session.extra["tuning"]["phase"] = "done"
+
+
+def confirmation_header(choices: list[Choice], jobs: list[Job]) -> str:
+    """The line that opens the confirmation phase: the values it confirms, group by group,
+    and its seeds (the tuned table comes only at the end of the sweep)."""
+    seeds = ", ".join(map(str, sorted({job.cfg["seed"] for job in jobs})))
+    values = "; ".join(
+        f"{choice.group.label} at {' '.join(choice.chosen) or 'its only value'}"
+        for choice in choices
+    )
+    return f"confirmation ({len(jobs)} runs, seeds {seeds}): {values}"
 
 
 def run(
