@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import io
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -273,14 +275,35 @@ def interrupt_on_sigterm() -> None:
 
 
 def terminal():
-    """A rich console; piped output honours COLUMNS (default 100) rather than 80."""
+    """A rich console; piped output honours COLUMNS (default 100) rather than 80, and its
+    lines end where their text does (``StrippedLines``)."""
 
     from rich.console import Console
 
     if sys.stdout.isatty():
         return Console()
     columns = os.environ.get("COLUMNS", "")
-    return Console(width=int(columns) if columns.isdigit() and int(columns) > 20 else 100)
+    width = int(columns) if columns.isdigit() and int(columns) > 20 else 100
+    return Console(width=width, file=StrippedLines(sys.stdout))
+
+
+class StrippedLines(io.TextIOBase):
+    """A text stream less the spaces rich pads each line of a table with: piped output is
+    read, diffed and grepped, where trailing spaces are noise (spaces at the end of a write
+    wait for the next one, which says whether a newline follows them)."""
+
+    def __init__(self, out) -> None:
+        self.out, self.pending = out, ""
+
+    def write(self, text: str) -> int:
+        joined = self.pending + text
+        body = joined.rstrip(" ")
+        self.pending = joined[len(body) :]
+        self.out.write(re.sub(r" +\n", "\n", body))
+        return len(text)
+
+    def flush(self) -> None:
+        self.out.flush()
 
 
 def board_note(log_dir: str, count: int, selection: str) -> str:
