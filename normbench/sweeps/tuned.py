@@ -305,9 +305,10 @@ def tuning_rounds(
     lead = f"{heading}: " if heading else ""
 
     def launch(jobs: list[Job], title: str, rung: int) -> Generator[Round, None, pd.DataFrame]:
+        # planned first: a run kept under its earlier id names the job (store.rundir)
+        todo = planning.plan(Sweep(tuned.grid.name, None, jobs), session.runs_dir, rerun).todo
         runs.extend(job.run_id for job in jobs)
         session.save(tuning=state(tuned, "tuning", rung, runs, choices))
-        todo = planning.plan(Sweep(tuned.grid.name, None, jobs), session.runs_dir, rerun).todo
         yield Round(todo, jobs, lead + title)
         frame = tuning_frame(session.runs_dir, runs)
         check_finished(frame, jobs)
@@ -431,6 +432,7 @@ class Tuned:
         seeds = self.max_seeds
         plan = adaptive.design(grid, seeds, self.method) if seeds is not None else None
         self.plan = replace(plan, tuned=tuple(tuned.space)) if plan else None
+        todo = planning.plan(grid, session.runs_dir, self.rerun).todo  # before the record
         session.jobs = confirm
         if self.plan:
             session.extra["until_decided"] = self.plan.record(1)
@@ -438,7 +440,6 @@ class Tuned:
         lead = f"{self.heading}: " if self.heading else ""
         header = lead + confirmation_header(self.choices, confirm)
         session.console.print(Text(header, style="bold"), soft_wrap=True)
-        todo = planning.plan(grid, session.runs_dir, self.rerun).todo
         confirmation: Design = (
             UntilDecided(self.plan, todo, f"{lead}confirmation, round")
             if self.plan
