@@ -107,24 +107,33 @@ def run_id(cfg: dict) -> str:
         section = hashed.get(group)
         if isinstance(section, dict) and section.get("_target_"):
             section["name"] = section["_target_"]
-    digest = hashlib.sha256(json.dumps(hashed, sort_keys=True).encode()).hexdigest()[:8]
-    model, norm, placement, precision = (
-        headline(cfg[group].get("_target_") or cfg[group]["name"])
-        for group in ("model", "norm", "placement", "precision")
-    )
+    names = [cfg[g].get("_target_") or cfg[g]["name"] for g in ("model", "norm", "placement")]
     ghost = cfg["norm"].get("ghost_batch")
     if ghost is not None and ghost < cfg["batch_size"]:
-        norm = f"{norm}.ghost{ghost}"
-    return f"{model}-{norm}-{placement}-{precision}-b{cfg['batch_size']}-s{cfg['seed']}-{digest}"
+        names[1] = f"{headline(names[1])}.ghost{ghost}"
+    return _spelled(cfg, hashed, names)
 
 
 def earlier_run_id(cfg: dict) -> str:
     """The id normbench 0.4 gave this config: the choices' names as chosen, no ghost batch."""
-    digest = hashlib.sha256(json.dumps(experiment(cfg), sort_keys=True).encode()).hexdigest()[:8]
-    model, norm, placement, precision = (
-        headline(cfg[group]["name"]) for group in ("model", "norm", "placement", "precision")
-    )
+    names = [cfg[group]["name"] for group in ("model", "norm", "placement")]
+    return _spelled(cfg, experiment(cfg), names)
+
+
+def _spelled(cfg: dict, hashed: dict, names: list[str]) -> str:
+    """A run id: model, norm and placement ``names``, precision, batch, seed, and the hash of
+    ``hashed``."""
+    digest = hashlib.sha256(json.dumps(hashed, sort_keys=True).encode()).hexdigest()[:8]
+    model, norm, placement, precision = (headline(n) for n in [*names, cfg["precision"]["name"]])
     return f"{model}-{norm}-{placement}-{precision}-b{cfg['batch_size']}-s{cfg['seed']}-{digest}"
+
+
+def renamed(cfg: dict) -> bool:
+    """Whether ``run_id`` names this config otherwise than normbench 0.4 may have: a choice by
+    import path, or a ghost batch under the batch."""
+    ghost = cfg["norm"].get("ghost_batch")
+    targets = any(isinstance(cfg.get(g), dict) and cfg[g].get("_target_") for g in GROUPS)
+    return targets or (ghost is not None and ghost < cfg["batch_size"])
 
 
 def stored_run_id(
@@ -135,11 +144,7 @@ def stored_run_id(
     kept, named by what is on disk; a run to train again trains under the new id.
     ``present``: the directory's names, when already listed."""
     new = new or run_id(cfg)
-    ghost = cfg["norm"].get("ghost_batch")
-    renamed = any(isinstance(cfg.get(g), dict) and cfg[g].get("_target_") for g in GROUPS)
-    if not renamed and (ghost is None or ghost >= cfg["batch_size"]):
-        return new  # named as it always was
-    if new in present if present is not None else (runs_dir / new).exists():
+    if not renamed(cfg) or (new in present if present is not None else (runs_dir / new).exists()):
         return new
     earlier = earlier_run_id(cfg)
     if earlier == new or (present is not None and earlier not in present):
