@@ -95,19 +95,20 @@ def run_id(cfg: dict) -> str:
     the whole resolved config except execution settings (device, threads, checkpoints) and
     observations (diagnostics).
 
-    A choice that names an import path (``_target_``) is named and hashed by it, whatever name
+    A norm that names an import path (``_target_``) is named and hashed by it, whatever name
     chose it: ``norm=power3`` from a config directory, ``norm=powernorm`` from an entry point
     and ``norm=mynorms:PowerNorm norm.p=3`` are one computation and get one id (``norm.name``
-    stays in config.yaml as the user chose it). A norm that takes its statistics over ghost
+    stays in config.yaml as the user chose it). Models and data sets keep the name chosen: a
+    model's import path names a builder function (``mypkg.models:build``), no name to show. A
+    norm that takes its statistics over ghost
     batches smaller than the batch names them: ``batchnorm.ghost2-...-b32`` (32 per step,
     statistics over 2). Runs stored before this (normbench 0.4) keep their ids:
     ``earlier_run_id`` gives them, and ``stored_run_id`` finds them."""
     hashed = experiment(cfg)
-    for group in GROUPS:
-        section = hashed.get(group)
-        if isinstance(section, dict) and section.get("_target_"):
-            section["name"] = section["_target_"]
-    names = [cfg[g].get("_target_") or cfg[g]["name"] for g in ("model", "norm", "placement")]
+    target = cfg["norm"].get("_target_")
+    if target:
+        hashed["norm"]["name"] = target
+    names = [cfg["model"]["name"], target or cfg["norm"]["name"], cfg["placement"]["name"]]
     ghost = cfg["norm"].get("ghost_batch")
     if ghost is not None and ghost < cfg["batch_size"]:
         names[1] = f"{headline(names[1])}.ghost{ghost}"
@@ -129,11 +130,10 @@ def _spelled(cfg: dict, hashed: dict, names: list[str]) -> str:
 
 
 def renamed(cfg: dict) -> bool:
-    """Whether ``run_id`` names this config otherwise than normbench 0.4 may have: a choice by
+    """Whether ``run_id`` names this config otherwise than normbench 0.4 may have: a norm by
     import path, or a ghost batch under the batch."""
     ghost = cfg["norm"].get("ghost_batch")
-    targets = any(isinstance(cfg.get(g), dict) and cfg[g].get("_target_") for g in GROUPS)
-    return targets or (ghost is not None and ghost < cfg["batch_size"])
+    return bool(cfg["norm"].get("_target_")) or (ghost is not None and ghost < cfg["batch_size"])
 
 
 def stored_run_id(

@@ -87,7 +87,7 @@ def grid_overrides(
 
 def compose_jobs(job_overrides: list[list[str]]) -> Iterator[Job]:
     """Each job composed and validated, in order; a job with the run id of an earlier one (a
-    key its norm ignores) is the same run and is left out."""
+    key its norm ignores, one norm under two names) is the same run and is left out."""
     seen = set()
     for index, job in enumerate(job_overrides, start=1):
         try:

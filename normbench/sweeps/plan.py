@@ -157,7 +157,8 @@ def plan_summary(sweep: Sweep, planned: Plan) -> str:
     parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     same = sweep.combinations - len(sweep.jobs)
     merged = (
-        f" from {sweep.combinations} combinations ({same} differ only in keys their norm ignores)"
+        f" from {sweep.combinations} combinations ({same} the same run as another: a key its norm"
+        " ignores, or one norm under two names)"
         if same
         else ""
     )
