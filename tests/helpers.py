@@ -35,9 +35,12 @@ TINY_DATA = {
 
 
 def tiny(*overrides: str, data: str = "mnist1d") -> list[str]:
-    """TINY settings plus the given overrides (which win)."""
+    """TINY settings plus the given overrides, each key once (the command line refuses a key
+    given twice): an override replaces the TINY setting of its key."""
     heads = [] if "model=cnn" in overrides else ["model.heads=2"]  # a transformer-only key
-    return ["device=cpu", *TINY_DATA[data], *TINY, *heads, *overrides]
+    given = {override.split("=", 1)[0] for override in overrides}
+    base = ["device=cpu", *TINY_DATA[data], *TINY, *heads]
+    return [*(o for o in base if o.split("=", 1)[0] not in given), *overrides]
 
 
 def make_run(

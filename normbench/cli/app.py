@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import io
 import os
+import re
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated
 
+import click
 import typer
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
@@ -24,6 +27,10 @@ from typer.exceptions import TyperException
 class OneLineErrors(TyperGroup):
     """Usage errors that the command-line parser finds (an unknown option, a missing argument,
     a value of the wrong type) in the same one line as normbench's own, exit 2."""
+
+    def __init__(self, **attrs) -> None:
+        super().__init__(**attrs)
+        plain_types(self)
 
     def make_context(self, info_name, args, parent=None, **extra):
         try:
@@ -36,6 +43,46 @@ class OneLineErrors(TyperGroup):
             return super().invoke(ctx)
         except TyperException as err:
             raise usage_exit(err) from None
+
+
+# Typer's names of a value's type, as click names them in help
+CLICK_TYPES = {"str": "TEXT", "int": "INTEGER", "float": "FLOAT", "path": "PATH", "Path": "PATH"}
+
+
+def plain_types(command: click.Command) -> None:
+    """Help that names what a value is as click does (TEXT, INTEGER, FLOAT, PATH, with ``...``
+    where several are taken) and a flag by nothing, for this command and every command under
+    it: typer 0.29 shows Python's types (``<bool>``, ``<list[str]>``, ``<list[Path]>``),
+    which a user of the command line never writes. Through ``get_params``, which also hands
+    out the options click and typer add (--help, --install-completion)."""
+    get_params = command.get_params
+
+    def plain_params(ctx: click.Context) -> list[click.Parameter]:
+        params = get_params(ctx)
+        for param in params:
+            if not getattr(param.display_type_rich, "plain", False):
+                param.display_type_rich = _plain_type(param)
+        return params
+
+    command.get_params = plain_params
+    for sub in getattr(command, "commands", {}).values():
+        plain_types(sub)
+
+
+def _plain_type(param: click.Parameter) -> Callable[[click.Context], str]:
+    """A parameter's type as click names it (``<list[Path]>`` is PATH...), a flag's as nothing."""
+    typer_type = param.display_type_rich  # typer's own
+
+    def shown(ctx: click.Context) -> str:
+        if getattr(param, "is_flag", False):
+            return ""
+        name = typer_type(ctx).strip("<>.")
+        several = name.startswith("list[") or param.nargs != 1
+        name = name.removeprefix("list[").removesuffix("]")
+        return CLICK_TYPES.get(name, name.upper()) + "..." * several
+
+    shown.plain = True
+    return shown
 
 
 def usage_exit(err: TyperException) -> typer.Exit:
@@ -142,6 +189,31 @@ def complete_sweep(ctx: typer.Context, incomplete: str) -> list[str]:
     return names + overrides
 
 
+def complete_sweep_name(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Shell completion of ``--sweep``: the sweeps recorded in the runs directory the command
+    line names so far (a first argument without ``=``, or --runs-dir; else ./runs), after
+    the names a list ``a,b`` already holds. Reads file names only (no torch, no pandas)."""
+    from normbench.store.records import recorded_sweeps
+
+    words = _words_before(ctx) or [str(word) for word in ctx.args]  # args: not yet parsed
+    runs_dir = Path(words[0]) if words and "=" not in words[0] else ctx.params.get("runs_dir")
+    done, _, partial = incomplete.rpartition(",")
+    taken = set(done.split(","))
+    return [
+        f"{done},{name}" if done else name
+        for name in recorded_sweeps(Path(runs_dir or "runs"))
+        if name.startswith(partial) and name not in taken
+    ]
+
+
+SweepOption = Annotated[
+    str | None,
+    typer.Option(
+        "--sweep",
+        help="Only this sweep's runs (its latest record); a,b: several.",
+        autocompletion=complete_sweep_name,
+    ),
+]
 Overrides = Annotated[
     list[str] | None,
     typer.Argument(
@@ -203,14 +275,35 @@ def interrupt_on_sigterm() -> None:
 
 
 def terminal():
-    """A rich console; piped output honours COLUMNS (default 100) rather than 80."""
+    """A rich console; piped output honours COLUMNS (default 100) rather than 80, and its
+    lines end where their text does (``StrippedLines``)."""
 
     from rich.console import Console
 
     if sys.stdout.isatty():
         return Console()
     columns = os.environ.get("COLUMNS", "")
-    return Console(width=int(columns) if columns.isdigit() and int(columns) > 20 else 100)
+    width = int(columns) if columns.isdigit() and int(columns) > 20 else 100
+    return Console(width=width, file=StrippedLines(sys.stdout))
+
+
+class StrippedLines(io.TextIOBase):
+    """A text stream less the spaces rich pads each line of a table with: piped output is
+    read, diffed and grepped, where trailing spaces are noise (spaces at the end of a write
+    wait for the next one, which says whether a newline follows them)."""
+
+    def __init__(self, out) -> None:
+        self.out, self.pending = out, ""
+
+    def write(self, text: str) -> int:
+        joined = self.pending + text
+        body = joined.rstrip(" ")
+        self.pending = joined[len(body) :]
+        self.out.write(re.sub(r" +\n", "\n", body))
+        return len(text)
+
+    def flush(self) -> None:
+        self.out.flush()
 
 
 def board_note(log_dir: str, count: int, selection: str) -> str:

@@ -42,12 +42,14 @@ def list_choices(config_dir: ConfigDirs = None) -> None:
         table = Table(title=f"{group}=", title_justify="left", show_header=False)
         for name, option in choices[group].items():
             description = Text(describe_option(group, name))
-            if option.source != "normbench":  # where a plugin comes from, on its own line
+            if option.source != "normbench":  # which directory or package, on its own line
                 description.append(f"\nfrom {option.source}", style="dim")
-            table.add_row(name, description)
+            table.add_row(name, Text(origin(option.source), style="dim"), description)
         if group in PLUGIN_GROUPS:
             table.add_row(
-                "package.module:Object", f"your own {group} by import path (docs/your-own-norm.md)"
+                "package.module:Object",
+                Text("your code", style="dim"),
+                f"your own {group} by import path (docs/your-own-norm.md)",
             )
         console.print(table)
     console.print(f"device=  {' | '.join(DEVICES)}")
@@ -56,6 +58,14 @@ def list_choices(config_dir: ConfigDirs = None) -> None:
     for rule in RULES:
         refused.add_row(rule.summary)
     console.print(refused)
+
+
+def origin(source: str) -> str:
+    """Where an option comes from, in a word for every row of `normbench list`: built-in,
+    config dir, or plugin (an installed package's entry point)."""
+    if source == "normbench":
+        return "built-in"
+    return "config dir" if source.startswith("config dir") else "plugin"
 
 
 CHECKED_FEATURES = (

@@ -10,6 +10,7 @@ import typer
 
 from normbench.cli.app import (
     RunsDir,
+    SweepOption,
     app,
     collector_paused,
     fail,
@@ -26,10 +27,6 @@ Arguments = Annotated[
         "norm=batchnorm,groupnorm",
         show_default=False,
     ),
-]
-SweepName = Annotated[
-    str | None,
-    typer.Option("--sweep", help="Only this sweep's runs (its latest record); a,b: several."),
 ]
 By = Annotated[str | None, typer.Option("--by", help="Group by these keys (comma-separated).")]
 BestOver = Annotated[
@@ -123,7 +120,7 @@ ScalingKey = Annotated[
 @app.command()
 def report(
     arguments: Arguments = None,
-    sweep_name: SweepName = None,
+    sweep_name: SweepOption = None,
     by: By = None,
     best_over: BestOver = None,
     alpha: Alpha = 0.05,

@@ -42,11 +42,13 @@ def run(
 ) -> None:
     """Train one model with one norm, placement, batch size and precision."""
     from normbench.core.errors import UsageError
+    from normbench.experiment.compose import refuse_repeated
     from normbench.experiment.options import use_config_dirs
     from normbench.experiment.probe import compose_checked
 
     try:
         use_config_dirs(config_dir or [])
+        refuse_repeated(overrides or [])
         config = compose_checked(overrides or [])
         tags = check_tags(tag or [])
         if config["log"]["tensorboard"] is not None:  # before the run, not found by it
@@ -69,7 +71,7 @@ def run(
     kept = kept_run(config, runs_dir, rerun, labels)
     if kept is not None:
         typer.echo(summary_line(kept, config))
-        board_unused(config, runs_dir, run_id(config))
+        board_unused(config, runs_dir, kept.path.name)
         return
     from normbench.training.run import run_experiment
 
@@ -120,11 +122,11 @@ def kept_run(config: dict, runs_dir: Path, rerun, labels) -> Kept | None:
     (which ``run_experiment`` checks is there) take that path too."""
     from normbench.core.errors import StoreError
     from normbench.store.provenance import is_stale
-    from normbench.store.rundir import RunDir, run_id
+    from normbench.store.rundir import RunDir, stored_run_id
 
     if labels.tags or labels.note or config["device"] not in ("auto", "cpu"):
         return None
-    run = RunDir(runs_dir, run_id(config))
+    run = RunDir(runs_dir, stored_run_id(runs_dir, config, rerun))
     try:
         run.check_safe()
     except StoreError:

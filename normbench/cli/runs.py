@@ -13,6 +13,7 @@ from normbench.cli.app import (
     RunsDir,
     RunsFilters,
     StatusOption,
+    SweepOption,
     collector_paused,
     fail,
     runs_app,
@@ -22,17 +23,21 @@ from normbench.cli.app import (
 )
 
 
-def _runs_selection(arguments: list[str] | None, runs_dir: Path, status: str | None, tag):
-    """The runs of `runs list` / `runs clean`: a runs directory, filters, statuses, a tag."""
+def _runs_selection(
+    arguments: list[str] | None, runs_dir: Path, status: str | None, tag, sweep: str | None = None
+):
+    """The runs of `runs list` / `runs clean`: a runs directory, filters, statuses, a tag,
+    the latest record of each sweep ``--sweep`` names."""
     scanning = scan_started(arguments, runs_dir)  # before pandas (store.scan says why)
-    from normbench.store import catalog, manage
+    from normbench.store import catalog, manage, records
 
     runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir)
     statuses = manage.parse_statuses(status)
+    ids = records.sweep_run_ids(runs_dir, sweep)[0] if sweep is not None else None
     selection = catalog.load_runs(runs_dir, scanning)
     if selection.runs.empty:
         return runs_dir, selection.runs, selection.warnings
-    selection = catalog.select(selection, arguments, None, tag)
+    selection = catalog.select(selection, arguments, ids, tag)
     return runs_dir, manage.narrow(selection, statuses), selection.warnings
 
 
@@ -43,6 +48,7 @@ NEWEST = 50  # runs `runs list` shows unless told otherwise: 100,000 lines help 
 @collector_paused()
 def runs_list(
     arguments: RunsFilters = None,
+    sweep_name: SweepOption = None,
     status: StatusOption = None,
     tag: Annotated[str | None, typer.Option("--tag", help="Only runs with this tag.")] = None,
     last: Annotated[int, typer.Option("--last", help="Show the newest N runs.")] = NEWEST,
@@ -56,7 +62,7 @@ def runs_list(
     try:
         if last < 1:
             raise UsageError(f"--last {last}: valid: an integer >= 1 (or --all)")
-        runs_dir, runs, warnings = _runs_selection(arguments, runs_dir, status, tag)
+        runs_dir, runs, warnings = _runs_selection(arguments, runs_dir, status, tag, sweep_name)
     except UsageError as err:
         raise fail(str(err)) from None
     from normbench.store import manage
@@ -298,9 +304,7 @@ def runs_export(
     experiment: Annotated[
         str, typer.Option("--experiment", help="mlflow: the experiment the runs go to.")
     ] = "normbench",
-    sweep_name: Annotated[
-        str | None, typer.Option("--sweep", help="Only this sweep's runs (its latest record).")
-    ] = None,
+    sweep_name: SweepOption = None,
     status: StatusOption = None,
     tag: Annotated[str | None, typer.Option("--tag", help="Only runs with this tag.")] = None,
     runs_dir: RunsDir = Path("runs"),

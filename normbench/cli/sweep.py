@@ -54,7 +54,12 @@ UntilDecidedFlag = Annotated[
     ),
 ]
 MaxSeeds = Annotated[
-    int, typer.Option("--max-seeds", help="With --until-decided: seeds per group at most.")
+    int | None,
+    typer.Option(
+        "--max-seeds",
+        help="With --until-decided: seeds per group at most, 2 or more \\[default: 8]",
+        show_default=False,
+    ),
 ]
 Alpha = Annotated[
     float, typer.Option("--alpha", help="With --until-decided: the verdicts' error rate.")
@@ -150,7 +155,7 @@ def sweep(
     runs_dir: RunsDir = Path("runs"),
     name: Name = None,
     until_decided: UntilDecidedFlag = False,
-    max_seeds: MaxSeeds = 8,
+    max_seeds: MaxSeeds = None,
     alpha: Alpha = 0.05,
     margin: Margin = 0.01,
     reference: Reference = None,
@@ -184,13 +189,15 @@ def sweep(
     try:
         use_config_dirs(config_dir or [])
         _check_quick(preset, jobs, name, max_runs)
+        _check_max_seeds(max_seeds, until_decided)
         settings = launcher_settings(launcher, settings_overrides)
         from normbench.report.base import Method  # pandas and scipy: after the quick checks
 
         method = Method.from_options(alpha, margin, reference=reference or [])
         space = tuned_plan.parse_space(tune or [], preset)
         launch = Launch(launcher, settings, jobs, Rerun(force, rerun_stale))
-        seeds = max_seeds if until_decided else None
+        seeds = None if not until_decided else max_seeds
+        seeds = DEFAULT_MAX_SEEDS if until_decided and seeds is None else seeds
         tuning, sizes = (tune_seeds, eta, tune_trials, tune_extend), (max_runs, seeds)
         given = (ladder, ladder_transfer, preset, overrides, ladder_head_dim)
         spec, overrides = ladder_plan.parse(*given)
@@ -225,6 +232,25 @@ def _check_quick(preset: str | None, jobs: int | None, name: str | None, max_run
         check_name(name)
     if max_runs < 1:
         raise UsageError(f"--max-runs {max_runs}: valid: an integer >= 1")
+
+
+DEFAULT_MAX_SEEDS = 8  # --until-decided without --max-seeds
+
+
+def _check_max_seeds(max_seeds: int | None, until_decided: bool) -> None:
+    """``--max-seeds`` bounds the seeds --until-decided adds: alone it would change nothing
+    (its range, 2 seeds or more, is checked against the grid's seeds by
+    normbench.sweeps.adaptive.design)."""
+    from normbench.core.errors import UsageError
+
+    if max_seeds is not None and not until_decided:
+        from normbench.sweeps.adaptive import MAX_SEEDS_CAP
+
+        raise UsageError(
+            f"--max-seeds {max_seeds}: applies only with --until-decided, and one seed decides "
+            f"nothing; valid: --until-decided --max-seeds 2 to {MAX_SEEDS_CAP}, or a grid's "
+            "seeds, e.g. seed=range(4)"
+        )
 
 
 def _plain_session(given, runs_dir, launch, name, dry_run, max_runs, max_seeds, method, ask):

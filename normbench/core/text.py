@@ -7,6 +7,8 @@ that forges headings and raw HTML. Every stored string passes through here on it
 
 from __future__ import annotations
 
+import re
+
 
 def plain(text: str) -> str:
     """Stored text made safe for a terminal: control characters (escape sequences, carriage
@@ -23,14 +25,26 @@ def plain(text: str) -> str:
 # that is markup only at the start of a line, list and block markers, never starts one here:
 # every value follows a label or a cell separator, and newlines are neutralised.)
 _MARKDOWN_PUNCTUATION = "\\`*_[]#~|"
+# ``<`` opens raw HTML or an autolink only before a letter, ``/``, ``!`` or ``?``; ``&`` starts
+# an entity only before a letter, a digit or ``#``; ``>`` without an opening ``<`` is markup
+# only at the start of a line (a quote). Elsewhere they are text, and stay readable
+# (``p < alpha``, ``val_acc >= 0.85``).
 _HTML = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+_OPENS = {"<": re.compile(r"[A-Za-z/!?]"), "&": re.compile(r"[A-Za-z0-9#]")}
 
 
 def escape_markdown(text: str) -> str:
     """Stored text made inert in markdown: terminal-safe first (``plain``: a newline becomes
     the two characters ``\\n``, so a value can never start a heading or end a table row), then
-    every inline markup character backslash-escaped and ``< > &`` written as HTML entities (no
-    raw HTML, no entity, no autolink)."""
-    return "".join(
-        _HTML.get(c) or (f"\\{c}" if c in _MARKDOWN_PUNCTUATION else c) for c in plain(text)
-    )
+    every inline markup character backslash-escaped, and ``< > &`` written as HTML entities
+    where they could start raw HTML, an entity, an autolink or a quote (no raw HTML, no
+    entity, no autolink), as themselves elsewhere."""
+    text = plain(text)
+    out = []
+    for i, c in enumerate(text):
+        after = text[i + 1 : i + 2]
+        if c in _OPENS and _OPENS[c].match(after) or (c == ">" and i == 0):
+            out.append(_HTML[c])
+        else:
+            out.append(f"\\{c}" if c in _MARKDOWN_PUNCTUATION else c)
+    return "".join(out)

@@ -72,6 +72,21 @@ def parse_overrides(overrides: Iterable[str], with_group_options: bool = False) 
         ) from None
 
 
+def refuse_repeated(overrides: Iterable[str]) -> None:
+    """A key (or group) the command line sets twice is refused, naming both values: Hydra
+    would keep the last one silently, and the user meant one of them (a sweep's axis is one
+    override with its values, ``train.lr=a,b``)."""
+    given: dict[str, str] = {}
+    for override in parse_overrides(overrides):
+        key = override.key_or_group
+        if key in given:
+            raise UsageError(
+                f"{key} is given twice ({given[key]} and {override.input_line}); give it "
+                f"once (a sweep's values as one axis, e.g. {key}=a,b)"
+            )
+        given[key] = override.input_line
+
+
 @functools.cache
 def _parsed(override: str):
     """One override parsed by Hydra (which parses a list one string at a time, in order);

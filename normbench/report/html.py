@@ -24,7 +24,7 @@ from normbench import __version__
 from normbench.core.text import plain
 from normbench.report.base import Method, Report, Section
 from normbench.report.plots import Drawing
-from normbench.report.terminal import RICH_TABLES, VERDICT_STYLE, across_rich, diagnostics_rich
+from normbench.report.terminal import VERDICT_STYLE, across_rich, rich_tables
 from normbench.report.text import DIAGNOSTICS_WHEN, across_title, settings_text, short
 from normbench.store.rundir import atomic_write
 
@@ -55,12 +55,13 @@ h3 { margin-top: 1.6em; }
 code, pre { font: 13px/1.4 ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }
 pre { background: #f6f8fa; padding: .7em 1em; overflow-x: auto; white-space: pre-wrap;
       word-break: break-all; border-radius: 6px; }
+.scroll { overflow-x: auto; max-width: 100%; }
 table { border-collapse: collapse; margin: .5em 0; font-size: 14px; }
-th, td { padding: .25em .7em; border-bottom: 1px solid #d0d7de; vertical-align: top; }
+th, td { padding: .25em .7em; border-bottom: 1px solid #d0d7de; vertical-align: top;
+         white-space: nowrap; }
 th { text-align: left; background: #f6f8fa; white-space: nowrap; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-caption { caption-side: bottom; text-align: left; font-size: 13px; color: #57606a;
-          padding-top: .5em; max-width: 75em; }
+p.caption { font-size: 13px; color: #57606a; margin-top: .3em; max-width: 75em; }
 .legend span { display: inline-block; margin-right: 1em; }
 .fixed, .meta { color: #57606a; }
 .warning { color: #9a6700; }
@@ -167,7 +168,10 @@ def section_html(section: Section, method: Method, drawn: list[Drawing], titled:
     if section.keys:
         grouped = ", ".join(short(k) for k in section.keys)
         parts.append(f'<p class="fixed">Groups: runs that share {esc(grouped)} (seeds pooled)</p>')
-    for name, table in tables_of(section, method):
+    if section.notes:  # they qualify the tables (a --by that pools a key): read first
+        parts.append('<ul class="notes">' + "".join(f"<li>{esc(n)}</li>" for n in section.notes))
+        parts[-1] += "</ul>"
+    for name, table in rich_tables(section, method):
         parts.append(f"<h3>{esc(title_of(name))}</h3>")
         if name in VERDICTS:
             parts.append(legend_html(VERDICTS[name]))
@@ -175,24 +179,7 @@ def section_html(section: Section, method: Method, drawn: list[Drawing], titled:
         for figure in FIGURES_AFTER.get(name, ()):
             if figure in figures:
                 parts.append(figure_html(figures[figure]))
-    if section.notes:
-        parts.append("<h3>Notes</h3>")
-        parts.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in section.notes) + "</ul>")
     return "<section>\n" + "\n".join(parts) + "\n</section>"
-
-
-def tables_of(section: Section, method: Method) -> list[tuple[str, object]]:
-    """The section's tables as report.terminal builds them for the terminal (rich Tables)."""
-    found = [
-        (name, build(section, method))
-        for name, build in RICH_TABLES.items()
-        if section.tables.get(name) is not None
-    ]
-    for name, when in DIAGNOSTICS_WHEN.items():
-        if section.tables.get(name) is not None:
-            table = diagnostics_rich(section.tables[name], section.keys, when)
-            found.append((name, table))
-    return found
 
 
 def title_of(name: str) -> str:
@@ -207,7 +194,8 @@ def legend_html(verdicts: tuple[str, ...]) -> str:
 
 
 def table_html(table) -> str:
-    """A rich Table as an HTML table: headers, cells (styled text keeps its colour), caption."""
+    """A rich Table as an HTML table (headers, cells: styled text keeps its colour) in a box
+    of its own that scrolls sideways, then its caption."""
     numeric = [' class="num"' if column.justify == "right" else "" for column in table.columns]
     head = "".join(
         f"<th{kind}>{esc(text_of(column.header))}</th>"
@@ -223,9 +211,12 @@ def table_html(table) -> str:
         + "</tr>"
         for row in rows
     )
-    caption = f"<caption>{esc(text_of(table.caption))}</caption>" if table.caption else ""
+    # the table scrolls in its own box on a narrow window; its caption, below it, wraps at
+    # the page's width (a <caption> is as wide as its table: clipped with it)
+    caption = f'\n<p class="caption">{esc(text_of(table.caption))}</p>' if table.caption else ""
     return (
-        f"<table>\n{caption}\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>"
+        f'<div class="scroll"><table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n'
+        f"</tbody>\n</table></div>{caption}"
     )
 
 

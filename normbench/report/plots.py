@@ -178,7 +178,10 @@ def seeds(count: int) -> str:
 
 
 def group_name(keys: list[str], values: dict) -> str:
-    return plain(", ".join(f"{short(k)}={label(values[k])}" for k in keys) or "all runs")
+    """A group's label in a figure: its keys that apply to it (``norm=groupnorm``, not
+    ``norm=groupnorm, ghost=-``: GroupNorm has no ghost batch)."""
+    named = [f"{short(k)}={label(values[k])}" for k in keys if label(values[k]) != "-"]
+    return plain(", ".join(named) or "all runs")
 
 
 def finish(fig: Figure, section: Section, handles: list | None = None) -> Figure:

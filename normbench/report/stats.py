@@ -361,6 +361,18 @@ def _p_two_sided_all(diff: np.ndarray, se: np.ndarray, df: np.ndarray) -> np.nda
     return np.where(known, p, 1.0)
 
 
+ONE_RUN = "one run"  # the reason of a lone run's verdict, "-": it cannot be compared
+
+
+def untested(group: Results, reason: str) -> Verdict:
+    """The verdict of a group no test was made for: ``-`` for a lone run (one result is no
+    evidence either way: it is not a verdict, not even *inconclusive*), else ``inconclusive``
+    with ``reason``. Until decided adds seeds to both (normbench.sweeps.adaptive)."""
+    if len(group) == 1:
+        return Verdict("-", reason=ONE_RUN)
+    return Verdict("inconclusive", reason=reason)
+
+
 def compare_with_best(
     groups: Sequence[Results], alpha: float, margin: float, resolution: float = 0.0
 ) -> tuple[int | None, list[Verdict]]:
@@ -387,7 +399,7 @@ def compare_with_best(
     testable = [i for i, g in enumerate(groups) if len(g) >= 2]
     if not testable:
         reason = "fewer than 2 results in every group"
-        return None, [Verdict("inconclusive", reason=reason) for _ in groups]
+        return None, [untested(g, reason) for g in groups]
     pairs, diff, se, df = _pairwise(groups, testable, resolution)
     best = _copeland(groups, testable, pairs, diff)
     differs = np.array(holm(_p_two_sided_all(diff, se, df)))
@@ -404,7 +416,7 @@ def compare_with_best(
         if i == best:
             verdicts.append(Verdict("reference", diff=0.0))
         elif i not in against:
-            verdicts.append(Verdict("inconclusive", reason=f"{len(group)} result(s); needs 2"))
+            verdicts.append(untested(group, f"{len(group)} result(s); needs 2"))
         else:
             p = p_pair[i]
             verdict = _decided(against[i], p, same[i], alpha, ("worse", "better"))
@@ -460,7 +472,7 @@ def compare_with_references(
             verdicts.append(Verdict("inconclusive", reason="no reference group beside it"))
         elif i not in against:
             counts = f"{len(group)} result(s), the reference {len(groups[ref])}"
-            verdicts.append(Verdict("inconclusive", reason=f"{counts}; needs 2 each"))
+            verdicts.append(untested(group, f"{counts}; needs 2 each"))
         else:
             verdicts.append(_decided(against[i], differs[i], same[i], alpha, ("worse", "better")))
     return verdicts

@@ -15,7 +15,9 @@ import pandas as pd
 
 from normbench.core.text import plain
 from normbench.report.base import Method, Report, Section, label
+from normbench.report.stats import ONE_RUN
 from normbench.report.text import (
+    DIAGNOSTICS_WHEN,
     across_caption,
     across_title,
     batch_caption,
@@ -60,16 +62,16 @@ def rich_renderables(report: Report, only: str | None = None) -> list:
     from rich.text import Text
 
     check_table(report, only)
-    out = []
+    out, legends = [], set()  # a legend printed once: later tables say "as above"
     for section in report.sections:
         if section.setting:
             out.append(Text(f"\n== {settings_text(section.setting)} ==", style="bold"))
         if section.fixed:
             out.append(Text(f"fixed: {settings_text(section.fixed)}", style="dim"))
+        out.extend(Text(f"note: {note}", style="dim") for note in section.notes)
         for name, render in RICH_TABLES.items():
             if (only is None or only == name) and section.tables.get(name) is not None:
-                out.append(Fitted(render, section, report.method))
-        out.extend(Text(f"note: {note}", style="dim") for note in section.notes)
+                out.append(Fitted(render, section, report.method, legends))
     if report.across is not None and only in (None, "across"):
         out.append(Text(f"\n== across {across_title(report.across)} ==", style="bold"))
         out.extend(caption_below(across_rich(report.across, report.method)))
@@ -161,9 +163,19 @@ class Fitted:
     render: Callable
     section: Section
     method: Method
+    legends: set[str]  # the captions printed so far: one printed again reads "as above"
 
     def __rich_console__(self, console, options):
-        yield from caption_below(self.render(self.section, self.method, options.max_width))
+        from rich.text import Text
+
+        table, *caption = caption_below(self.render(self.section, self.method, options.max_width))
+        yield table
+        for text in caption:
+            if text.plain in self.legends:
+                yield Text("legend: as under the same table above", style="dim")
+            else:
+                self.legends.add(text.plain)
+                yield text
 
 
 @dataclass
@@ -195,7 +207,7 @@ def fit(columns: list[Column], optional: list[str], width: int | None, caption) 
     left_out: list[str] = []
     kept = list(columns)
     if width is not None:
-        for header in optional:
+        for header in (h for h in optional if h in widths):  # a column this table has
             if sum(widths[c.header] for c in kept) + len(kept) + 1 <= width:
                 break
             kept = [c for c in kept if c.header != header]
@@ -265,8 +277,9 @@ def key_columns(table, keys: list[str], data: pd.DataFrame) -> None:
 def convergence_rich(section: Section, method: Method, width: int | None = None):
     """The convergence table: per group its results, mean and 95% CI, test mean, difference
     to the reference or best group ± its (1 - 2 alpha) CI, parameters (when they differ),
-    verdict, steps to target and diverged/failed runs; at a narrow width, target, test,
-    d/f and params give way in that order, and the caption says which did."""
+    verdict, steps to target, diverged/failed runs and each verdict's reason; at a narrow
+    width reason, params, target, test and d/f give way in that order, and the caption says
+    which did."""
     from rich.text import Text
 
     data = section.tables["convergence"]
@@ -282,6 +295,7 @@ def convergence_rich(section: Section, method: Method, width: int | None = None)
     for _, row in data.iterrows():
         marks = [f"{row['mixed']} mixed"] * bool(row["mixed"])
         marks += ["unpaired"] * (row["reason"] == "unpaired (Welch)")
+        marks += [ONE_RUN] * (row["reason"] == ONE_RUN)  # "-" alone would read as missing
         verdict = row["verdict"] + (f" ({', '.join(marks)})" if marks else "")
         verdicts.append(Text(verdict, style=VERDICT_STYLE.get(row["verdict"], "")))
         value = row[f"diff_vs_{against}"]
@@ -315,9 +329,10 @@ def convergence_rich(section: Section, method: Method, width: int | None = None)
             ],
         ),
         Column("d/f", [f"{d}/{f}" for d, f in zip(data["diverged"], data["failed"], strict=True)]),
+        Column("reason", [cell(r if r != ONE_RUN else "") for r in data["reason"]], "left"),
     ]
     names = {"n": "n", test: "test", delta: "delta", "params": "params", "target": "target"}
-    names |= {"d/f": "d/f"}
+    names |= {"d/f": "d/f", "reason": "reason"}
 
     def caption(left_out: tuple[str, ...]) -> str:
         shown = tuple(
@@ -330,7 +345,7 @@ def convergence_rich(section: Section, method: Method, width: int | None = None)
             text += f" Every group has {count(next(iter(counts)))} parameters."
         return text
 
-    return fit(columns, ["target", test, "d/f", "params"], width, caption)
+    return fit(columns, ["reason", "params", "target", test, "d/f"], width, caption)
 
 
 def batch_rich(section: Section, method: Method, width: int | None = None):
@@ -343,8 +358,10 @@ def batch_rich(section: Section, method: Method, width: int | None = None):
     data = section.tables["batch_sensitivity"]
     sizes = batch_sizes(data)
     row_keys = [k for k in data.columns if k in section.keys]
-    drops = [
-        "-"
+    drops = [  # a norm that ignores the batch: one set of runs, nothing measured
+        "same runs"
+        if row["reason"] == "same runs"
+        else "-"
         if math.isnan(row["drop"])
         else f"{row['drop']:+.3f} ±{(row['drop_ci_high'] - row['drop_ci_low']) / 2:.3f}"
         for _, row in data.iterrows()
@@ -470,6 +487,20 @@ RICH_TABLES = {  # the report's tables in the order they are shown, and their re
     "lr_stability": stability_rich("lr_stability"),
     "depth_stability": stability_rich("depth_stability"),
 }
+
+
+def rich_tables(section: Section, method: Method) -> list[tuple[str, object]]:
+    """The section's tables at no width limit, every column (what the HTML and the markdown
+    show), each with its caption; diagnostics last."""
+    found = [
+        (name, build(section, method))
+        for name, build in RICH_TABLES.items()
+        if section.tables.get(name) is not None
+    ]
+    for name, when in DIAGNOSTICS_WHEN.items():
+        if section.tables.get(name) is not None:
+            found.append((name, diagnostics_rich(section.tables[name], section.keys, when)))
+    return found
 
 
 def diagnostics_rich(table: pd.DataFrame, keys: list[str], when: str, width: int | None = None):

@@ -72,8 +72,13 @@ def short(key: str) -> str:
 
 
 def settings_text(values: dict) -> str:
-    """``model=cnn data=mnist1d train.max_steps=600``: keys as overrides write them."""
-    return " ".join(f"{key.removesuffix('.name')}={label(value)}" for key, value in values.items())
+    """``model=cnn data=mnist1d train.max_steps=600``: keys as overrides write them; a key
+    these runs do not have (``-``: the data set takes no such option) is left out."""
+    return " ".join(
+        f"{key.removesuffix('.name')}={label(value)}"
+        for key, value in values.items()
+        if label(value) != "-"
+    )
 
 
 def fmt(value, digits: int = 3) -> str:
@@ -193,6 +198,7 @@ def convergence_caption(
         "params": "params: trainable parameters (a difference may come from capacity)",
         "target": "target: median steps to target, runs that reached it",
         "d/f": "d/f: diverged/failed runs",
+        "reason": "reason: how each verdict was reached (paired by seed or Welch), or why none was",
     }
     columns = "; ".join(glossary[c] for c in shown if c in glossary)
     return (
@@ -248,68 +254,9 @@ def precision_caption(
     )
 
 
-MARKDOWN_CONVERGENCE = (
-    "n: runs; results: results (one per seed); {metric}_mean, {metric}_ci95: the mean and the "
-    "half-width of its 95% CI ({test}_mean, {test}_ci95: on the test split); {delta}: the "
-    "difference to the {against}, diff_ci_low and diff_ci_high its {ci} CI (1 - 2 alpha: the "
-    "TOST interval); p_*_adj: Holm-adjusted p values; steps_to_target: median steps to target, "
-    "reached_target: runs that reached it; parameters: trainable parameters; diverged, "
-    "failed, unfinished: runs; mixed: provenance that differs within the group."
-)
-
-
-def caption_of(name: str, table: pd.DataFrame, section: Section, method: Method) -> str:
-    """A table's caption as markdown writes it, naming the columns by the frame's own names
-    (``diff_vs_best``, ``diverged``), which are the markdown table's headers."""
-    if name == "convergence":
-        against = "reference" if method.reference else "best"
-        glossary = MARKDOWN_CONVERGENCE.format(
-            metric=section.metric.name,
-            test=section.metric.test_column,
-            delta=f"diff_vs_{against}",
-            against=against,
-            ci=ci_percent(method),
-        )
-        return f"{convergence_method(section, method)} {glossary}" + UNADJUSTED.format(
-            margin=method.margin
-        )
-    if name == "batch_sensitivity":
-        return batch_caption(table, section, method) + (
-            " bB_mean, bB_ci95, bB_n: mean, 95% CI half-width and results at batch B; "
-            "drop_ci_low, drop_ci_high: the drop's CI; p_sensitive_adj, p_insensitive_adj: "
-            "Holm-adjusted p values; same_runs: a norm that ignores the batch (its runs at "
-            "every batch)."
-        )
-    if name in ("lr_stability", "depth_stability"):
-        return stability_caption(section, table["axis"].iloc[0], table_loss(table), True)
-    if name in DIAGNOSTICS_WHEN:
-        return diagnostics_caption(DIAGNOSTICS_WHEN[name])
-    return precision_caption(section, method) + (
-        " P_mean, P_ci95, P_diverged, P_n: mean, 95% CI half-width, diverged and all runs at "
-        "precision P; P_delta, P_delta_ci_low, P_delta_ci_high, P_verdict: its change against "
-        "fp32, the change's CI and the verdict."
-    )
-
-
-STABILITY_MARKDOWN = {  # the terminal's headers, as the markdown table names them
-    "largest = ": "largest_stable = ",
-    "with the metric there (≥": "metric_there: the metric there; VALUE_mean and VALUE_trained: "
-    "the mean and the seeds that trained at each value (largest_stable_is_bound, ≥",
-    " LR sens. = ": " lr_sensitivity (lr_sensitivity_ci95) = ",
-    "at every rate (n).": "at every rate (lr_sensitivity_seeds).",
-    " verdict: ": " lr_sensitivity_verdict: ",
-}
-
-
-def stability_caption(
-    section: Section, axis: str, loss: str | None = None, markdown: bool = False
-) -> str:
-    """A stability table's caption; ``markdown``: its columns named as the markdown table's
-    headers (``largest_stable``), not the terminal's (``largest``)."""
-    text = _stability_caption(section, axis, loss)
-    for terminal, frame in STABILITY_MARKDOWN.items() if markdown else ():
-        text = text.replace(terminal, frame)
-    return text
+def stability_caption(section: Section, axis: str, loss: str | None = None) -> str:
+    """A stability table's caption."""
+    return _stability_caption(section, axis, loss)
 
 
 def _stability_caption(section: Section, axis: str, loss: str | None) -> str:

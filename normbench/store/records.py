@@ -86,6 +86,14 @@ def tuning_run_ids(runs_dir: Path) -> tuple[dict[str, list[str]], int]:
     return {name: list(runs) for name, runs in sorted(found.items())}, unreadable
 
 
+def recorded_sweeps(runs_dir: Path) -> list[str]:
+    """The names of the sweeps with a record in ``runs_dir`` (from the records' file names,
+    none read: shell completion lists them as the user types)."""
+    folder = runs_dir / "sweeps"
+    stems = {path.stem for path in folder.glob("*.json")} if folder.is_dir() else set()
+    return sorted({sweep_record.sweep_name(stem) for stem in stems})
+
+
 def latest_record(runs_dir: Path, name: str) -> dict:
     """The latest record of the sweep called ``name`` (runs/sweeps/<name>-<time>-<id>.json):
     the one started last; records that cannot be read are skipped, and when none can, refused

@@ -116,12 +116,69 @@ class Labels:
 def run_id(cfg: dict) -> str:
     """``transformer-layernorm-pre-fp32-b32-s0-1a2b3c4d``: the headline choices, then a hash of
     the whole resolved config except execution settings (device, threads, checkpoints) and
-    observations (diagnostics)."""
-    digest = hashlib.sha256(json.dumps(experiment(cfg), sort_keys=True).encode()).hexdigest()[:8]
-    model, norm, placement, precision = (
-        headline(cfg[group]["name"]) for group in ("model", "norm", "placement", "precision")
-    )
+    observations (diagnostics).
+
+    A norm that names an import path (``_target_``) is named and hashed by it, whatever name
+    chose it: ``norm=power3`` from a config directory, ``norm=powernorm`` from an entry point
+    and ``norm=mynorms:PowerNorm norm.p=3`` are one computation and get one id (``norm.name``
+    stays in config.yaml as the user chose it). Models and data sets keep the name chosen: a
+    model's import path names a builder function (``mypkg.models:build``), no name to show. A
+    norm that takes its statistics over ghost
+    batches smaller than the batch names them: ``batchnorm.ghost2-...-b32`` (32 per step,
+    statistics over 2). Runs stored before this (normbench 0.4) keep their ids:
+    ``earlier_run_id`` gives them, and ``stored_run_id`` finds them."""
+    hashed = experiment(cfg)
+    target = cfg["norm"].get("_target_")
+    if target:
+        hashed["norm"]["name"] = target
+    names = [cfg["model"]["name"], target or cfg["norm"]["name"], cfg["placement"]["name"]]
+    ghost = cfg["norm"].get("ghost_batch")
+    if ghost is not None and ghost < cfg["batch_size"]:
+        names[1] = f"{headline(names[1])}.ghost{ghost}"
+    return _spelled(cfg, hashed, names)
+
+
+def earlier_run_id(cfg: dict) -> str:
+    """The id normbench 0.4 gave this config: the choices' names as chosen, no ghost batch."""
+    names = [cfg[group]["name"] for group in ("model", "norm", "placement")]
+    return _spelled(cfg, experiment(cfg), names)
+
+
+def _spelled(cfg: dict, hashed: dict, names: list[str]) -> str:
+    """A run id: model, norm and placement ``names``, precision, batch, seed, and the hash of
+    ``hashed``."""
+    digest = hashlib.sha256(json.dumps(hashed, sort_keys=True).encode()).hexdigest()[:8]
+    model, norm, placement, precision = (headline(n) for n in [*names, cfg["precision"]["name"]])
     return f"{model}-{norm}-{placement}-{precision}-b{cfg['batch_size']}-s{cfg['seed']}-{digest}"
+
+
+def renamed(cfg: dict) -> bool:
+    """Whether ``run_id`` names this config otherwise than normbench 0.4 may have: a norm by
+    import path, or a ghost batch under the batch."""
+    ghost = cfg["norm"].get("ghost_batch")
+    return bool(cfg["norm"].get("_target_")) or (ghost is not None and ghost < cfg["batch_size"])
+
+
+def stored_run_id(
+    runs_dir: Path, cfg: dict, rerun: Rerun, present: set[str] | None = None, new: str = ""
+) -> str:
+    """The id of ``cfg``'s run in ``runs_dir``: ``run_id`` (``new``, when computed already),
+    or the earlier id of a finished run stored under it that needs no training: that run is
+    kept, named by what is on disk; a run to train again trains under the new id.
+    ``present``: the directory's names, when already listed."""
+    new = new or run_id(cfg)
+    if not renamed(cfg) or (new in present if present is not None else (runs_dir / new).exists()):
+        return new
+    earlier = earlier_run_id(cfg)
+    if earlier == new or (present is not None and earlier not in present):
+        return new
+    run = RunDir(runs_dir, earlier)
+    try:
+        run.check_safe()
+        meta = run.read_meta()
+    except (OSError, StoreError):
+        return new
+    return new if run.needs_training(meta, cfg, rerun) else earlier
 
 
 def headline(name: str) -> str:

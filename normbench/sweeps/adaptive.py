@@ -288,7 +288,7 @@ def _open_groups(
     stopped for futility; and those comparisons' labels. Batch contrasts are never stopped."""
     flat = {key: flatten(group[0].cfg) for key, group in members.items()}
     conv = section.tables["convergence"]
-    open_rows = conv[conv["verdict"] == "inconclusive"]
+    open_rows = conv[(conv["verdict"] == "inconclusive") | (conv["reason"] == stats.ONE_RUN)]
     wanted, given_up, names = set(), set(), []
     going = False
     for at, row in open_rows.iterrows():

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from normbench.core.errors import UsageError
-from normbench.experiment.compose import parse_overrides
+from normbench.experiment.compose import parse_overrides, refuse_repeated
 from normbench.experiment.probe import compose_checked
 from normbench.store.rundir import run_id
 from normbench.sweeps.presets import load_preset
@@ -51,20 +51,12 @@ def grid_overrides(
     preset: str | None, overrides: list[str], max_runs: int = MAX_RUNS
 ) -> tuple[dict, list[list[str]]]:
     """The preset's spec and every job's overrides (Hydra's cartesian product), refused in one
-    line when an axis is given twice or the grid has more than ``max_runs`` combinations."""
+    line when a key is given twice or the grid has more than ``max_runs`` combinations."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.errors import HydraException
 
     spec = load_preset(preset) if preset else {"version": None, "params": {}, "grids": []}
-    given: dict[str, object] = {}  # a key's first override on the command line
-    for override in parse_overrides(overrides):
-        key = override.key_or_group
-        first = given.setdefault(key, override)
-        if first is not override and (first.is_sweep_override() or override.is_sweep_override()):
-            raise UsageError(
-                f"{key} is given twice ({first.input_line} and {override.input_line}); give one "
-                f"axis, e.g. {key}=a,b,c"
-            )
+    refuse_repeated(overrides)
     batches = []
     for grid in spec["grids"] or [{}]:
         arguments = [f"{k}={v}" for k, v in {**spec["params"], **grid}.items()] + overrides
@@ -95,7 +87,7 @@ def grid_overrides(
 
 def compose_jobs(job_overrides: list[list[str]]) -> Iterator[Job]:
     """Each job composed and validated, in order; a job with the run id of an earlier one (a
-    key its norm ignores) is the same run and is left out."""
+    key its norm ignores, one norm under two names) is the same run and is left out."""
     seen = set()
     for index, job in enumerate(job_overrides, start=1):
         try:

@@ -277,7 +277,8 @@ def design(
                 f"--ladder: the budget is in steps; valid: {RULE_KEY}=R or train.max_steps "
                 "(found train.epochs)"
             )
-        grid = grids.expand(preset, [*at, f"train.max_steps={steps}"], max_runs)
+        given = [o for o in at if o.partition("=")[0].lstrip("+~") != "train.max_steps"]
+        grid = grids.expand(preset, [*given, f"train.max_steps={steps}"], max_runs)
         grid.name = name or grid.name
         tuned = tuned_plan.design(grid, space, *tuning) if space else None
         train = split_sizes(cfg["data"])["train"]

@@ -110,6 +110,8 @@ class LiveView:
         self.console = console
         self.title = title  # "round 2" when seeds are added until decided
         self.total = len(todo)
+        trains = {job.run_id for job in todo}
+        self.kept = {job.run_id for job in sweep.jobs} - trains  # finished before this round
         self.skipped = len(sweep.jobs) - len(todo)
         self.pending: set[str] = set()
         self.running: set[str] = set()
@@ -220,8 +222,12 @@ def summary_table(sweep: Sweep, views: list[LiveView]) -> Table:
     table = Table(title=f"sweep {sweep.name}", title_justify="left", min_width=40)
     table.add_column("status")
     table.add_column("runs", justify="right")
-    if views[0].skipped:
-        table.add_row("already complete", str(views[0].skipped))
+    # finished before the sweep started: kept by some round and trained by none (a later
+    # round may show the runs of an earlier one as already there)
+    trained = {rid for view in views for rid in view.results}
+    kept = set().union(*(view.kept for view in views)) - trained
+    if kept:
+        table.add_row("already complete", str(len(kept)))
     labels = {"skipped": "finished meanwhile by another process"}
     counts = sum((view.counts for view in views), Counter())
     for status, count in sorted(counts.items()):

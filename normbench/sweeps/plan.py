@@ -19,6 +19,7 @@ from normbench.store.rundir import (
     FINISHED,
     Rerun,
     RunDir,
+    stored_run_id,
 )
 from normbench.sweeps.grid import MAX_RUNS, Job, Sweep, compose_jobs, grid_overrides, varying_keys
 
@@ -54,7 +55,9 @@ def run_names(runs_dir: Path) -> set[str] | None:
 
 def add_job(planned: Plan, job: Job, runs_dir: Path, rerun: Rerun, present: set[str] | None) -> str:
     """Add ``job``'s status now to ``planned`` (and the job to its todo when it trains); its
-    action: run, run again or skip."""
+    action: run, run again or skip. A finished run stored under the id an earlier normbench
+    gave the job is kept, and the job takes its id (store.rundir.stored_run_id)."""
+    job.run_id = stored_run_id(runs_dir, job.cfg, rerun, present, job.run_id)
     if present is not None and job.run_id not in present:
         planned.statuses[job.run_id] = None
         planned.todo.append(job)
@@ -144,7 +147,8 @@ def plan_summary(sweep: Sweep, planned: Plan) -> str:
     parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     same = sweep.combinations - len(sweep.jobs)
     merged = (
-        f" from {sweep.combinations} combinations ({same} differ only in keys their norm ignores)"
+        f" from {sweep.combinations} combinations ({same} the same run as another: a key its norm"
+        " ignores, or one norm under two names)"
         if same
         else ""
     )

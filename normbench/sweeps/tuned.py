@@ -41,6 +41,7 @@ from pathlib import Path
 
 import pandas as pd
 from rich.console import Console
+from rich.text import Text
 
 from normbench.core.errors import UsageError
 from normbench.report.base import Method, Metric
@@ -304,9 +305,10 @@ def tuning_rounds(
     lead = f"{heading}: " if heading else ""
 
     def launch(jobs: list[Job], title: str, rung: int) -> Generator[Round, None, pd.DataFrame]:
+        # planned first: a run kept under its earlier id names the job (store.rundir)
+        todo = planning.plan(Sweep(tuned.grid.name, None, jobs), session.runs_dir, rerun).todo
         runs.extend(job.run_id for job in jobs)
         session.save(tuning=state(tuned, "tuning", rung, runs, choices))
-        todo = planning.plan(Sweep(tuned.grid.name, None, jobs), session.runs_dir, rerun).todo
         yield Round(todo, jobs, lead + title)
         frame = tuning_frame(session.runs_dir, runs)
         check_finished(frame, jobs)
@@ -430,12 +432,14 @@ class Tuned:
         seeds = self.max_seeds
         plan = adaptive.design(grid, seeds, self.method) if seeds is not None else None
         self.plan = replace(plan, tuned=tuple(tuned.space)) if plan else None
+        todo = planning.plan(grid, session.runs_dir, self.rerun).todo  # before the record
         session.jobs = confirm
         if self.plan:
             session.extra["until_decided"] = self.plan.record(1)
         session.save()
-        todo = planning.plan(grid, session.runs_dir, self.rerun).todo
         lead = f"{self.heading}: " if self.heading else ""
+        header = lead + confirmation_header(self.choices, confirm)
+        session.console.print(Text(header, style="bold"), soft_wrap=True)
         confirmation: Design = (
             UntilDecided(self.plan, todo, f"{lead}confirmation, round")
             if self.plan
@@ -444,6 +448,17 @@ class Tuned:
         yield from confirmation.rounds(session)
         self.looks = confirmation.looks
         session.extra["tuning"]["phase"] = "done"
+
+
+def confirmation_header(choices: list[Choice], jobs: list[Job]) -> str:
+    """The line that opens the confirmation phase: the values it confirms, group by group,
+    and its seeds (the tuned table comes only at the end of the sweep)."""
+    seeds = ", ".join(map(str, sorted({job.cfg["seed"] for job in jobs})))
+    values = "; ".join(
+        f"{choice.group.label} at {' '.join(choice.chosen) or 'its only value'}"
+        for choice in choices
+    )
+    return f"confirmation ({len(jobs)} runs, seeds {seeds}): {values}"
 
 
 def run(

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from normbench.report.base import Method, label
 from normbench.report.tuning import tried_summary
-from normbench.store.rundir import Rerun
+from normbench.store.rundir import FINISHED, Rerun, RunDir
 from normbench.sweeps import adaptive, halving
 from normbench.sweeps import plan as planning
 from normbench.sweeps.grid import Job, Sweep
@@ -170,6 +170,9 @@ def print_plan(
         f"{full:,}); rung 1: {len(first)} runs, {done} already complete",
         soft_wrap=True,
     )
+    earlier = earlier_record(tuned.grid.name, runs_dir)
+    if earlier:
+        console.print(f"  {earlier}", soft_wrap=True)
     for note in tuned.notes:
         console.print(Text(note, style="bold red"), soft_wrap=True)
     runs = sum(len(g.jobs) for g in tuned.groups)
@@ -189,3 +192,31 @@ def print_plan(
             "at the first; docs/statistics.md)",
             soft_wrap=True,
         )
+
+
+def earlier_record(name: str, runs_dir: Path) -> str | None:
+    """What the last record of this sweep holds, for ``--dry-run`` (which plans rung 1 alone:
+    later rungs depend on what it ranks): its phase, and of the tuning and confirmation runs it
+    lists, how many are finished. None when the sweep has no record yet."""
+    from normbench.core.errors import UsageError
+    from normbench.store.records import latest_record
+    from normbench.store.sweep_record import tuning_runs as tuning_runs_of
+
+    try:
+        record = latest_record(runs_dir, name)
+    except UsageError:
+        return None
+    tuning = record.get("tuning") if isinstance(record.get("tuning"), dict) else {}
+    tuning_runs = tuning_runs_of(record)
+    confirmation = [r["run_id"] for r in record["runs"]]
+
+    def finished(ids: list[str]) -> int:
+        return sum(
+            (RunDir(runs_dir, rid).read_meta() or {}).get("status") in FINISHED for rid in ids
+        )
+
+    return (
+        f"this sweep's last record: phase {tuning.get('phase', 'unknown')}; tuning "
+        f"{finished(tuning_runs)} of {len(tuning_runs)} runs finished, confirmation "
+        f"{finished(confirmation)} of {len(confirmation)} (a rerun keeps finished runs)"
+    )

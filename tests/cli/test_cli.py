@@ -187,3 +187,40 @@ def test_report_and_runs_list_pause_the_cyclic_collector_and_restore_it(tmp_path
         assert not gc.isenabled()  # paused before: left paused
     finally:
         gc.enable()
+
+
+def test_help_names_values_as_the_command_line_writes_them():
+    """typer 0.29 showed Python's types (``<bool>``, ``<list[str]>``, ``<list[Path]>``): help
+    names a value TEXT, INTEGER, FLOAT or PATH, and a flag by nothing (issue 50, item 14)."""
+    import re
+
+    import typer
+
+    command = typer.main.get_command(app)
+    paths = [[]] + [[name] for name in command.commands]
+    paths += [["runs", name] for name in command.commands["runs"].commands]
+    for path in paths:
+        result = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "100"})
+        assert result.exit_code == 0, (path, result.output)
+        assert not re.search(r"<[A-Za-z]", result.output), (path, result.output)
+    run_help = runner.invoke(app, ["run", "--help"], env={"COLUMNS": "100"}).output
+    assert re.search(r"--runs-dir +PATH ", run_help) and re.search(r"--tag +TEXT\.\.\. ", run_help)
+    assert re.search(r"--force +Run again", run_help)  # a flag: no type
+
+
+def test_runs_list_takes_sweep_as_every_reader_does(tmp_path):
+    """``runs list --sweep NAME``: the runs of the sweep's latest record, as report and runs
+    export read them; an unknown name is one line naming the recorded ones (issue 50,
+    item 14)."""
+    import json
+
+    ids = [make_run(tmp_path, [f"seed={seed}"]) for seed in range(3)]
+    (tmp_path / "sweeps").mkdir()
+    record = {"runs": [{"run_id": run_id} for run_id in ids[:2]], "started": "2026-01-01"}
+    (tmp_path / "sweeps" / "pair-20260101-000000.json").write_text(json.dumps(record))
+    listed = runner.invoke(app, ["runs", "list", str(tmp_path), "--sweep", "pair"])
+    assert listed.exit_code == 0, listed.output
+    assert ids[0] in listed.output and ids[1] in listed.output and ids[2] not in listed.output
+    unknown = runner.invoke(app, ["runs", "list", str(tmp_path), "--sweep", "nope"])
+    assert unknown.exit_code == 2 and "--sweep nope: no such sweep" in unknown.output
+    assert "valid: pair" in unknown.output

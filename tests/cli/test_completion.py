@@ -52,3 +52,24 @@ def test_the_sweep_completes_presets_first_then_overrides():
 
 def test_zsh_completes_the_whole_override():
     assert "norm=groupnorm" in " ".join(complete("normbench run norm=gr", shell="zsh"))
+
+
+def test_the_sweep_option_completes_the_stores_sweep_names(tmp_path, monkeypatch):
+    """``report --sweep <TAB>`` (and every reader's --sweep) lists the sweeps recorded in the
+    runs directory the command names, from file names alone (issue 50, item 14)."""
+    for name in ("batch_sensitivity", "batch-2", "tuned"):
+        (tmp_path / "runs" / "sweeps").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "runs" / "sweeps" / f"{name}-20260101-000000-ab12.json").write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    assert complete("normbench report --sweep ") == ["batch-2", "batch_sensitivity", "tuned"]
+    assert complete("normbench report --sweep batch_") == ["batch_sensitivity"]
+    assert complete("normbench report --sweep tuned,b") == [
+        "tuned,batch-2",
+        "tuned,batch_sensitivity",
+    ]
+    assert complete("normbench runs list --sweep t") == ["tuned"]
+    assert complete("normbench runs export --sweep t") == ["tuned"]
+    assert complete("normbench report elsewhere --sweep ") == []  # another runs directory
+    (tmp_path / "runs").rename(tmp_path / "elsewhere")
+    assert complete("normbench report elsewhere --sweep tu") == ["tuned"]
+    assert complete("normbench report --runs-dir elsewhere --sweep tu") == ["tuned"]

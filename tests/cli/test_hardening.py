@@ -55,17 +55,31 @@ def test_a_nan_validation_loss_is_a_divergence_not_a_complete_run(tmp_path):
     assert outcome.status == "diverged"
 
 
+def test_a_key_given_twice_to_run_is_refused_naming_both_values(tmp_path):
+    """Hydra keeps the last of ``train.lr=1e-3 train.lr=3e-3`` silently (issue 50, item 9)."""
+    for command in (["run"], ["run", "--cfg"]):
+        result = runner.invoke(
+            app, [*command, "train.lr=1e-3", "train.lr=3e-3", "--runs-dir", str(tmp_path)]
+        )
+        one_line_error(result, "train.lr is given twice", "train.lr=1e-3", "train.lr=3e-3")
+    assert list(tmp_path.iterdir()) == []
+
+
 # -------------------------------------------------------------------------------- sweep input
 @pytest.mark.parametrize(
     ("arguments", "words"),
     [
         (["seed=0,1", "seed=2,3"], ("seed is given twice", "seed=0,1", "seed=2,3")),
         (["seed=0,1", "seed=2"], ("seed is given twice",)),
+        (["train.lr=1e-3", "train.lr=3e-3"], ("train.lr is given twice", "1e-3", "3e-3")),
+        (["norm=layernorm", "norm=rmsnorm"], ("norm is given twice", "norm=rmsnorm")),
         (["seed=0,1", "--name", "x" * 300], ("--name", "1 to 64")),
         (["seed=0,1", "--name", "x*"], ("--name 'x*'",)),
         (["seed=0,1", "--name", "../up"], ("--name '../up'",)),
         (["seed=range(200000)", "--dry-run"], ("200000 combinations", "--max-runs 10000")),
         (["seed=0,1", "--max-runs", "0"], ("--max-runs 0",)),
+        (["--max-seeds", "1"], ("--max-seeds 1", "--until-decided", "2 to 100")),
+        (["seed=0,1", "--max-seeds", "8", "--dry-run"], ("--max-seeds 8", "--until-decided")),
         (["./missing.yaml"], ("sweep file './missing.yaml' does not exist",)),
     ],
 )
@@ -393,7 +407,8 @@ def test_the_sweep_parent_stops_its_workers_and_records_them_interrupted(
     from helpers import QUICK, metas
 
     runs = tmp_path / "runs"
-    args = [*QUICK, "train.max_steps=3000", "train.eval_every=50", "seed=range(4)", "--jobs", "2"]
+    longer = [o for o in QUICK if not o.startswith(("train.max_steps=", "train.eval_every="))]
+    args = [*longer, "train.max_steps=3000", "train.eval_every=50", "seed=range(4)", "--jobs", "2"]
 
     def start_ignoring_sigint():
         signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -218,7 +218,9 @@ def test_markdown_escapes_every_inline_markup():
     hostile = "a`b*c_d[e](f)#g~h|i\\j<img src=x>&amp;\n## k\x1b[2J"
     escaped = escape_markdown(hostile)
     assert escaped == (
-        "a\\`b\\*c\\_d\\[e\\](f)\\#g\\~h\\|i\\\\j&lt;img src=x&gt;&amp;amp;"
-        "\\\\n\\#\\# k\\\\x1b\\[2J"
+        "a\\`b\\*c\\_d\\[e\\](f)\\#g\\~h\\|i\\\\j&lt;img src=x>&amp;amp;\\\\n\\#\\# k\\\\x1b\\[2J"
     )
     assert "\n" not in escaped and "<" not in escaped and "\x1b" not in escaped
+    assert escape_markdown("> p < alpha & q, <https://x>, &#60;, a >= b") == (
+        "&gt; p < alpha & q, &lt;https://x>, &amp;\\#60;, a >= b"
+    )  # text where it cannot be markup (issue 50, item 13: p &lt; alpha)

@@ -31,7 +31,7 @@ from normbench.experiment.options import (
     use_config_dirs,
 )
 from normbench.store import provenance
-from normbench.store.rundir import run_id
+from normbench.store.rundir import earlier_run_id, run_id
 
 runner = CliRunner()
 
@@ -349,7 +349,10 @@ def test_a_missing_config_directory_is_refused(user):
 RUN_IDS = {
     (): "transformer-layernorm-pre-fp32-b32-s0-5c3bb75c",
     ("model=cnn", "norm=groupnorm"): "cnn-groupnorm-pre-fp32-b32-s0-7b35517d",
-    ("norm=batchnorm", "norm.ghost_batch=4"): "transformer-batchnorm-pre-fp32-b32-s0-4745458d",
+    # the hash of 0.4, the norm now naming its ghost batch (its 0.4 id: earlier_run_id)
+    ("norm=batchnorm", "norm.ghost_batch=4"): (
+        "transformer-batchnorm.ghost4-pre-fp32-b32-s0-4745458d"
+    ),
     ("data=tokens", "norm=rmsnorm", "placement=post"): (
         "transformer-rmsnorm-post-fp32-b32-s0-c313b16c"
     ),
@@ -368,7 +371,50 @@ RUN_IDS = {
 
 @pytest.mark.parametrize("overrides", list(RUN_IDS), ids=lambda o: " ".join(o) or "defaults")
 def test_built_in_run_ids_did_not_change(overrides):
-    assert run_id(compose(list(overrides))) == RUN_IDS[overrides]
+    cfg = compose(list(overrides))
+    assert run_id(cfg) == RUN_IDS[overrides]
+    assert earlier_run_id(cfg) == RUN_IDS[overrides].replace(".ghost4", "")
+
+
+def test_one_norm_under_three_names_is_one_run_named_by_its_import_path(user):
+    """A config directory's power3, the entry point's powernorm at p=3 and the import path
+    at p=3 build the same norm: one run id (issue 50, item 16), the import path's of 0.4."""
+    use_config_dirs(["myconf"])
+    by_dir = compose(["norm=power3"])
+    by_entry_point = compose(["norm=powernorm", "norm.p=3"])
+    by_path = compose(["norm=mypkg.norms:PowerNorm", "norm.p=3"])
+    assert run_id(by_dir) == run_id(by_entry_point) == run_id(by_path) == earlier_run_id(by_path)
+    assert (
+        run_id(by_dir).startswith("transformer-powernorm-") and by_dir["norm"]["name"] == "power3"
+    )
+    assert run_id(compose(["norm=power3", "norm.p=2"])) != run_id(by_dir)
+
+
+@pytest.mark.slow
+def test_a_run_of_an_earlier_id_is_kept_and_one_norm_trains_once(user):
+    """Through the CLI: power3 trains; the import path at p=3 is the same run, skipped. A
+    finished run stored under its 0.4 id (``transformer-power3-...``) is kept by run and by
+    sweep, which records it under that id."""
+    tiny = ["data=blobs", "model.width=8", "model.depth=1", "model.heads=2", "threads=1"]
+    tiny += ["train.max_steps=4", "train.eval_every=2", "train.log_every=2"]
+    tiny += ["train.warmup_steps=1", "--runs-dir", "runs"]
+    first = runner.invoke(app, ["run", "--config-dir", "myconf", "norm=power3", *tiny, "-q"])
+    assert first.exit_code == 0, first.output
+    (trained,) = [p.name for p in (user / "runs").iterdir() if not p.name.startswith(".")]
+    again = runner.invoke(app, ["run", "norm=mypkg.norms:PowerNorm", "norm.p=3", *tiny, "-q"])
+    assert "skipped, already finished" in again.output and trained in again.output
+    use_config_dirs(["myconf"])
+    earlier = earlier_run_id(compose(["norm=power3", *tiny[:-2]]))
+    assert earlier.startswith("transformer-power3-") and earlier != trained
+    (user / "runs" / trained).rename(user / "runs" / earlier)
+    kept = runner.invoke(app, ["run", "--config-dir", "myconf", "norm=power3", *tiny, "-q"])
+    assert "skipped, already finished" in kept.output and earlier in kept.output
+    swept = runner.invoke(app, ["sweep", "--config-dir", "myconf", "norm=power3", *tiny])
+    assert swept.exit_code == 0, swept.output
+    (record,) = (user / "runs" / "sweeps").glob("*.json")
+    assert [r["run_id"] for r in json.loads(record.read_text())["runs"]] == [earlier]
+    kept_names = sorted(p.name for p in (user / "runs").iterdir() if not p.name.startswith("."))
+    assert kept_names == sorted([earlier, "sweeps"])
 
 
 # ----------------------------------------------------------------------------- your data
@@ -532,6 +578,15 @@ def test_list_shows_plugins_and_where_they_come_from_without_torch(user):
     assert "power3" in out and "PowerNorm with p = 3" in out and "from config dir" in out
     assert "mlpnet" in out and "blobs" in out and "narrow" in out
     assert "mine" in out  # the config directory's sweep preset
+    # every entry says where it comes from, built-in ones too (issue 50, item 16)
+    rows = {
+        line.split("│")[1].strip(): line.split("│")[2].strip()
+        for line in out.splitlines()
+        if line.startswith("│") and line.split("│")[1].strip()
+    }
+    assert rows["batchnorm"] == rows["cnn"] == rows["pre"] == "built-in"
+    assert rows["power3"] == rows["narrow"] == "config dir"
+    assert rows["powernorm"] == rows["mlpnet"] == rows["blobs"] == "plugin"
 
 
 def test_check_norm_passes_a_good_norm_and_fails_the_right_row(user):
@@ -631,10 +686,12 @@ def test_a_user_package_runs_through_run_sweep_and_report(user):
             parallel[launcher], "--name", launcher, "threads=1",
         )  # fmt: skip
         assert swept.returncode == 0, swept.stdout + swept.stderr
-        assert "6 runs" in swept.stdout and "complete" in swept.stdout
+        # powernorm and mypkg.norms:PowerNorm are one norm: one run each (issue 50, item 16)
+        assert "4 runs from 6 combinations (2 the same run as another" in swept.stdout
+        assert "complete" in swept.stdout
     report = cli("report", "--sweep", "submitit_local", "--format", "csv", "--table", "convergence")
     assert report.returncode == 0, report.stderr
     names = {line.split(",")[0] for line in report.stdout.splitlines()[1:]}
-    assert names == {"groupnorm", "powernorm(p=2)", "mypkg.norms:PowerNorm(p=2)"}  # p folded in
+    assert names == {"groupnorm", "powernorm(p=2)"}  # p folded in
     preset = cli("sweep", "--config-dir", "myconf", "mine", "--dry-run", *tiny)
     assert preset.returncode == 0 and "2 runs" in preset.stdout, preset.stdout + preset.stderr

@@ -74,7 +74,7 @@ def test_every_verdict_on_a_hand_made_store(tmp_path):
         "rmsnorm": [0.949, 0.950, 0.948, 0.949],  # equivalent within 0.01
         "batchnorm": [0.700, 0.701, 0.699, 0.700],  # worse
         "groupnorm": [0.90, 0.99, 0.85, 0.97],  # inconclusive: noisy
-        "dyt": [0.99],  # one seed: inconclusive with a reason
+        "dyt": [0.99],  # one seed: no verdict, "-" (one run): not even inconclusive
     }
     for norm, accs in groups.items():
         for seed, acc in enumerate(accs):
@@ -86,10 +86,10 @@ def test_every_verdict_on_a_hand_made_store(tmp_path):
         "rmsnorm": "equivalent",
         "batchnorm": "worse",
         "groupnorm": "inconclusive",
-        "dyt": "inconclusive",
+        "dyt": "-",
     }
     dyt = table[table["norm.name"] == "dyt"].iloc[0]
-    assert "needs 2" in dyt["reason"] and math.isnan(dyt["diff_vs_best"])
+    assert dyt["reason"] == "one run" and math.isnan(dyt["diff_vs_best"])
     # a stricter margin turns the equivalence inconclusive or worse, never equivalent
     strict, _ = convergence(runs, margin=0.0001)
     assert strict.set_index("norm.name").loc["rmsnorm", "verdict"] != "equivalent"

@@ -195,7 +195,7 @@ def test_a_named_reference_gives_better_worse_equivalent_and_controls_the_error(
         {s: v - 0.05 + 0.002 * (-1) ** s for s, v in ref.items()},  # worse
         {s: v + 0.001 * (-1) ** s for s, v in ref.items()},  # equivalent
         {s: v + 0.04 * (-1) ** s for s, v in ref.items()},  # noisy: inconclusive
-        {0: 0.9},  # one result
+        {0: 0.9},  # one result: no verdict, "-" (one run)
     ]
     verdicts = stats.compare_with_reference(groups, 0, 0.05, 0.01)
     assert [v.verdict for v in verdicts] == [
@@ -204,8 +204,9 @@ def test_a_named_reference_gives_better_worse_equivalent_and_controls_the_error(
         "worse",
         "equivalent",
         "inconclusive",
-        "inconclusive",
+        "-",
     ]
+    assert verdicts[-1].reason == stats.ONE_RUN
     assert verdicts[1].diff == pytest.approx(0.05) and verdicts[1].reason == "paired, 4 seeds"
     # identical groups: any better or worse is an error; at most alpha of tables show one
     rng = np.random.default_rng(3)

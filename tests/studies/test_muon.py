@@ -52,11 +52,11 @@ def test_a_seed_missing_a_rate_is_not_compared():
     assert set(muon.growth_by_seed(growth, "Pre-LN", "muon")) == {0, 1}
 
 
-def test_too_few_seeds_is_inconclusive_with_the_reason():
+def test_too_few_seeds_is_no_verdict_with_the_reason():
     growth = growth_frame({("Pre-LN", "muon"): [3.0], ("Pre-LN + QK-norm", "muon"): [0.5]})
     found = muon.growth_comparisons(growth)
-    assert found["qk"] == "inconclusive"
-    assert "needs 2 each" in muon.comparison_text(found, "qk")
+    assert found["qk"] == "-"  # one run: not a verdict, not even inconclusive
+    assert "(one run)" in muon.comparison_text(found, "qk")
     assert math.isnan(found["qk_verdict"].diff)
 
 

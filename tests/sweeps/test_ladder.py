@@ -28,6 +28,7 @@ from normbench.sweeps.session import Launch, run_rounds
 from tests.helpers import QUICK, invoke, one_line, run_dirs
 from tests.sweeps.test_tuned import FakeLauncher
 
+UNSIZED = [o for o in QUICK if not o.startswith("model.width=")]  # the ladder sets it
 LM = ["data=pysource", "data.context=16", "data.eval_windows=8", "batch_size=8", "device=cpu"]
 
 
@@ -193,7 +194,7 @@ def lowest_at(cfg) -> tuple[float, float]:
 
 
 def run_ladder(runs, launcher, transfer: int = 0):
-    overrides = [*QUICK, "norm=batchnorm,layernorm", "seed=0,1"]
+    overrides = [*UNSIZED, "norm=batchnorm,layernorm", "seed=0,1"]
     spec = ladder_plan.LadderSpec("model.width", ["8", "16"], None, transfer)
     space = {"train.lr": ["0.001", "0.01"]}
     plan = ladder_plan.design(spec, None, overrides, 1000, space, (1, 3, None, True), "lad")
@@ -320,7 +321,7 @@ def test_the_ladder_presets_hold_a_ladder_and_say_their_estimate(name, key):
 def test_until_decided_adds_seeds_within_a_rung_only(tmp_path):
     # a plain ladder (nothing tuned) with --until-decided: each rung's looks count its own
     # groups; a seed added at one rung never lands at another
-    overrides = [*QUICK, "norm=batchnorm,layernorm", "seed=0,1"]
+    overrides = [*UNSIZED, "norm=batchnorm,layernorm", "seed=0,1"]
     spec = ladder_plan.LadderSpec("model.width", ["8", "16"], None)
     plan = ladder_plan.design(spec, None, overrides, 1000, {}, (1, 3, None, True), "lad")
     design = ladder.Ladder(plan, Rerun(), 4, Method())

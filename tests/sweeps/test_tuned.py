@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import Counter
 
 import numpy as np
@@ -596,6 +597,7 @@ def test_report_of_a_sweep_compares_against_the_reference_it_named(tmp_path):
         (["--tune-seeds", "3000"], "valid: an integer from 1 to 100"),
         (["--until-decided", "--max-seeds", "1000000000"], "--max-seeds 1000000000"),
         (["--until-decided", "--max-seeds", "1"], "one seed decides nothing"),
+        (["--max-seeds", "1"], "--max-seeds 1: applies only with --until-decided"),
         (["--reference", "nope=1"], "--reference"),
         (["--tune", "train.lr=range(0,2000)", "--tune", "train.weight_decay=0,1"], "combinations"),
         (["--tune-seeds", "100", "--max-runs", "500"], "trains up to 804 runs, more than"),
@@ -762,3 +764,33 @@ def test_every_record_of_a_tuned_sweep_counts_and_an_unreadable_one_is_said(tmp_
     assert (
         out.exit_code == 0 and "1 sweep record(s)" in out.output and "cannot be read" in out.output
     )
+
+
+def test_a_finished_tuned_sweep_run_again_keeps_every_run_and_says_so(tmp_path):
+    """Run again, a finished tuned sweep reports all its 20 runs already complete (it said 16:
+    the first rung's), opens the confirmation naming the values it confirms, and its --dry-run
+    says what the last record holds beyond rung 1 (issue 50, item 10)."""
+    import io
+
+    run_tuned(tmp_path, FakeLauncher(tmp_path, numbers))
+    design = tuned_plan.design(tuned_grid(), {"train.lr": LRS}, tuning_seeds=2, eta=2)
+    design.grid.name = "tuned"
+    console = Console(file=io.StringIO(), width=100)
+    again = FakeLauncher(tmp_path, numbers)
+    with tuned.session(design, tmp_path, Launch(), console, runner=again) as session:
+        tuned.run(session, design, Rerun(), None, Method())
+        session.finish()
+        console.print(session.summary())
+    out = console.file.getvalue()
+    assert not again.trained
+    assert re.search(r"already complete +│ +20 │", out), out
+    assert (
+        "confirmation (4 runs, seeds 0, 1): norm=batchnorm at train.lr=0.1; "
+        "norm=layernorm at train.lr=0.1" in out
+    )
+    args = [*QUICK, "norm=batchnorm,layernorm", "seed=0,1", "--tune", f"train.lr={','.join(LRS)}"]
+    args += ["--eta", "2", "--name", "tuned", "--dry-run", "--runs-dir", str(tmp_path)]
+    dry = runner.invoke(app, ["sweep", *args])
+    assert dry.exit_code == 0, dry.output
+    assert "this sweep's last record: phase done; tuning 16 of 16 runs finished, " in dry.output
+    assert "confirmation 4 of 4" in dry.output
