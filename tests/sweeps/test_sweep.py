@@ -213,7 +213,7 @@ def sweep_cli(runs: Path, *args: str, **kwargs) -> subprocess.CompletedProcess:
 # Two short runs beside two long ones (50 times as many steps): once both short runs are
 # complete, a long one is training and only a signal can end it.
 SHORT_AND_LONG = [
-    *(o for o in QUICK if not o.startswith("train.max_steps=")),
+    *(o for o in QUICK if not o.startswith(("train.max_steps=", "train.eval_every="))),
     "train.max_steps=20,1000",
     "train.eval_every=50",
 ]
