@@ -348,7 +348,7 @@ def _tuned(preset, overrides, space, runs_dir, launch, name, dry_run, sizes, tun
         )
 
     summary = _train(session, design, interrupted)
-    console.print(tuned_view.choices_table(plan, design.choices))
+    console.print(tuned_view.choices_table(grid.name, session.extra["tuning"]))
     for line in tuned_view.edge_lines(design.choices):
         console.print(Text(line, style="bold yellow"), soft_wrap=True)
     for note in plan.notes:
