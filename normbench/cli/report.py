@@ -113,6 +113,7 @@ Tag = Annotated[str | None, typer.Option("--tag", help="Only runs with this tag.
 
 @app.command()
 def report(
+    ctx: typer.Context,
     arguments: Arguments = None,
     sweep_name: SweepName = None,
     by: By = None,
@@ -149,7 +150,7 @@ def report(
     # with the collector back.
     with collector_paused():
         try:
-            runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir)
+            runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir, ctx)
             method = Method.from_options(alpha, margin, reference_batch, diverged, reference or [])
             check_outputs(fmt, out, html, plots, x, profile, across)
             request = pipeline.Request(

@@ -19,6 +19,7 @@ from normbench.cli.app import (
     RunsDir,
     app,
     board_note,
+    check_runs_dir,
     fail,
     interrupt_on_sigterm,
 )
@@ -49,6 +50,7 @@ def run(
         use_config_dirs(config_dir or [])
         config = compose_checked(overrides or [])
         tags = check_tags(tag or [])
+        check_runs_dir(runs_dir, "--runs-dir")
         if config["log"]["tensorboard"] is not None:  # before the run, not found by it
             from normbench.trackers.tensorboard import check_destination
 

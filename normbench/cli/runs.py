@@ -22,12 +22,13 @@ from normbench.cli.app import (
 )
 
 
-def _runs_selection(arguments: list[str] | None, runs_dir: Path, status: str | None, tag):
-    """The runs of `runs list` / `runs clean`: a runs directory, filters, statuses, a tag."""
+def _runs_selection(arguments: list[str] | None, runs_dir: Path, status: str | None, tag, ctx):
+    """The runs of `runs list` / `runs clean`: a runs directory, filters, statuses, a tag
+    (``ctx``: the command's, runs_dir_and_filters says why)."""
     scanning = scan_started(arguments, runs_dir)  # before pandas (store.scan says why)
     from normbench.store import catalog, manage
 
-    runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir)
+    runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir, ctx)
     statuses = manage.parse_statuses(status)
     selection = catalog.load_runs(runs_dir, scanning)
     if selection.runs.empty:
@@ -42,6 +43,7 @@ NEWEST = 50  # runs `runs list` shows unless told otherwise: 100,000 lines help 
 @runs_app.command("list")
 @collector_paused()
 def runs_list(
+    ctx: typer.Context,
     arguments: RunsFilters = None,
     status: StatusOption = None,
     tag: Annotated[str | None, typer.Option("--tag", help="Only runs with this tag.")] = None,
@@ -56,7 +58,7 @@ def runs_list(
     try:
         if last < 1:
             raise UsageError(f"--last {last}: valid: an integer >= 1 (or --all)")
-        runs_dir, runs, warnings = _runs_selection(arguments, runs_dir, status, tag)
+        runs_dir, runs, warnings = _runs_selection(arguments, runs_dir, status, tag, ctx)
     except UsageError as err:
         raise fail(str(err)) from None
     from normbench.store import manage
@@ -232,6 +234,7 @@ def runs_diff(
 
 @runs_app.command("clean")
 def runs_clean(
+    ctx: typer.Context,
     arguments: RunsFilters = None,
     status: Annotated[
         str, typer.Option("--status", help="Delete runs with these statuses, e.g. failed.")
@@ -247,7 +250,7 @@ def runs_clean(
     from normbench.core.text import plain
 
     try:
-        runs_dir, runs, warnings = _runs_selection(arguments, runs_dir, status, None)
+        runs_dir, runs, warnings = _runs_selection(arguments, runs_dir, status, None, ctx)
     except UsageError as err:
         raise fail(str(err)) from None
     from normbench.store import manage
@@ -285,6 +288,7 @@ def runs_clean(
 
 @runs_app.command("export")
 def runs_export(
+    ctx: typer.Context,
     destination: Annotated[
         str,
         typer.Argument(
@@ -309,17 +313,22 @@ def runs_export(
     from normbench.core.errors import StoreError, UsageError
     from normbench.core.text import plain
     from normbench.store import catalog, manage
+    from normbench.store.rundir import real_directory
     from normbench.trackers import mlflow, tensorboard
     from normbench.trackers.runs import tracked_run
 
     try:
-        runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir)
-        statuses = _check_export(to, destination, runs_dir, status)
+        runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir, ctx)
+        statuses = _check_export(to, destination, experiment, runs_dir, status)
         selection, _, _ = catalog.select_runs(runs_dir, arguments, sweep_name, tag)
         runs = manage.narrow(selection, statuses).sort_values("run_id")
         if runs.empty:
             raise UsageError("no runs match: check the runs directory, --sweep, --status, filters")
+        # Validated first, written after: the destination is made (the directory, the MLflow
+        # store) only once every input is valid and there are runs to export.
         log_dir = Path(destination)
+        if to == "tensorboard":  # one that cannot be made is one line, not a skip per run
+            real_directory(log_dir.expanduser().resolve())
         if to == "mlflow":
             _quiet_mlflow()
         store = mlflow.MlflowExport(destination, experiment) if to == "mlflow" else None
@@ -355,9 +364,11 @@ def runs_export(
         raise typer.Exit(1)
 
 
-def _check_export(to: str, destination: str, runs_dir: Path, status) -> list[str] | None:
-    """``runs export``'s tracker, its packages and its destination, refused in one line
-    before any run is read; the statuses to export (``--status``)."""
+def _check_export(
+    to: str, destination: str, experiment: str, runs_dir: Path, status
+) -> list[str] | None:
+    """``runs export``'s tracker, its packages, its destination and experiment, refused in one
+    line before any run is read; the statuses to export (``--status``)."""
     from normbench.core.errors import UsageError
     from normbench.core.extras import missing
     from normbench.store import manage
@@ -377,6 +388,8 @@ def _check_export(to: str, destination: str, runs_dir: Path, status) -> list[str
             f"--to mlflow {destination}: an in-memory database keeps nothing; valid: "
             "sqlite:///FILE.db"
         )
+    if to == "mlflow" and not experiment.strip():  # MLflow would refuse it after making the store
+        raise UsageError(f"--experiment {experiment!r}: valid: a name, e.g. normbench")
     return statuses
 
 
@@ -411,9 +424,8 @@ def pasted_path(name: str, runs_dir: Path, command: str) -> str:
 
 def check_export_dir(destination: str, runs_dir: Path) -> None:
     """A TensorBoard destination named (not ''), outside the runs directory (its folders
-    would land among the runs), and usable now."""
+    would land among the runs), and usable now (made once the runs to export are known)."""
     from normbench.core.errors import UsageError
-    from normbench.store.rundir import real_directory
     from normbench.trackers.tensorboard import check_destination
 
     if not destination.strip():
@@ -426,4 +438,3 @@ def check_export_dir(destination: str, runs_dir: Path) -> None:
             "directory outside it"
         )
     check_destination(where, "--to tensorboard ")
-    real_directory(where)  # made now: one that cannot be is one line, not a skip per run

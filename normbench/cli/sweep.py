@@ -16,6 +16,7 @@ from normbench.cli.app import (
     RunsDir,
     app,
     board_note,
+    check_runs_dir,
     complete_sweep,
     fail,
     interrupt_on_sigterm,
@@ -151,6 +152,7 @@ def sweep(
     overrides = [a for a in arguments if not a.startswith("launcher.")]
     try:
         use_config_dirs(config_dir or [])
+        check_runs_dir(runs_dir, "--runs-dir")  # in --dry-run too: the sweep would fail there
         _check_quick(preset, jobs, name, max_runs)
         settings = launcher_settings(launcher, settings_overrides)
         from normbench.report.base import Method  # pandas and scipy: after the quick checks

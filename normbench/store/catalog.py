@@ -23,6 +23,7 @@ import pandas as pd
 from normbench.core.errors import UsageError
 from normbench.core.text import plain
 from normbench.experiment.schema import EXECUTION_KEYS
+from normbench.store.index import FILE as INDEX_FILE
 from normbench.store.index import Index, as_list
 from normbench.store.reading import (
     COLUMNS,
@@ -62,7 +63,9 @@ def load_runs(runs_dir: Path, scanning: Scan | None = None) -> Selection:
         )
     if scanning is None or scanning.runs_dir != runs_dir:
         scanning = Scan(runs_dir)  # scans here
-    index = Index.open(runs_dir)
+    # A directory without an index gets one once it has runs to put in it: a report of an
+    # empty (or mistyped) directory writes nothing there.
+    index = Index.open(runs_dir) if (runs_dir / INDEX_FILE).exists() else None
     try:
         known, indexed = index.records() if index else (Records(), set())
     except sqlite3.OperationalError:  # locked past the timeout: read the files this time
@@ -86,6 +89,8 @@ def load_runs(runs_dir: Path, scanning: Scan | None = None) -> Selection:
             for name in found
             if name in records or name in fresh.runs
         }
+    if index is None and fresh.runs and not (runs_dir / INDEX_FILE).exists():
+        index = Index.open(runs_dir)
     if index is not None:
         removed = indexed - records.keys()
         if index.writable and (fresh.runs or removed):

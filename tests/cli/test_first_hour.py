@@ -78,3 +78,56 @@ def test_the_sweep_and_the_report_print_the_same_tuned_table(tmp_path):
     swept = shown(tuned_view.choices_table("t", state))
     assert swept == shown(tuning.parse("t", state).rich())
     assert "val_chosen" in swept and "train.weight_decay=0.0001 *" in swept
+
+
+# ------------------------------------------- 3. a runs directory named twice, differently
+@pytest.mark.parametrize("command", [["report"], ["runs", "list"], ["runs", "clean", "--dry-run"]])
+def test_a_runs_directory_given_twice_differently_is_refused(tmp_path, command):
+    runs = tmp_path / "runs"
+    make_run(runs, ["norm=layernorm"])
+    other = tmp_path / "other"
+    out = invoke(*command, str(runs), "--runs-dir", str(other))
+    one_line(out, "two runs directories", str(runs), f"--runs-dir {other}")
+    same = invoke(*command, str(runs), "--runs-dir", str(runs))  # the same one twice: fine
+    assert same.exit_code == 0, same.output
+
+
+# ------------------------------------------ 7. a runs directory that is a file, or empty
+def test_a_runs_directory_that_is_a_file_is_named_as_one(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    one_line(invoke("report", str(afile)), f"runs directory {afile}: a file, not a directory")
+    one_line(invoke("runs", "list", "--runs-dir", str(afile)), "a file, not a directory")
+    for dry in (["--dry-run"], []):  # refused before the plan, as the sweep itself is
+        out = invoke("sweep", "smoke", *dry, "--yes", "--runs-dir", str(afile))
+        one_line(out, f"--runs-dir {afile}: a file, not a directory")
+    below = invoke("sweep", "smoke", "--dry-run", "--runs-dir", str(afile / "runs"))
+    one_line(below, f"--runs-dir {afile / 'runs'}: {afile} is a file")
+    assert afile.read_text() == ""
+
+
+def test_a_report_of_an_empty_directory_writes_nothing_there(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert invoke("report", str(empty)).exit_code == 2  # no runs match
+    assert invoke("runs", "list", str(empty)).exit_code == 0  # 0 run(s)
+    assert list(empty.iterdir()) == []
+    make_run(empty, ["norm=layernorm"])  # with runs, the index is made as before
+    assert invoke("report", str(empty)).exit_code == 0
+    assert (empty / ".index.sqlite").is_file()
+
+
+def test_runs_export_validates_before_it_makes_its_destination(tmp_path):
+    runs = tmp_path / "runs"
+    make_run(runs, ["norm=layernorm"])
+    board = tmp_path / "board"
+    out = invoke("runs", "export", "--to", "tensorboard", str(board), str(runs), "nrom=x")
+    one_line(out, "nrom")
+    none = invoke("runs", "export", "--to", "tensorboard", str(board), str(runs), "norm=dyt")
+    one_line(none, "no runs match")
+    assert not board.exists()
+    pytest.importorskip("mlflow")
+    store = tmp_path / "ml.db"
+    out = invoke("runs", "export", "--to", "mlflow", f"sqlite:///{store}", "--experiment", "")
+    one_line(out, "--experiment ''")
+    assert not store.exists()
