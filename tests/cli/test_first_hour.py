@@ -131,3 +131,17 @@ def test_runs_export_validates_before_it_makes_its_destination(tmp_path):
     out = invoke("runs", "export", "--to", "mlflow", f"sqlite:///{store}", "--experiment", "")
     one_line(out, "--experiment ''")
     assert not store.exists()
+
+
+# ------------------------------ 4. a smaller scale never replaces the full-scale document
+@pytest.mark.parametrize("scale", ["--smoke", "--quick"])
+def test_findings_at_a_smaller_scale_writes_under_the_runs_directory(tmp_path, scale):
+    # A runs directory under a file: the document's place is refused before any study
+    # trains, and the refusal names where a smaller scale writes by default.
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    runs = afile / "findings"
+    out = invoke("findings", scale, "--runs-dir", str(runs))
+    one_line(out, f"--out {runs / f'findings-{scale[2:]}.md'}", "not a directory")
+    shown = " ".join(invoke("findings", "--help").output.replace("│", " ").split())
+    assert "with --quick or --smoke RUNS_DIR/findings-quick.md or findings-smoke.md" in shown
