@@ -93,8 +93,9 @@ def columns(
 ) -> list[str]:
     """Lines of a plain table, columns two spaces apart, fitted to ``width`` by wrapping the
     ``wrap`` columns (in that order) onto more lines at spaces, never inside a word. When the
-    ``below`` column cannot hold its longest word so, it moves under each row, indented (an
-    80-column terminal lists runs whose ids take half of it). Plain text rather than a rich
+    ``below`` column cannot hold its longest word so, or a row's cell would take more than two
+    lines (a word a line), it moves under each row, indented (an 80-column terminal lists
+    runs whose ids take half of it). Plain text rather than a rich
     Table: rich lays out a table in a millisecond a row, and a store lists 100,000 runs."""
     wrap = tuple(name for name in wrap if name in headers)
     widths = [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(headers)]
@@ -104,8 +105,12 @@ def columns(
         excess = sum(widths) + 2 * (len(widths) - 1) - width
         if excess > 0:
             widths[i] = max(len(headers[i]), 10, widths[i] - excess)
-    if below in words and widths[headers.index(below)] < words[below]:
-        return _stacked(headers, rows, width, wrap, below)
+    if below in words:
+        i = headers.index(below)
+        if widths[i] < words[below] or any(  # a word does not fit, or a row takes 3+ lines
+            len(row[i]) > widths[i] and len(_wrap(row[i], widths[i])) > 2 for row in rows
+        ):
+            return _stacked(headers, rows, width, wrap, below)
     line = "  ".join(f"{{:<{w}}}" for w in widths).format  # one C call a line
     lines = [line(*headers).rstrip()]
     wrapped = [headers.index(name) for name in wrap]

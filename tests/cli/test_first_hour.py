@@ -145,3 +145,34 @@ def test_findings_at_a_smaller_scale_writes_under_the_runs_directory(tmp_path, s
     one_line(out, f"--out {runs / f'findings-{scale[2:]}.md'}", "not a directory")
     shown = " ".join(invoke("findings", "--help").output.replace("│", " ").split())
     assert "with --quick or --smoke RUNS_DIR/findings-quick.md or findings-smoke.md" in shown
+
+
+# ---------------------------- 6. runs list at 95-105 columns; a key a run's norm lacks
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    """Three norms at two learning rates and seeds, and two DyT runs apart by alpha_init."""
+    runs = tmp_path_factory.mktemp("mixed") / "runs"
+    for norm in ("layernorm", "batchnorm"):
+        for seed in range(2):
+            for lr in ("0.001", "0.01"):
+                make_run(runs, [f"norm={norm}", f"seed={seed}", f"train.lr={lr}"])
+    for alpha in ("0.5", "1.0"):
+        make_run(runs, ["norm=dyt", "seed=0", f"norm.alpha_init={alpha}"])
+    return runs
+
+
+@pytest.mark.parametrize("columns", [95, 100, 105])
+def test_runs_list_never_gives_each_choice_its_own_line(mixed, columns):
+    out = invoke("runs", "list", str(mixed), columns=columns)
+    assert out.exit_code == 0, out.output
+    lines = out.stdout.splitlines()
+    assert all(len(line) <= columns for line in lines)
+    assert "nan" not in out.stdout  # alpha_init is no key of LayerNorm's or BatchNorm's
+    words = out.stdout.split()
+    assert "norm.alpha_init=0.5" in words and "norm.alpha_init=1.0" in words
+    # a row's choices take at most two lines, beside it or under it
+    for start in [i for i, line in enumerate(lines) if line.startswith("cnn-")]:
+        following = 0
+        while start + following + 1 < len(lines) and lines[start + following + 1][0] == " ":
+            following += 1
+        assert following <= 1, lines[start : start + following + 1]
