@@ -17,6 +17,7 @@ from normbench.cli.app import (
     scan_started,
     terminal,
 )
+from normbench.report import TABLE_NAMES
 
 # The options of `normbench report`, one name each, so that its entry point reads as what it does
 Arguments = Annotated[
@@ -83,11 +84,7 @@ Diverged = Annotated[
 Format = Annotated[str, typer.Option("--format", help="rich | csv | markdown | json")]
 TableName = Annotated[
     str | None,
-    typer.Option(
-        "--table",
-        help="convergence | batch_sensitivity | precision | lr_stability | depth_stability"
-        " | diagnostics_init | diagnostics | tuning",
-    ),
+    typer.Option("--table", help="Only this table: " + " | ".join(TABLE_NAMES)),
 ]
 Out = Annotated[Path | None, typer.Option("--out", help="Write the tables here.")]
 Plots = Annotated[
@@ -167,8 +164,10 @@ def report(
             )
             selected = pipeline.select(request, scanning, warn)
             tuned = selected.tuning
-            if table == "tuning" and not tuned:
-                raise UsageError("--table tuning: not a tuned sweep (normbench sweep --tune)")
+            if table == "tuning" and not tuned:  # before the verdicts are computed
+                from normbench.report.text import NOT_TUNED
+
+                raise UsageError(NOT_TUNED)
             result = pipeline.verdicts(request, selected, warn)
             text = as_text(result, tuned, fmt, table, out)
         except UsageError as err:

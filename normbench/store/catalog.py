@@ -181,10 +181,7 @@ def select(
         key = override.key_or_group
         (column,) = as_columns([key], runs)
         if column not in runs.columns:
-            valid = ", ".join(sorted(c for c in runs.columns if "." in c or c in ("seed",)))
-            raise UsageError(
-                f"filter {override.input_line}: no key '{key}' in these runs; valid: {valid}"
-            )
+            raise UsageError(unknown_key(f"filter {override.input_line}", key, runs))
         if isinstance(override.value(), RangeSweep):  # by membership, never listed
             sweep = override.value()
             runs = runs[runs[column].map(lambda v, r=sweep: _in_range(v, r))]
@@ -218,6 +215,26 @@ def as_columns(keys: list[str], runs: pd.DataFrame) -> list[str]:
     return [f"{key}.name" if f"{key}.name" in runs.columns else key for key in keys]
 
 
+def unknown_key(given: str, key: str, runs: pd.DataFrame) -> str:
+    """``filter nrom=x: no key 'nrom' in these runs (did you mean norm?); valid: ...``: the
+    keys that make a run what it is (a group by its short name, as filters, ``--by`` and
+    ``--best-over`` take it; no execution setting such as log.tensorboard), the closest
+    first offered."""
+    from normbench.core.suggest import did_you_mean
+
+    keys = sorted(
+        {
+            c.removesuffix(".name")
+            for c in runs.columns
+            if ("." in c or c in ("batch_size", "seed")) and c not in EXECUTION_KEYS
+        }
+    )
+    return (
+        f"{given}: no key '{plain(key)}' in these runs{did_you_mean(key, keys)}; valid: "
+        + ", ".join(keys)
+    )
+
+
 def best_over_column(key: str, runs: pd.DataFrame) -> str:
     """``--best-over``'s key as a column, refused in one line when the runs hold one value of
     it (there is nothing to choose the best of) and naming the keys that do vary."""
@@ -240,12 +257,11 @@ def best_over_column(key: str, runs: pd.DataFrame) -> str:
 def _matches_none(line: str, present: pd.Series) -> str:
     """``no runs match norm=batchnrom (did you mean batchnorm?); norm in these runs: ...``:
     a filter that empties the selection names the values there are."""
-    import difflib
+    from normbench.core.suggest import did_you_mean
 
     key, _, value = line.partition("=")
     values = sorted({plain(str(v)) for v in present}, key=str)
-    close = difflib.get_close_matches(value, values, n=1)
-    hint = f" (did you mean {close[0]}?)" if close else ""
+    hint = did_you_mean(value, values)
     shown = ", ".join(values[:20]) + (f", ... ({len(values)} values)" if len(values) > 20 else "")
     return f"no runs match {plain(line)}{hint}; {key} in these runs: {shown}"
 

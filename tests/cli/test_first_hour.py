@@ -176,3 +176,53 @@ def test_runs_list_never_gives_each_choice_its_own_line(mixed, columns):
         while start + following + 1 < len(lines) and lines[start + following + 1][0] == " ":
             following += 1
         assert following <= 1, lines[start : start + following + 1]
+
+
+# ----------------------------------------------------- 8. the suggestions that were wrong
+def test_a_mistyped_word_is_offered_the_one_it_starts_with(tmp_path):
+    one_line(invoke("run", "placement=prenorm"), "(did you mean pre?)", "valid: deepnorm")
+    one_line(invoke("run", "norm=layrnorm"), "(did you mean layernorm?)")
+    out = invoke("sweep", "batch_sensitvity", "--dry-run", "--runs-dir", str(tmp_path / "r"))
+    one_line(out, "'batch_sensitvity' does not exist (did you mean batch_sensitivity?)")
+    tune = ["sweep", "smoke", "--dry-run", "--runs-dir", str(tmp_path / "r"), "--tune"]
+    one_line(
+        invoke(*tune, "train.lrr=1e-3,3e-3"), "train.lrr: unknown key (did you mean train.lr?)"
+    )
+    one_line(invoke(*tune, "train.lr=abc"), "train.lr=abc: 'abc' is not a number", "finite number")
+    one_line(invoke(*tune, "train.lr=1e-3,abc"), "'abc' is not a number")
+    assert not (tmp_path / "r").exists()
+
+
+def test_an_unknown_key_of_the_runs_names_the_keys_there_are(tmp_path):
+    import normbench.api as nb
+    from normbench.core.errors import UsageError
+
+    runs = tmp_path / "runs"
+    make_run(runs, ["norm=layernorm", "seed=0"])
+    make_run(runs, ["norm=rmsnorm", "seed=0"])
+    for option in (["--by", "nrom"], ["--best-over", "nrom"], ["nrom=x"]):
+        out = invoke("report", str(runs), *option)
+        one_line(out, "no key 'nrom' in these runs (did you mean norm?)", "valid: batch_size")
+        assert "norm, norm.eps" in out.output and "log.tensorboard" not in out.output
+    with pytest.raises(UsageError, match=r"did you mean norm\?") as raised:
+        nb.runs(runs, "nrom=layernorm")
+    assert "log.tensorboard" not in str(raised.value)
+
+
+def test_the_tables_are_one_list_in_the_help_the_cli_and_the_api(tmp_path):
+    import normbench.api as nb
+    from normbench.core.errors import UsageError
+    from normbench.report import TABLE_NAMES
+
+    runs = tmp_path / "runs"
+    make_run(runs, ["norm=layernorm", "seed=0"])
+    listed = ", ".join(TABLE_NAMES)
+    assert "across" in TABLE_NAMES and "tuning" in TABLE_NAMES
+    shown = " ".join(invoke("report", "--help").output.replace("│", " ").split())
+    assert " | ".join(TABLE_NAMES) in shown
+    one_line(invoke("report", str(runs), "--table", "nope"), f"valid: {listed}")
+    with pytest.raises(UsageError, match=f"valid: {listed}"):
+        nb.report(runs, table="nope")
+    one_line(invoke("report", str(runs), "--table", "tuning"), "not a tuned sweep")
+    with pytest.raises(UsageError, match="not a tuned sweep"):
+        nb.report(runs, table="tuning")
