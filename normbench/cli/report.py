@@ -256,7 +256,9 @@ def print_terminal(result, tuned, table: str | None, diagnostics: bool) -> None:
     console = terminal()
     statuses = ", ".join(f"{n} {status}" for status, n in sorted(result.counts.items()))
     total = sum(result.counts.values())
-    console.print(f"{total} run{'s' * (total != 1)} ({statuses})", soft_wrap=True)
+    console.print(
+        f"{total} run{'s' * (total != 1)} ({statuses})", soft_wrap=not console.is_terminal
+    )
     if tuned:
         console.print(tuned.rich())
     for renderable in [] if table == "tuning" else rich_renderables(result, table):

@@ -82,7 +82,7 @@ def print_plan(
             f"by {how}, chosen on validation loss",
             style="bold",
         ),
-        soft_wrap=True,
+        soft_wrap=not console.is_terminal,
     )
     at = [tuned.rungs_at(steps) for steps in tuned.step_budgets]
     rungs = "; ".join(
@@ -102,7 +102,7 @@ def print_plan(
     console.print(
         f"phase 1, tuning: {tuned.trials} trials per group x {seeds} seed(s); {rungs} "
         f"({why}){beyond}",
-        soft_wrap=True,
+        soft_wrap=not console.is_terminal,
     )
     total = full = 0
     for group in tuned.groups:
@@ -114,14 +114,14 @@ def print_plan(
         if group.space < 2:
             console.print(
                 f"  {group.label}: takes none of the tuned keys: confirmed at its only value",
-                soft_wrap=True,
+                soft_wrap=not console.is_terminal,
             )
             continue
         keys = ", ".join(group.keys)
         console.print(
             f"  {group.label}: tunes {keys}; {len(group.candidates)} candidates{sampled}: "
             f"{' | '.join(' '.join(c) for c in group.candidates)}; {steps:,} steps",
-            soft_wrap=True,
+            soft_wrap=not console.is_terminal,
         )
     first = [
         j
@@ -134,17 +134,17 @@ def print_plan(
     console.print(
         f"  budget: {total:,} steps of tuning in all (every candidate at the full budget: "
         f"{full:,}); rung 1: {len(first)} runs, {done} already complete",
-        soft_wrap=True,
+        soft_wrap=not console.is_terminal,
     )
     for note in tuned.notes:
-        console.print(Text(note, style="bold red"), soft_wrap=True)
+        console.print(Text(note, style="bold red"), soft_wrap=not console.is_terminal)
     runs = sum(len(g.jobs) for g in tuned.groups)
     seeds_text = sorted({s for g in tuned.groups for s in g.seeds})
     console.print(
         f"phase 2, confirmation: each group at its chosen value on seeds "
         f"{', '.join(map(str, seeds_text))} (fresh, paired across groups): {runs} runs of "
         f"{'/'.join(map(str, tuned.step_budgets))} steps; verdicts on test from these runs only",
-        soft_wrap=True,
+        soft_wrap=not console.is_terminal,
     )
     if rounds is not None:
         looks = ", ".join(str(round(f * rounds.max_seeds)) for f in rounds.fractions)
@@ -153,5 +153,5 @@ def print_plan(
             f"{rounds.max_seeds} seeds; {rounds.looks} possible looks (at {looks} seeds per "
             f"group), each on test at its level ({rounds.at(1).level:.2g} "
             "at the first; docs/statistics.md)",
-            soft_wrap=True,
+            soft_wrap=not console.is_terminal,
         )

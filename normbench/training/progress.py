@@ -24,6 +24,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from normbench.core.text import fitted_id
 from normbench.data.base import cache_dir
 from normbench.data.generated import will_generate
 
@@ -114,17 +115,3 @@ def line_width(task: Task) -> int:
         len("0:00:00"),
     ]
     return sum(cells) + len(cells)  # the run id's separator included
-
-
-def fitted_id(run_id: str, room: int) -> str:
-    """``run_id`` in ``room`` characters: whole, or its last whole parts after an ellipsis
-    (``…fp32-b32-s0-35545803``: never a part cut in the middle; at least the hash), or
-    nothing."""
-    if len(run_id) <= room:
-        return run_id
-    parts = run_id.split("-")
-    for start in range(1, len(parts)):
-        tail = "-".join(parts[start:])
-        if 1 + len(tail) <= room:
-            return "…" + tail
-    return ""

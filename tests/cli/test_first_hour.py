@@ -226,3 +226,66 @@ def test_the_tables_are_one_list_in_the_help_the_cli_and_the_api(tmp_path):
     one_line(invoke("report", str(runs), "--table", "tuning"), "not a tuned sweep")
     with pytest.raises(UsageError, match="not a tuned sweep"):
         nb.report(runs, table="tuning")
+
+
+# ------------------------------------------- 5. on a terminal, lines wrap between words
+def on_terminal(columns: int, *args: str, answer: bytes = b"", cwd=None) -> list[str]:
+    """``normbench ARGS`` on a pseudo-terminal ``columns`` wide (what a newcomer's tmux is),
+    ``answer`` typed in; its lines, escape codes stripped."""
+    import fcntl
+    import os
+    import pty
+    import re
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    main, child = pty.openpty()
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "normbench", *args],
+        stdin=child,
+        stdout=child,
+        stderr=child,
+        env={**env, "TERM": "xterm"},
+        cwd=cwd,
+    )
+    os.close(child)
+    if answer:
+        os.write(main, answer)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # the child closed its end
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    process.wait(timeout=60)
+    os.close(main)
+    text = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", b"".join(chunks).decode(errors="replace"))
+    return [line for line in text.replace("\r", "").split("\n") if line.strip()]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("columns", [80, 100])
+def test_on_a_terminal_lines_wrap_between_words(tmp_path, columns):
+    runs = tmp_path / "runs"
+    plan = on_terminal(columns, "sweep", "threads=1", "norm=layernorm,rmsnorm", "--dry-run",
+                       "--runs-dir", str(runs))  # fmt: skip
+    assert all(len(line) <= columns for line in plan), plan
+    assert "  normbench sweep batch_sensitivity threads=1 norm=layernorm,rmsnorm" in plan
+    assert all(line.split()[-1].endswith(("5c3bb75c", "28cc7bb9")) for line in plan[2:4]), plan
+    asked = on_terminal(columns, "sweep", answer=b"n\n", cwd=tmp_path)
+    assert all(len(line) <= columns for line in asked), asked
+    assert "(Wu & He 2018)?" in " ".join(asked) and asked[-1].endswith("nothing written")
+    assert list(tmp_path.iterdir()) == []
+    make_run(runs, ["norm=layernorm"])  # finished: `run` closes with its line, not training
+    closing = on_terminal(columns, "run", "model=cnn", "norm=layernorm", "--runs-dir", str(runs))
+    assert closing[0].startswith("skipped, already finished")
+    path = closing[-1]  # on a line of its own, whole, however long the temporary directory
+    assert path.startswith(str(runs / "cnn-layernorm-pre-fp32-b32-s0-")) and " " not in path
+    assert all(len(line) <= columns for line in closing[:-1]), closing

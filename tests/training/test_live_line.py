@@ -9,7 +9,8 @@ from io import StringIO
 import pytest
 from rich.console import Console
 
-from normbench.training.progress import LiveLine, fitted_id, progress_bar
+from normbench.core.text import fitted_id
+from normbench.training.progress import LiveLine, progress_bar
 
 RUN_ID = "transformer-layernorm-pre-fp32-b32-s0-5c3bb75c"
 
