@@ -38,9 +38,18 @@ COLUMNS = (
     "edge",
     "equal_budget",  # False in every row when the groups' budgets differed: said in every output
 )
-# The columns a reader sees (the terminal, a tuned sweep's closing table, HTML), under the
-# names CSV and JSON give them; the rest are said in the caption or are in CSV and JSON.
-SHOWN = ("group", "trials", "steps", "chosen", "val_chosen", "val_gap", "regret_bound")
+# The columns a reader sees (the terminal, a tuned sweep's closing table, HTML) and their
+# headers there, short so that the table fits 80 columns (the caption names CSV's and JSON's
+# columns for them); the rest are said in the caption or are in CSV and JSON.
+SHOWN = {
+    "group": "group",
+    "trials": "trials",
+    "steps": "steps",
+    "chosen": "chosen",
+    "val_chosen": "val",
+    "val_gap": "gap",
+    "regret_bound": "regret",
+}
 
 
 @dataclass
@@ -137,7 +146,7 @@ class Tuning:
 
     def table_view(self):
         """The table a reader sees, in the terminal, after a sweep and in HTML: the columns
-        of ``SHOWN`` under their CSV names; a chosen value or a group's item on a line of its
+        of ``SHOWN`` under its headers; a chosen value or a group's item on a line of its
         own, never folded or cropped (the key heads the column when one key was tuned); what
         the groups tried, and the marks, in the caption."""
         from rich import box
@@ -161,8 +170,8 @@ class Tuning:
             cells["chosen"] = "\n".join(chosen) + (" *" if isinstance(row["edge"], str) else "")
             cells["group"] = "\n".join(cells["group"].split(" "))
             rows.append(cells)
-        for column in SHOWN:
-            header = next(iter(keys)) if column == "chosen" and one_key else column
+        for column, header in SHOWN.items():
+            header = next(iter(keys)) if column == "chosen" and one_key else header
             if column in ("group", "chosen"):
                 longest = max(
                     (len(line) for r in rows for line in r[column].split("\n")), default=0
@@ -174,7 +183,12 @@ class Tuning:
             table.add_row(*(cells[c] for c in SHOWN))
         tried = tried_summary(list(zip(self.table["group"], self.table["tried"], strict=True)))
         edge = "; * at an edge of the grid" if self.table["edge"].map(bool).any() else ""
-        table.caption = "; ".join(tried) + edge + ". " + self.caption()
+        table.caption = (
+            "; ".join(tried)
+            + edge
+            + ". val, gap, regret: the columns val_chosen, val_gap, regret_bound. "
+            + self.caption()
+        )
         return table
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import pytest
 from helpers import invoke, make_run, one_line
@@ -54,12 +55,29 @@ def test_the_tuned_table_shows_every_chosen_value_whole(tmp_path, columns):
     assert "…" not in out.stdout
     for value in ("train.lr=0.003162", "train.weight_decay=0.0001 *", "norm=layernorm"):
         assert any(value in line for line in lines), (value, out.stdout)
-    # the columns under the names CSV and JSON give them (and the sweep prints this table)
-    assert "val_chosen" in out.stdout and "val_gap" in out.stdout and "regret_bound" in out.stdout
+    # every column whole, every number shown (the sweep prints this very table)
+    header = next(line for line in lines if line.lstrip().startswith("group"))
+    assert header.split() == ["group", "trials", "steps", "chosen", "val", "gap", "regret"]
+    assert any(line.rstrip().endswith("1.234 0.0123 0.0456") for line in lines), out.stdout
+    assert "val, gap, regret: the columns val_chosen, val_gap, regret_bound" in " ".join(
+        out.stdout.split()
+    )
     csv = invoke(
         "report", "--sweep", "t", "--runs-dir", str(runs), "--table", "tuning", "--format", "csv"
     )
     assert "val_chosen" in csv.stdout and "val_gap" in csv.stdout and "regret_bound" in csv.stdout
+
+
+def test_the_tuned_table_in_html_is_the_terminal_s(tmp_path):
+    runs, page = tmp_path / "runs", tmp_path / "report.html"
+    tuned_store(runs, [TWO_KEYS])
+    out = invoke("report", "--sweep", "t", "--runs-dir", str(runs), "--html", str(page))
+    assert out.exit_code == 0, out.output
+    html = page.read_text()
+    tuned = html[html.index("<h2>Tuned: t</h2>") : html.index("</table>")]
+    heads = re.findall(r"<th(?: [^>]*)?>([^<]*)</th>", tuned)
+    assert heads == ["group", "trials", "steps", "chosen", "val", "gap", "regret"]
+    assert "train.lr=0.003162<br>train.weight_decay=0.0001 *" in tuned and "\\n" not in tuned
 
 
 def test_the_sweep_and_the_report_print_the_same_tuned_table(tmp_path):
@@ -77,7 +95,7 @@ def test_the_sweep_and_the_report_print_the_same_tuned_table(tmp_path):
 
     swept = shown(tuned_view.choices_table("t", state))
     assert swept == shown(tuning.parse("t", state).rich())
-    assert "val_chosen" in swept and "train.weight_decay=0.0001 *" in swept
+    assert "regret" in swept and "train.weight_decay=0.0001 *" in swept
 
 
 # ------------------------------------------- 3. a runs directory named twice, differently
@@ -235,7 +253,6 @@ def on_terminal(columns: int, *args: str, answer: bytes = b"", cwd=None) -> list
     import fcntl
     import os
     import pty
-    import re
     import struct
     import subprocess
     import sys
