@@ -95,8 +95,8 @@ def columns(
     ``wrap`` columns (in that order) onto more lines at spaces, never inside a word. When the
     ``below`` column cannot hold its longest word so, or a row's cell would take more than two
     lines (a word a line), it moves under each row, indented (an 80-column terminal lists
-    runs whose ids take half of it). Plain text rather than a rich
-    Table: rich lays out a table in a millisecond a row, and a store lists 100,000 runs."""
+    runs whose ids take half of it). Plain text rather than a rich Table: rich lays out a
+    table in a millisecond a row, and a store lists 100,000 runs."""
     wrap = tuple(name for name in wrap if name in headers)
     widths = [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(headers)]
     words = {name: _longest_word(rows, headers.index(name)) for name in wrap}

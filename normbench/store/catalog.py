@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from normbench.core.errors import UsageError
+from normbench.core.suggest import did_you_mean
 from normbench.core.text import plain
 from normbench.experiment.schema import EXECUTION_KEYS
 from normbench.store.index import FILE as INDEX_FILE
@@ -220,8 +221,6 @@ def unknown_key(given: str, key: str, runs: pd.DataFrame) -> str:
     keys that make a run what it is (a group by its short name, as filters, ``--by`` and
     ``--best-over`` take it; no execution setting such as log.tensorboard), the closest
     first offered."""
-    from normbench.core.suggest import did_you_mean
-
     keys = sorted(
         {
             c.removesuffix(".name")
@@ -257,8 +256,6 @@ def best_over_column(key: str, runs: pd.DataFrame) -> str:
 def _matches_none(line: str, present: pd.Series) -> str:
     """``no runs match norm=batchnrom (did you mean batchnorm?); norm in these runs: ...``:
     a filter that empties the selection names the values there are."""
-    from normbench.core.suggest import did_you_mean
-
     key, _, value = line.partition("=")
     values = sorted({plain(str(v)) for v in present}, key=str)
     hint = did_you_mean(value, values)
