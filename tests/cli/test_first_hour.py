@@ -119,6 +119,8 @@ def test_a_runs_directory_that_is_a_file_is_named_as_one(tmp_path):
     for dry in (["--dry-run"], []):  # refused before the plan, as the sweep itself is
         out = invoke("sweep", "smoke", *dry, "--yes", "--runs-dir", str(afile))
         one_line(out, f"--runs-dir {afile}: a file, not a directory")
+    out = invoke("run", "model=cnn", "--runs-dir", str(afile))
+    one_line(out, f"--runs-dir {afile}: a file, not a directory")
     below = invoke("sweep", "smoke", "--dry-run", "--runs-dir", str(afile / "runs"))
     one_line(below, f"--runs-dir {afile / 'runs'}: {afile} is a file")
     assert afile.read_text() == ""
