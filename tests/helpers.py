@@ -166,15 +166,15 @@ def limited(seconds: float, memory: int = 2 << 30) -> Iterator[None]:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
-def invoke(*args: str, seconds: float = 60, memory: int = 2 << 30):
-    """A CLI command in this process under a time and memory limit (``limited``), at 100
-    columns; never a traceback."""
+def invoke(*args: str, seconds: float = 60, memory: int = 2 << 30, columns: int = 100):
+    """A CLI command in this process under a time and memory limit (``limited``), at
+    ``columns`` columns (100 unless told); never a traceback."""
     from typer.testing import CliRunner
 
     from normbench.cli import app
 
     with limited(seconds, memory):
-        result = CliRunner().invoke(app, list(args), env={"COLUMNS": "100"})
+        result = CliRunner().invoke(app, list(args), env={"COLUMNS": str(columns)})
     assert not isinstance(result.exception, (TimeoutError, MemoryError)), result.exception
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(
         result.exception

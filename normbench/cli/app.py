@@ -327,13 +327,25 @@ RunsFilters = Annotated[
 ]
 
 
-def runs_dir_and_filters(arguments: list[str] | None, runs_dir: Path) -> tuple[Path, list[str]]:
-    """``[RUNS_DIR] [FILTER ...]``: a first argument without ``=`` is the runs directory (it
-    replaces ``--runs-dir``); the rest are filters."""
+def runs_dir_and_filters(
+    arguments: list[str] | None, runs_dir: Path, ctx: typer.Context | None = None
+) -> tuple[Path, list[str]]:
+    """``[RUNS_DIR] [FILTER ...]``: a first argument without ``=`` is the runs directory; the
+    rest are filters. ``ctx``: the command's, to refuse a runs directory named both ways,
+    differently (which one was meant cannot be guessed; one was silently ignored before)."""
+    from normbench.core.errors import UsageError
+
     arguments = list(arguments or [])
     if arguments and "=" not in arguments[0]:
-        runs_dir = Path(arguments.pop(0))
-    check_not_a_run(runs_dir)
+        named = Path(arguments.pop(0))
+        source = ctx.get_parameter_source("runs_dir") if ctx is not None else None
+        if source is not None and source.name == "COMMANDLINE" and named != runs_dir:
+            raise UsageError(
+                f"two runs directories: {named} (the first argument) and --runs-dir "
+                f"{runs_dir}; give one"
+            )
+        runs_dir = named
+    check_runs_dir(runs_dir)
     return runs_dir, arguments
 
 
@@ -366,12 +378,17 @@ def scan_started(arguments: list[str] | None, runs_dir: Path):
     return Scan.start(named)
 
 
-def check_not_a_run(runs_dir: Path) -> None:
-    """A pasted run directory (``runs/<run_id>``) where a runs directory belongs is refused
-    with the command's form for that one run (a run_id filter of its parent)."""
+def check_runs_dir(runs_dir: Path, named: str = "runs directory") -> None:
+    """A runs directory that exists as something else (a file) is refused as such, and a
+    pasted run directory (``runs/<run_id>``) with the command's form for that one run (a
+    run_id filter of its parent). ``named``: how the command's user gave it (``--runs-dir``)."""
     from normbench.core.errors import UsageError
     from normbench.store.rundir import is_run_id
 
+    existing = next((p for p in (runs_dir, *runs_dir.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
+        what = "a file" if existing == runs_dir else f"{existing} is a file"
+        raise UsageError(f"{named} {runs_dir}: {what}, not a directory; valid: a directory")
     if is_run_id(runs_dir.name) and (runs_dir / "meta.json").is_file():
         raise UsageError(
             f"{runs_dir} is one run's directory, not a runs directory; name the run by a filter "

@@ -53,7 +53,7 @@ def list_choices(config_dir: ConfigDirs = None) -> None:
             )
         console.print(table)
     console.print(f"device=  {' | '.join(DEVICES)}")
-    console.print(f"sweep presets:  {' | '.join(preset_files)}", soft_wrap=True)
+    console.print(f"sweep presets:  {' | '.join(preset_files)}", soft_wrap=not console.is_terminal)
     refused = Table(title="Refused before training", title_justify="left", show_header=False)
     for rule in RULES:
         refused.add_row(rule.summary)
@@ -146,7 +146,7 @@ def check_norm(
         f"{len(rows) - len(failed)} of {len(rows)} checks hold"
         + ("" if failed else ": the norm keeps the contract")
         + (f"; {skipped} skipped: they read the output, whose shape is wrong" if skipped else ""),
-        soft_wrap=True,
+        soft_wrap=not console.is_terminal,
     )
     if failed:
         raise typer.Exit(1)

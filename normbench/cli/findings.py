@@ -23,9 +23,16 @@ def findings(
     runs_dir: Annotated[
         Path, typer.Option("--runs-dir", help="Where the studies' runs are stored.")
     ] = Path("runs/findings"),
-    out: Annotated[Path, typer.Option("--out", help="The document to write.")] = Path(
-        "docs/findings.md"
-    ),
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="The document to write \\[default: docs/findings.md; with --quick or --smoke "
+            "RUNS_DIR/findings-quick.md or findings-smoke.md, so that a smaller scale never "
+            "replaces the full-scale document of a checkout]",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run every study (a batch-size, placement, no-norm, precision and LayerNorm-claims sweep;
     a second call only reports), then write the findings document: per claim of the
@@ -40,6 +47,8 @@ def findings(
     if jobs < 1:
         raise fail(f"--jobs {jobs}: must be at least 1")
     scale = "smoke" if smoke else "quick" if quick else "full"
+    if out is None:
+        out = Path("docs/findings.md") if scale == "full" else runs_dir / f"findings-{scale}.md"
     try:  # the document's place, before any study trains
         from normbench.cli.report import check_out
 

@@ -18,6 +18,7 @@ from normbench.cli.app import (
     scan_started,
     terminal,
 )
+from normbench.report import TABLE_NAMES
 
 # The options of `normbench report`, one name each, so that its entry point reads as what it does
 Arguments = Annotated[
@@ -80,11 +81,7 @@ Diverged = Annotated[
 Format = Annotated[str, typer.Option("--format", help="rich | csv | markdown | json")]
 TableName = Annotated[
     str | None,
-    typer.Option(
-        "--table",
-        help="convergence | batch_sensitivity | precision | lr_stability | depth_stability"
-        " | diagnostics_init | diagnostics | tuning | scaling | scaling_rungs",
-    ),
+    typer.Option("--table", help="Only this table: " + " | ".join(TABLE_NAMES)),
 ]
 Out = Annotated[Path | None, typer.Option("--out", help="Write the tables here.")]
 Plots = Annotated[
@@ -119,6 +116,7 @@ ScalingKey = Annotated[
 
 @app.command()
 def report(
+    ctx: typer.Context,
     arguments: Arguments = None,
     sweep_name: SweepOption = None,
     by: By = None,
@@ -156,7 +154,7 @@ def report(
     # with the collector back.
     with collector_paused():
         try:
-            runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir)
+            runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir, ctx)
             method = Method.from_options(alpha, margin, reference_batch, diverged, reference or [])
             check_outputs(fmt, out, html, plots, x, profile, across)
             request = pipeline.Request(
@@ -174,8 +172,10 @@ def report(
             )
             selected = pipeline.select(request, scanning, warn)
             tuned = selected.tuning
-            if table == "tuning" and not tuned:
-                raise UsageError("--table tuning: not a tuned sweep (normbench sweep --tune)")
+            if table == "tuning" and not tuned:  # before the verdicts are computed
+                from normbench.report.text import NOT_TUNED
+
+                raise UsageError(NOT_TUNED)
             result = pipeline.verdicts(request, selected, warn)
             text = as_text(result, tuned, fmt, table, out)
         except UsageError as err:
@@ -264,7 +264,9 @@ def print_terminal(result, tuned, table: str | None, diagnostics: bool) -> None:
     console = terminal()
     statuses = ", ".join(f"{n} {status}" for status, n in sorted(result.counts.items()))
     total = sum(result.counts.values())
-    console.print(f"{total} run{'s' * (total != 1)} ({statuses})", soft_wrap=True)
+    console.print(
+        f"{total} run{'s' * (total != 1)} ({statuses})", soft_wrap=not console.is_terminal
+    )
     if tuned:
         console.print(tuned.rich())
     for renderable in [] if table == "tuning" else rich_renderables(result, table):

@@ -7,6 +7,7 @@ build a plugin; normbench.training only when something trains).
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
@@ -19,8 +20,10 @@ from normbench.cli.app import (
     RunsDir,
     app,
     board_note,
+    check_runs_dir,
     fail,
     interrupt_on_sigterm,
+    terminal,
 )
 
 
@@ -51,6 +54,7 @@ def run(
         refuse_repeated(overrides or [])
         config = compose_checked(overrides or [])
         tags = check_tags(tag or [])
+        check_runs_dir(runs_dir, "--runs-dir")
         if config["log"]["tensorboard"] is not None:  # before the run, not found by it
             from normbench.trackers.tensorboard import check_destination
 
@@ -70,7 +74,7 @@ def run(
     labels, rerun = Labels(tags, note), Rerun(force, rerun_stale)
     kept = kept_run(config, runs_dir, rerun, labels)
     if kept is not None:
-        typer.echo(summary_line(kept, config))
+        echo_fields(summary_line(kept, config))
         board_unused(config, runs_dir, kept.path.name)
         return
     from normbench.training.run import run_experiment
@@ -85,7 +89,7 @@ def run(
             f"interrupted: {interrupted_note(RunDir(runs_dir, run_id(config)), force)}", err=True
         )
         raise typer.Exit(130) from None
-    typer.echo(summary_line(outcome, config))
+    echo_fields(summary_line(outcome, config))
     if outcome.skipped:
         board_unused(config, runs_dir, outcome.run_id)
     if outcome.status == "failed":
@@ -165,6 +169,22 @@ def check_tags(tags: list[str]) -> tuple[str, ...]:
         if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", tag):
             raise UsageError(f"--tag {tag!r}: valid: 1 to 64 of A-Z a-z 0-9 . _ -")
     return tuple(tags)
+
+
+def echo_fields(line: str) -> None:
+    """The closing line: on a terminal, its fields (two spaces apart) packed into lines of the
+    terminal's width, a field never cut (the run's path stays whole); piped, one line, as
+    scripts read it."""
+    if not sys.stdout.isatty():
+        typer.echo(line)
+        return
+    width, lines = terminal().width, [""]
+    for part in line.split("  "):
+        if lines[-1] and len(lines[-1]) + 2 + len(part) > width:
+            lines.append(part)
+        else:
+            lines[-1] = f"{lines[-1]}  {part}" if lines[-1] else part
+    typer.echo("\n".join(lines))
 
 
 def summary_line(outcome, config: dict) -> str:

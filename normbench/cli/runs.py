@@ -24,14 +24,15 @@ from normbench.cli.app import (
 
 
 def _runs_selection(
-    arguments: list[str] | None, runs_dir: Path, status: str | None, tag, sweep: str | None = None
+    arguments: list[str] | None, runs_dir: Path, status: str | None, tag, ctx, sweep=None
 ):
-    """The runs of `runs list` / `runs clean`: a runs directory, filters, statuses, a tag,
-    the latest record of each sweep ``--sweep`` names."""
+    """The runs of `runs list` / `runs clean`: a runs directory, filters, statuses, a tag, the
+    latest record of each sweep ``--sweep`` names (``ctx``: the command's,
+    runs_dir_and_filters says why)."""
     scanning = scan_started(arguments, runs_dir)  # before pandas (store.scan says why)
     from normbench.store import catalog, manage, records
 
-    runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir)
+    runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir, ctx)
     statuses = manage.parse_statuses(status)
     ids = records.sweep_run_ids(runs_dir, sweep)[0] if sweep is not None else None
     selection = catalog.load_runs(runs_dir, scanning)
@@ -47,6 +48,7 @@ NEWEST = 50  # runs `runs list` shows unless told otherwise: 100,000 lines help 
 @runs_app.command("list")
 @collector_paused()
 def runs_list(
+    ctx: typer.Context,
     arguments: RunsFilters = None,
     sweep_name: SweepOption = None,
     status: StatusOption = None,
@@ -62,7 +64,9 @@ def runs_list(
     try:
         if last < 1:
             raise UsageError(f"--last {last}: valid: an integer >= 1 (or --all)")
-        runs_dir, runs, warnings = _runs_selection(arguments, runs_dir, status, tag, sweep_name)
+        runs_dir, runs, warnings = _runs_selection(
+            arguments, runs_dir, status, tag, ctx, sweep_name
+        )
     except UsageError as err:
         raise fail(str(err)) from None
     from normbench.store import manage
@@ -97,9 +101,10 @@ def columns(
 ) -> list[str]:
     """Lines of a plain table, columns two spaces apart, fitted to ``width`` by wrapping the
     ``wrap`` columns (in that order) onto more lines at spaces, never inside a word. When the
-    ``below`` column cannot hold its longest word so, it moves under each row, indented (an
-    80-column terminal lists runs whose ids take half of it). Plain text rather than a rich
-    Table: rich lays out a table in a millisecond a row, and a store lists 100,000 runs."""
+    ``below`` column cannot hold its longest word so, or a row's cell would take more than two
+    lines (a word a line), it moves under each row, indented (an 80-column terminal lists
+    runs whose ids take half of it). Plain text rather than a rich Table: rich lays out a
+    table in a millisecond a row, and a store lists 100,000 runs."""
     wrap = tuple(name for name in wrap if name in headers)
     widths = [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(headers)]
     words = {name: _longest_word(rows, headers.index(name)) for name in wrap}
@@ -108,8 +113,12 @@ def columns(
         excess = sum(widths) + 2 * (len(widths) - 1) - width
         if excess > 0:
             widths[i] = max(len(headers[i]), 10, widths[i] - excess)
-    if below in words and widths[headers.index(below)] < words[below]:
-        return _stacked(headers, rows, width, wrap, below)
+    if below in words:
+        i = headers.index(below)
+        if widths[i] < words[below] or any(  # a word does not fit, or a row takes 3+ lines
+            len(row[i]) > widths[i] and len(_wrap(row[i], widths[i])) > 2 for row in rows
+        ):
+            return _stacked(headers, rows, width, wrap, below)
     line = "  ".join(f"{{:<{w}}}" for w in widths).format  # one C call a line
     lines = [line(*headers).rstrip()]
     wrapped = [headers.index(name) for name in wrap]
@@ -238,6 +247,7 @@ def runs_diff(
 
 @runs_app.command("clean")
 def runs_clean(
+    ctx: typer.Context,
     arguments: RunsFilters = None,
     status: Annotated[
         str, typer.Option("--status", help="Delete runs with these statuses, e.g. failed.")
@@ -253,7 +263,7 @@ def runs_clean(
     from normbench.core.text import plain
 
     try:
-        runs_dir, runs, warnings = _runs_selection(arguments, runs_dir, status, None)
+        runs_dir, runs, warnings = _runs_selection(arguments, runs_dir, status, None, ctx)
     except UsageError as err:
         raise fail(str(err)) from None
     from normbench.store import manage
@@ -291,6 +301,7 @@ def runs_clean(
 
 @runs_app.command("export")
 def runs_export(
+    ctx: typer.Context,
     destination: Annotated[
         str,
         typer.Argument(
@@ -313,17 +324,22 @@ def runs_export(
     from normbench.core.errors import StoreError, UsageError
     from normbench.core.text import plain
     from normbench.store import catalog, manage
+    from normbench.store.rundir import real_directory
     from normbench.trackers import mlflow, tensorboard
     from normbench.trackers.runs import tracked_run
 
     try:
-        runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir)
-        statuses = _check_export(to, destination, runs_dir, status)
+        runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir, ctx)
+        statuses = _check_export(to, destination, experiment, runs_dir, status)
         selection, _, _ = catalog.select_runs(runs_dir, arguments, sweep_name, tag)
         runs = manage.narrow(selection, statuses).sort_values("run_id")
         if runs.empty:
             raise UsageError("no runs match: check the runs directory, --sweep, --status, filters")
+        # Validated first, written after: the destination is made (the directory, the MLflow
+        # store) only once every input is valid and there are runs to export.
         log_dir = Path(destination)
+        if to == "tensorboard":  # one that cannot be made is one line, not a skip per run
+            real_directory(log_dir.expanduser().resolve())
         if to == "mlflow":
             _quiet_mlflow()
         store = mlflow.MlflowExport(destination, experiment) if to == "mlflow" else None
@@ -359,9 +375,11 @@ def runs_export(
         raise typer.Exit(1)
 
 
-def _check_export(to: str, destination: str, runs_dir: Path, status) -> list[str] | None:
-    """``runs export``'s tracker, its packages and its destination, refused in one line
-    before any run is read; the statuses to export (``--status``)."""
+def _check_export(
+    to: str, destination: str, experiment: str, runs_dir: Path, status
+) -> list[str] | None:
+    """``runs export``'s tracker, its packages, its destination and experiment, refused in one
+    line before any run is read; the statuses to export (``--status``)."""
     from normbench.core.errors import UsageError
     from normbench.core.extras import missing
     from normbench.store import manage
@@ -381,6 +399,8 @@ def _check_export(to: str, destination: str, runs_dir: Path, status) -> list[str
             f"--to mlflow {destination}: an in-memory database keeps nothing; valid: "
             "sqlite:///FILE.db"
         )
+    if to == "mlflow" and not experiment.strip():  # MLflow would refuse it after making the store
+        raise UsageError(f"--experiment {experiment!r}: valid: a name, e.g. normbench")
     return statuses
 
 
@@ -415,9 +435,8 @@ def pasted_path(name: str, runs_dir: Path, command: str) -> str:
 
 def check_export_dir(destination: str, runs_dir: Path) -> None:
     """A TensorBoard destination named (not ''), outside the runs directory (its folders
-    would land among the runs), and usable now."""
+    would land among the runs), and usable now (made once the runs to export are known)."""
     from normbench.core.errors import UsageError
-    from normbench.store.rundir import real_directory
     from normbench.trackers.tensorboard import check_destination
 
     if not destination.strip():
@@ -430,4 +449,3 @@ def check_export_dir(destination: str, runs_dir: Path) -> None:
             "directory outside it"
         )
     check_destination(where, "--to tensorboard ")
-    real_directory(where)  # made now: one that cannot be is one line, not a skip per run

@@ -16,6 +16,7 @@ from normbench.cli.app import (
     RunsDir,
     app,
     board_note,
+    check_runs_dir,
     complete_sweep,
     fail,
     interrupt_on_sigterm,
@@ -188,6 +189,7 @@ def sweep(
     overrides = [a for a in arguments if not a.startswith("launcher.")]
     try:
         use_config_dirs(config_dir or [])
+        check_runs_dir(runs_dir, "--runs-dir")  # in --dry-run too: the sweep would fail there
         _check_quick(preset, jobs, name, max_runs)
         _check_max_seeds(max_seeds, until_decided)
         settings = launcher_settings(launcher, settings_overrides)
@@ -272,7 +274,7 @@ def _plain_session(given, runs_dir, launch, name, dry_run, max_runs, max_seeds, 
         precheck.destinations(folders)
         planning.print_plan(console, preset, overrides, runs_dir, rerun, max_runs)
         if preset is None:
-            console.print(live.no_preset_note(arguments), soft_wrap=True, highlight=False)
+            live.print_no_preset_note(console, arguments)
         return None
     grid = grids.expand(preset, overrides, max_runs)
     grid.name = name or grid.name
@@ -285,7 +287,7 @@ def _plain_session(given, runs_dir, launch, name, dry_run, max_runs, max_seeds, 
             check_devices({job.cfg["device"] for job in grid.jobs})
         planning.print_plan(console, preset, overrides, runs_dir, rerun, max_runs)
         if preset is None:
-            console.print(live.no_preset_note(arguments), soft_wrap=True, highlight=False)
+            live.print_no_preset_note(console, arguments)
         return None
     if ask and not live.confirm_start(
         console, preset, grid, planning.plan(grid, runs_dir, rerun).todo
@@ -304,8 +306,8 @@ def _plain(grid, plan, session, preset, arguments, runs_dir: Path) -> None:
 
     console = session.console
     if preset is None:
-        console.print(live.no_preset_note(arguments), soft_wrap=True, highlight=False)
-    console.print(planning.plan_summary(grid, session.planned), soft_wrap=True)
+        live.print_no_preset_note(console, arguments)
+    console.print(planning.plan_summary(grid, session.planned), soft_wrap=not console.is_terminal)
     todo = session.planned.todo
     design = UntilDecided(plan, todo) if plan else Fixed(todo)
 
@@ -318,14 +320,19 @@ def _plain(grid, plan, session, preset, arguments, runs_dir: Path) -> None:
 
     summary = _train(session, design, interrupted)
     if plan:
-        console.print(looks_text(plan, design.looks, session), soft_wrap=True)
+        console.print(looks_text(plan, design.looks, session), soft_wrap=not console.is_terminal)
     where = f" --runs-dir {runs_dir}" if runs_dir != Path("runs") else ""
-    console.print(f"results: normbench report --sweep {grid.name}{where}", soft_wrap=True)
+    console.print(
+        f"results: normbench report --sweep {grid.name}{where}", soft_wrap=not console.is_terminal
+    )
     boards = {job.cfg["log"]["tensorboard"] for job in grid.jobs} - {None}
     finished = len(grid.jobs) - len(todo)
     if len(boards) == 1 and finished:  # runs already finished reached no board: say so
         (board,) = boards
-        console.print(board_note(board, finished, f"--sweep {grid.name}{where}"), soft_wrap=True)
+        console.print(
+            board_note(board, finished, f"--sweep {grid.name}{where}"),
+            soft_wrap=not console.is_terminal,
+        )
     if summary.get("failed"):
         raise typer.Exit(1)
 
@@ -349,10 +356,10 @@ def _train(session, design, interrupted: Callable[[], str]) -> dict[str, int]:
         except TuningStopped as err:  # a failed run is no result: nothing is ranked
             session.finish()
             console.print(session.summary())
-            console.print(f"tuning stopped: {err}", soft_wrap=True)
+            console.print(f"tuning stopped: {err}", soft_wrap=not console.is_terminal)
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
-            console.print(interrupted(), soft_wrap=True)
+            console.print(interrupted(), soft_wrap=not console.is_terminal)
             raise typer.Exit(130) from None
     summary = session.finish()
     console.line()
@@ -399,7 +406,7 @@ def _tuned(preset, overrides, space, runs_dir, launch, name, dry_run, sizes, tun
     if method.reference:  # what report --sweep compares against, as the lines below do
         session.save(reference=list(method.reference))
     for note in plan.notes:
-        console.print(Text(note, style="bold red"), soft_wrap=True)
+        console.print(Text(note, style="bold red"), soft_wrap=not console.is_terminal)
     design = tuned.Tuned(plan, launch.rerun, max_seeds, method)
 
     def interrupted() -> str:
@@ -410,17 +417,21 @@ def _tuned(preset, overrides, space, runs_dir, launch, name, dry_run, sizes, tun
         )
 
     summary = _train(session, design, interrupted)
-    console.print(tuned_view.choices_table(plan, design.choices))
+    console.print(tuned_view.choices_table(grid.name, session.extra["tuning"]))
     for line in tuned_view.edge_lines(design.choices):
-        console.print(Text(line, style="bold yellow"), soft_wrap=True)
+        console.print(Text(line, style="bold yellow"), soft_wrap=not console.is_terminal)
     for note in plan.notes:
-        console.print(Text(note, style="bold red"), soft_wrap=True)
+        console.print(Text(note, style="bold red"), soft_wrap=not console.is_terminal)
     if design.plan:
-        console.print(looks_text(design.plan, design.looks, session), soft_wrap=True)
+        console.print(
+            looks_text(design.plan, design.looks, session), soft_wrap=not console.is_terminal
+        )
     for line in tuned_view.verdict_lines(plan, session.jobs, runs_dir, method):
-        console.print(line, soft_wrap=True)
+        console.print(line, soft_wrap=not console.is_terminal)
     where = f" --runs-dir {runs_dir}" if runs_dir != Path("runs") else ""
-    console.print(f"results: normbench report --sweep {grid.name}{where}", soft_wrap=True)
+    console.print(
+        f"results: normbench report --sweep {grid.name}{where}", soft_wrap=not console.is_terminal
+    )
     if summary.get("failed"):
         raise typer.Exit(1)
 

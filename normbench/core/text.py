@@ -3,6 +3,7 @@
 A runs directory is untrusted input: a config comment or a norm's name can carry terminal
 escape sequences (clear the screen, set the window title, forge an OSC 8 link) or markdown
 that forges headings and raw HTML. Every stored string passes through here on its way out.
+A run id shown where a terminal line has less room than it is shortened here too.
 """
 
 from __future__ import annotations
@@ -48,3 +49,18 @@ def escape_markdown(text: str) -> str:
         else:
             out.append(f"\\{c}" if c in _MARKDOWN_PUNCTUATION else c)
     return "".join(out)
+
+
+def fitted_id(run_id: str, room: int) -> str:
+    """``run_id`` in ``room`` characters, for a line that must fit a terminal (the live line,
+    the plan of a sweep): whole, or its last whole parts after an ellipsis
+    (``…fp32-b32-s0-35545803``: never a part cut in the middle; at least the hash), or
+    nothing."""
+    if len(run_id) <= room:
+        return run_id
+    parts = run_id.split("-")
+    for start in range(1, len(parts)):
+        tail = "-".join(parts[start:])
+        if 1 + len(tail) <= room:
+            return "…" + tail
+    return ""

@@ -15,7 +15,6 @@ after composing (``compose_checked``).
 from __future__ import annotations
 
 import copy
-import difflib
 import functools
 import json
 import re
@@ -26,6 +25,7 @@ from normbench.core.errors import UsageError
 from normbench.core.files import YAML_LIMIT, read_text
 from normbench.core.keys import REQUIRED, Key, shown
 from normbench.core.registry import is_import_path, lookup
+from normbench.core.suggest import closest, did_you_mean
 from normbench.data.datasets import describe
 from normbench.data.pysource import corpus
 from normbench.experiment.options import (
@@ -251,7 +251,7 @@ def _group_choices(parsed: list) -> dict[str, str]:
         plugin = group in PLUGIN_GROUPS and isinstance(value, str) and is_import_path(value)
         if not isinstance(value, str) or not (value in options(group) or plugin):
             hint = ", or an import path package.module:Object" * (group in PLUGIN_GROUPS)
-            close = _did_you_mean(str(value), options(group))
+            close = did_you_mean(str(value), options(group))
             dotted = isinstance(value, str) and "." in value and ":" not in value
             if group in PLUGIN_GROUPS and dotted and not close:  # mynorms.PowerNorm
                 module, _, name = value.rpartition(".")
@@ -261,12 +261,6 @@ def _group_choices(parsed: list) -> dict[str, str]:
             )
         choices[group] = value
     return choices
-
-
-def _did_you_mean(word: str, candidates) -> str:
-    """`` (did you mean norm?)`` when one candidate is close to a mistyped word, else ''."""
-    close = difflib.get_close_matches(word, list(candidates), n=1)
-    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def _unread(cfg: dict) -> set[str]:
@@ -288,11 +282,11 @@ def _unknown_key(key: str, keys: dict[str, Key], unread: set[str] = frozenset())
         siblings = sorted({k.split(".")[0] for k in listed} | set(GROUPS))
         where = "at the top level" if not section else "sections and top-level keys"
     candidates = siblings if not section else [*listed, *siblings]
-    close = difflib.get_close_matches(key, [*candidates, *unread], n=1)
-    if close and close[0] in unread:
-        hint = f" (did you mean {close[0]}? the chosen norm does not read it)"
+    close = closest(key, [*candidates, *unread])
+    if close in unread:
+        hint = f" (did you mean {close}? the chosen norm does not read it)"
     else:
-        hint = _did_you_mean(key, candidates)
+        hint = did_you_mean(key, candidates)
     return f"unknown key '{key}'{hint}; valid {where}: {', '.join(siblings)}"
 
 

@@ -10,3 +10,20 @@ pure fits, multipliers and trends; scaling_section: ``--scaling``; scaling_plots
 Owns: every number and word a report shows. May import: core, data (split sizes, numpy
 only), experiment, layers.keys, store. No torch.
 """
+
+# Every table a report can show alone (``--table``, ``report(table=...)``), the one list the
+# help, the errors and the API derive from: the table across workloads, each section's
+# tables in the order they are shown, and a tuned sweep's.
+TABLE_NAMES = (
+    "across",
+    "convergence",
+    "batch_sensitivity",
+    "precision",
+    "lr_stability",
+    "depth_stability",
+    "diagnostics_init",
+    "diagnostics",
+    "tuning",
+    "scaling",
+    "scaling_rungs",
+)

@@ -146,6 +146,11 @@ def scaling_html(report: Report, drawn: list[Drawing]) -> str:
     return "<section>\n" + "\n".join(parts) + "\n</section>"
 
 
+def cell_lines(cell) -> str:
+    """A table cell's lines (a tuned group's items, a chosen value each) apart by <br>."""
+    return "<br>".join(esc(line) for line in text_of(cell).split("\n"))
+
+
 def esc(value) -> str:
     """A stored value as HTML text: control characters shown as escapes (plain),
     markup characters escaped."""
@@ -194,8 +199,9 @@ def legend_html(verdicts: tuple[str, ...]) -> str:
 
 
 def table_html(table) -> str:
-    """A rich Table as an HTML table (headers, cells: styled text keeps its colour) in a box
-    of its own that scrolls sideways, then its caption."""
+    """A rich Table as an HTML table in a box of its own that scrolls sideways (headers, cells:
+    styled text keeps its colour; a cell's lines, as the terminal shows them, kept apart by
+    <br>, each escaped), then its caption."""
     numeric = [' class="num"' if column.justify == "right" else "" for column in table.columns]
     head = "".join(
         f"<th{kind}>{esc(text_of(column.header))}</th>"
@@ -205,7 +211,7 @@ def table_html(table) -> str:
     body = "\n".join(
         "<tr>"
         + "".join(
-            f"<td{kind}{style_of(cell)}>{esc(text_of(cell))}</td>"
+            f"<td{kind}{style_of(cell)}>{cell_lines(cell)}</td>"
             for cell, kind in zip(row, numeric, strict=True)
         )
         + "</tr>"

@@ -34,7 +34,7 @@ from normbench.report.batch import batch_table
 from normbench.report.convergence import best_over, convergence_table
 from normbench.report.precision import precision_table
 from normbench.report.stability import STRESS_AXES, stability_table
-from normbench.store.catalog import Selection
+from normbench.store.catalog import Selection, unknown_key
 
 # --best-over chooses each group's value on validation from the very runs whose test numbers
 # the verdicts then read: selection and verdict share seeds, so every output says so
@@ -66,12 +66,11 @@ def build(
         )
     if runs.empty:
         raise UsageError("no runs match: check the runs directory, --sweep and the filters")
-    if by:
-        missing = [key for key in by if key not in runs.columns]
-        if missing:
-            raise UsageError(f"--by {','.join(missing)}: not a config key of these runs")
+    for key in by or []:
+        if key not in runs.columns:
+            raise UsageError(unknown_key(f"--by {','.join(by)}", key, runs))
     if best_over_key and best_over_key not in runs.columns:
-        raise UsageError(f"--best-over {best_over_key}: not a config key of these runs")
+        raise UsageError(unknown_key(f"--best-over {best_over_key}", best_over_key, runs))
     if best_over_key:
         method = Method(**{**method.__dict__, "test": True})
     varying = varying_keys(runs)

@@ -10,22 +10,12 @@ import math
 import pandas as pd
 
 from normbench.core.errors import UsageError
+from normbench.report import TABLE_NAMES
 from normbench.report.base import Method, Metric, Report, Section, label
 from normbench.report.stats import COMMON_SEEDS_NOTE
 from normbench.store.sweep_record import EVEN_SPLIT
 
-TABLES = (
-    "across",
-    "convergence",
-    "batch_sensitivity",
-    "precision",
-    "lr_stability",
-    "depth_stability",
-    "diagnostics_init",
-    "diagnostics",
-    "scaling",
-    "scaling_rungs",
-)
+TABLES = tuple(name for name in TABLE_NAMES if name != "tuning")  # a report's, not a sweep's
 JSON_ONLY = ("values", "lr_sensitivity_values")  # lists: JSON keeps them, CSV, markdown not
 DIAGNOSTICS_WHEN = {  # the diagnostics tables, and the step each one shows
     "diagnostics_init": "at initialisation (step 0, before any update)",
@@ -40,13 +30,18 @@ def table_names(report: Report) -> list[str]:
     return (["across"] if report.across is not None else []) + scaling + names
 
 
+NOT_TUNED = "--table tuning: not a tuned sweep's report; valid: --sweep NAME of a sweep --tune"
+
+
 def check_table(report: Report, only: str | None) -> None:
     """``--table NAME``: refused in one line when NAME is no table of normbench's, or none
     of this report's, with the valid choices."""
     if only is None:
         return
-    if only not in TABLES:
-        raise UsageError(f"--table {only}: valid: {', '.join(TABLES)}")
+    if only not in TABLE_NAMES:
+        raise UsageError(f"--table {only}: valid: {', '.join(TABLE_NAMES)}")
+    if only == "tuning":  # asked of a report that has no tuned sweep (one that has is shown)
+        raise UsageError(NOT_TUNED)
     present = table_names(report)
     if only not in present:
         raise UsageError(

@@ -38,6 +38,18 @@ COLUMNS = (
     "edge",
     "equal_budget",  # False in every row when the groups' budgets differed: said in every output
 )
+# The columns a reader sees (the terminal, a tuned sweep's closing table, HTML) and their
+# headers there, short so that the table fits 80 columns (the caption names CSV's and JSON's
+# columns for them); the rest are said in the caption or are in CSV and JSON.
+SHOWN = {
+    "group": "group",
+    "trials": "trials",
+    "steps": "steps",
+    "chosen": "chosen",
+    "val_chosen": "val",
+    "val_gap": "gap",
+    "regret_bound": "regret",
+}
 
 
 @dataclass
@@ -113,47 +125,69 @@ class Tuning:
         )
 
     def html(self) -> str:
-        """The section as an HTML block, every stored value escaped."""
+        """The section as an HTML block: the terminal's table (same columns, same names, its
+        caption under it), every stored value escaped."""
         from html import escape
 
-        head = "".join(f"<th>{escape(c)}</th>" for c in COLUMNS)
-        rows = "".join(
-            "<tr>" + "".join(f"<td>{escape(_cell(row[c]))}</td>" for c in COLUMNS) + "</tr>"
-            for _, row in self.table.iterrows()
-        )
+        from normbench.report.html import table_html
+
         notes = "".join(f'<p class="warning">{escape(note)}</p>' for note in self.notes)
-        return (
-            f"<h2>Tuned: {escape(self.sweep)}</h2>{notes}<table><thead><tr>{head}</tr></thead>"
-            f"<tbody>{rows}</tbody></table><p>{escape(self.caption())}</p>"
-        )
+        return f"<h2>Tuned: {escape(self.sweep)}</h2>{notes}{table_html(self.table_view())}"
 
     def rich(self):
+        """The terminal's rendering (the report's, and the sweep's once tuning has ended):
+        the table, then its caption wrapped at the terminal's width."""
+        from rich.console import Group
+        from rich.text import Text
+
+        table = self.table_view()
+        caption, table.caption = table.caption, None
+        return Group(table, Text(caption, style="dim"))
+
+    def table_view(self):
+        """The table a reader sees, in the terminal, after a sweep and in HTML: the columns
+        of ``SHOWN`` under its headers; a chosen value or a group's item on a line of its
+        own, never folded or cropped (the key heads the column when one key was tuned); what
+        the groups tried, and the marks, in the caption."""
+        from rich import box
         from rich.table import Table
 
         table = Table(
             title=f"tuned: {self.sweep}",
             title_justify="left",
-            caption=self.caption(),
-            caption_justify="left",
+            box=box.SIMPLE_HEAD,
+            padding=(0, 0),
+            pad_edge=False,
         )
-        shown = ("group", "trials", "steps", "chosen", "val_chosen", "val_gap", "regret_bound")
-        headers = ("group", "trials", "steps", "chosen", "val", "gap", "regret")
         keys = set(self.table["tuned"])
         one_key = len(keys) == 1 and "," not in next(iter(keys)) and "-" not in keys
-        for column, header in zip(shown, headers, strict=True):
-            left = column in ("group", "chosen")
-            header = next(iter(keys)) if column == "chosen" and one_key else header
-            table.add_column(header, justify="left" if left else "right", overflow="fold")
+        rows = []
         for _, row in self.table.iterrows():
-            cells = [plain(_cell(row[c])) for c in shown]
+            cells = {c: plain(_cell(row[c])) for c in SHOWN}
+            chosen = cells["chosen"].split(" ")
             if one_key:  # the key is the header: the cell is its value
-                cells[3] = cells[3].partition("=")[2]
-            table.add_row(*cells)
+                chosen = [item.partition("=")[2] for item in chosen]
+            cells["chosen"] = "\n".join(chosen) + (" *" if isinstance(row["edge"], str) else "")
+            cells["group"] = "\n".join(cells["group"].split(" "))
+            rows.append(cells)
+        for column, header in SHOWN.items():
+            header = next(iter(keys)) if column == "chosen" and one_key else header
+            if column in ("group", "chosen"):
+                longest = max(
+                    (len(line) for r in rows for line in r[column].split("\n")), default=0
+                )
+                table.add_column(header, min_width=max(longest, len(header)), overflow="fold")
+            else:
+                table.add_column(header, justify="right", no_wrap=True)
+        for cells in rows:
+            table.add_row(*(cells[c] for c in SHOWN))
         tried = tried_summary(list(zip(self.table["group"], self.table["tried"], strict=True)))
+        edge = "; * at an edge of the grid" if self.table["edge"].map(bool).any() else ""
         table.caption = (
             "; ".join(tried)
-            + ". val, gap, regret: val_chosen, val_gap, regret_bound. "
-            + table.caption
+            + edge
+            + ". val, gap, regret: the columns val_chosen, val_gap, regret_bound. "
+            + self.caption()
         )
         return table
 

@@ -21,8 +21,10 @@ import numpy as np
 import pandas as pd
 
 from normbench.core.errors import UsageError
+from normbench.core.suggest import did_you_mean
 from normbench.core.text import plain
 from normbench.experiment.schema import EXECUTION_KEYS
+from normbench.store.index import FILE as INDEX_FILE
 from normbench.store.index import Index, as_list
 from normbench.store.reading import (
     COLUMNS,
@@ -62,7 +64,9 @@ def load_runs(runs_dir: Path, scanning: Scan | None = None) -> Selection:
         )
     if scanning is None or scanning.runs_dir != runs_dir:
         scanning = Scan(runs_dir)  # scans here
-    index = Index.open(runs_dir)
+    # A directory without an index gets one once it has runs to put in it: a report of an
+    # empty (or mistyped) directory writes nothing there.
+    index = Index.open(runs_dir) if (runs_dir / INDEX_FILE).exists() else None
     try:
         known, indexed = index.records() if index else (Records(), set())
     except sqlite3.OperationalError:  # locked past the timeout: read the files this time
@@ -86,6 +90,8 @@ def load_runs(runs_dir: Path, scanning: Scan | None = None) -> Selection:
             for name in found
             if name in records or name in fresh.runs
         }
+    if index is None and fresh.runs and not (runs_dir / INDEX_FILE).exists():
+        index = Index.open(runs_dir)
     if index is not None:
         removed = indexed - records.keys()
         if index.writable and (fresh.runs or removed):
@@ -176,10 +182,7 @@ def select(
         key = override.key_or_group
         (column,) = as_columns([key], runs)
         if column not in runs.columns:
-            valid = ", ".join(sorted(c for c in runs.columns if "." in c or c in ("seed",)))
-            raise UsageError(
-                f"filter {override.input_line}: no key '{key}' in these runs; valid: {valid}"
-            )
+            raise UsageError(unknown_key(f"filter {override.input_line}", key, runs))
         if isinstance(override.value(), RangeSweep):  # by membership, never listed
             sweep = override.value()
             runs = runs[runs[column].map(lambda v, r=sweep: _in_range(v, r))]
@@ -213,6 +216,24 @@ def as_columns(keys: list[str], runs: pd.DataFrame) -> list[str]:
     return [f"{key}.name" if f"{key}.name" in runs.columns else key for key in keys]
 
 
+def unknown_key(given: str, key: str, runs: pd.DataFrame) -> str:
+    """``filter nrom=x: no key 'nrom' in these runs (did you mean norm?); valid: ...``: the
+    keys that make a run what it is (a group by its short name, as filters, ``--by`` and
+    ``--best-over`` take it; no execution setting such as log.tensorboard), the closest
+    first offered."""
+    keys = sorted(
+        {
+            c.removesuffix(".name")
+            for c in runs.columns
+            if ("." in c or c in ("batch_size", "seed")) and c not in EXECUTION_KEYS
+        }
+    )
+    return (
+        f"{given}: no key '{plain(key)}' in these runs{did_you_mean(key, keys)}; valid: "
+        + ", ".join(keys)
+    )
+
+
 def best_over_column(key: str, runs: pd.DataFrame) -> str:
     """``--best-over``'s key as a column, refused in one line when the runs hold one value of
     it (there is nothing to choose the best of) and naming the keys that do vary."""
@@ -235,12 +256,9 @@ def best_over_column(key: str, runs: pd.DataFrame) -> str:
 def _matches_none(line: str, present: pd.Series) -> str:
     """``no runs match norm=batchnrom (did you mean batchnorm?); norm in these runs: ...``:
     a filter that empties the selection names the values there are."""
-    import difflib
-
     key, _, value = line.partition("=")
     values = sorted({plain(str(v)) for v in present}, key=str)
-    close = difflib.get_close_matches(value, values, n=1)
-    hint = f" (did you mean {close[0]}?)" if close else ""
+    hint = did_you_mean(value, values)
     shown = ", ".join(values[:20]) + (f", ... ({len(values)} values)" if len(values) > 20 else "")
     return f"no runs match {plain(line)}{hint}; {key} in these runs: {shown}"
 

@@ -95,7 +95,7 @@ def list_rows(runs: pd.DataFrame, last: int | None = None) -> tuple[list[tuple[s
     choices = _choices([shown_values[key][ordered] for key in varying], varying, len(newest))
     telling = _telling_apart(newest, choices)
     if telling:  # the keys that tell apart runs of the same headline choices, after them
-        more = [_shown(newest[key]) for key in telling]
+        more = [_shown_present(newest[key]) for key in telling]
         extra = _choices(more, telling, len(newest))
         choices = [f"{a} {b}".strip() for a, b in zip(choices, extra, strict=True)]
     columns = (
@@ -188,9 +188,19 @@ def _choices(values: list, keys: list[str], count: int) -> list[str]:
         return [""] * count
     names = [key.removesuffix(".name") for key in keys]
     return [
-        " ".join(f"{name}={value}" for name, value in zip(names, row, strict=True))
+        " ".join(
+            f"{name}={value}" for name, value in zip(names, row, strict=True) if value is not None
+        )
         for row in zip(*values, strict=True)
     ]
+
+
+def _shown_present(values: pd.Series) -> pd.Series:
+    """``_shown``, with None where a run's config has no such key (NaN in the frame: the key
+    of another norm, ``norm.alpha_init`` of DyT beside a LayerNorm run): not a choice of that
+    run, so not listed as ``=nan``."""
+    absent = values.map(lambda value: isinstance(value, float) and value != value)
+    return _shown(values).where(~absent.astype(bool), None)
 
 
 def resolve(runs_dir: Path, name: str) -> RunDir:

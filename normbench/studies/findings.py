@@ -82,13 +82,13 @@ def run_studies(runs: Path, jobs: int, scale: str, console: Console) -> None:
     runs_in_all = sum(len(grid.jobs) for _, _, grid, _ in planned)
     console.print(
         f"findings ({scale}): {len(planned)} studies, {runs_in_all} runs, {total} to train",
-        soft_wrap=True,
+        soft_wrap=not console.is_terminal,
     )
     trained, start = 0, time.perf_counter()
     with LocalLauncher(jobs, runs, launch.rerun) as pool:
         for index, (study, preset, grid, todo) in enumerate(planned, start=1):
             command = f"{command_of(study, scale)} --name {grid.name}"
-            console.print(f"$ {command}", soft_wrap=True)
+            console.print(f"$ {command}", soft_wrap=not console.is_terminal)
             argv = shlex.split(command)
             left = total - trained
             eta = (time.perf_counter() - start) / trained * left if trained else None

@@ -27,14 +27,20 @@ MEASURED = re.compile(r"(?:about |~)?\d+(?:\.\d+)? (?:seconds|minutes|hours)[^.;
 
 
 # ---------------------------------------------------------------------------- before it starts
-def no_preset_note(overrides: list[str]) -> str:
+def print_no_preset_note(console: Console, overrides: list[str]) -> None:
     """Overrides without a preset are a grid of their own: say so, and how to add them to the
-    default preset instead (``normbench sweep threads=1`` is one default run, not 42)."""
+    default preset instead (``normbench sweep threads=1`` is one default run, not 42). On a
+    terminal the prose wraps at its width and the command stands on a line of its own (copied
+    whole); piped, it is one line."""
     from normbench.sweeps.presets import DEFAULT_PRESET
 
-    return (
+    command = f"normbench sweep {DEFAULT_PRESET} {' '.join(overrides)}"
+    before = ":\n  " if console.is_terminal else ": "
+    console.print(
         "no preset named: the grid is these overrides alone, over config.yaml's defaults; to "
-        f"add them to the default preset: normbench sweep {DEFAULT_PRESET} {' '.join(overrides)}"
+        f"add them to the default preset{before}{command}",
+        soft_wrap=not console.is_terminal,
+        highlight=False,
     )
 
 
@@ -80,9 +86,11 @@ def confirm_start(console: Console, preset: str, sweep: Sweep, todo: list[Job]) 
     import typer
 
     console.print(
-        f"{Path(preset).stem}: {preset_question(preset)}", soft_wrap=True, highlight=False
+        f"{Path(preset).stem}: {preset_question(preset)}",
+        soft_wrap=not console.is_terminal,
+        highlight=False,
     )
-    console.print(estimate(preset, sweep, todo), soft_wrap=True, highlight=False)
+    console.print(estimate(preset, sweep, todo), soft_wrap=not console.is_terminal, highlight=False)
     if not todo or not interactive():
         return True
     if typer.confirm("start it? (--yes skips this question)", default=True):
@@ -160,7 +168,9 @@ class LiveView:
         if status in ("failed", "interrupted", "diverged"):
             style = "red" if status == "failed" else "yellow"
             reason = f": {error}" if error else ""
-            self.console.print(Text(f"{status} {rid}{reason}", style=style), soft_wrap=True)
+            self.console.print(
+                Text(f"{status} {rid}{reason}", style=style), soft_wrap=not self.console.is_terminal
+            )
         self.live.refresh()
 
     def render(self) -> Group:

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.control import strip_control_codes
 from rich.text import Text
 
+from normbench.core.text import fitted_id
 from normbench.store.provenance import is_stale
 from normbench.store.rundir import (
     FINISHED,
@@ -97,7 +98,8 @@ def print_plan(
     widths = [max(len(k), *(len(s.get(k, "-")) for s in settings)) for k in axes]
     number = len(str(len(job_overrides)))
     console.print(
-        Text(f"sweep {name}: {plural(len(job_overrides), 'combination')}"), soft_wrap=True
+        Text(f"sweep {name}: {plural(len(job_overrides), 'combination')}"),
+        soft_wrap=not console.is_terminal,
     )
     columns = [
         "#".rjust(number),
@@ -106,7 +108,7 @@ def print_plan(
         "action".ljust(ACTION_WIDTH),
         "run id",
     ]
-    console.print(Text(_row(columns), style="bold"), soft_wrap=True)
+    console.print(Text(_row(columns), style="bold"), soft_wrap=not console.is_terminal)
     jobs, planned, present = [], Plan([], {}, set()), run_names(runs_dir)
     for index, job in enumerate(compose_jobs(job_overrides), start=1):
         jobs.append(job)
@@ -117,10 +119,13 @@ def print_plan(
         values = [given.get(k, "-").ljust(w) for k, w in zip(axes, widths, strict=True)]
         now, action = (status or "-").ljust(STATUS_WIDTH), f"{action}{stale}".ljust(ACTION_WIDTH)
         row = [str(index).rjust(number), *values, now, action, job.run_id]
+        room = console.width - len(_row(row[:-1])) - 2
+        if console.is_terminal and len(job.run_id) > room:  # never wrapped by the terminal
+            row[-1] = fitted_id(job.run_id, room)
         console.file.write(strip_control_codes(_row(row)) + "\n")
     sweep = Sweep(name, spec["version"], jobs, axes, len(job_overrides))
     console.line()
-    console.print(plan_summary(sweep, planned), soft_wrap=True)
+    console.print(plan_summary(sweep, planned), soft_wrap=not console.is_terminal)
 
 
 STATUS_WIDTH = len("interrupted")  # the longest status

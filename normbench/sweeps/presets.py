@@ -13,6 +13,7 @@ from pathlib import Path
 from normbench.core.errors import StoreError, UsageError
 from normbench.core.files import read_yaml
 from normbench.core.keys import shown
+from normbench.core.suggest import did_you_mean
 from normbench.experiment.options import conf_dir, config_dirs
 
 DEFAULT_PRESET = "batch_sensitivity"
@@ -42,8 +43,10 @@ def preset_path(name: str) -> Path:
             raise UsageError(f"sweep file {shown(name)} does not exist (or is not a file)")
         return path
     if name not in presets():
+        hint = did_you_mean(name, presets())
         raise UsageError(
-            f"sweep preset '{shown(name)[1:-1]}' does not exist; valid: {', '.join(presets())}, "
+            f"sweep preset '{shown(name)[1:-1]}' does not exist{hint}; valid: "
+            f"{', '.join(presets())}, "
             "or a path to a preset file (./grids/mine.yaml)"
         )
     return presets()[name]

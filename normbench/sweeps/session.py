@@ -158,7 +158,9 @@ class Session:
             return self.save(finished=True, **extra)
         except OSError as err:
             warning = f"warning: cannot update {self.path}: {err.strerror}"
-            self.console.print(Text(warning, style="yellow"), soft_wrap=True)
+            self.console.print(
+                Text(warning, style="yellow"), soft_wrap=not self.console.is_terminal
+            )
             return planning.add_counts(self.counts, Counter())
 
     def summary(self):
@@ -235,9 +237,13 @@ class UntilDecided:
             now = adaptive.look_at(jobs, runs_dir, plan.at(look), plan.tuned)
             todo, left = adaptive.seeds_to_add(jobs, now, plan)
             if not todo or look == plan.looks:
-                session.console.print(left.stop_text(look, plan), soft_wrap=True)
+                session.console.print(
+                    left.stop_text(look, plan), soft_wrap=not session.console.is_terminal
+                )
                 break
-            session.console.print(left.next_text(look, len(todo)), soft_wrap=True)
+            session.console.print(
+                left.next_text(look, len(todo)), soft_wrap=not session.console.is_terminal
+            )
             session.jobs += todo
             session.save(until_decided=plan.record(look + 1))
         final = adaptive.look_at(session.jobs, session.runs_dir, plan.at(look), plan.tuned)

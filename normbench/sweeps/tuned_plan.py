@@ -7,7 +7,6 @@ trains or reads the store."""
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import math
 import random
@@ -16,10 +15,17 @@ from dataclasses import dataclass, field
 
 from normbench.core.errors import UsageError
 from normbench.core.keys import shown
+from normbench.core.suggest import did_you_mean
 from normbench.experiment.compose import parse_overrides
 from normbench.experiment.options import schema_for
 from normbench.experiment.probe import compose_checked
-from normbench.experiment.schema import EXECUTION_KEYS, GROUPS, OBSERVATION_KEYS
+from normbench.experiment.schema import (
+    EXECUTION_KEYS,
+    GROUPS,
+    OBSERVATION_KEYS,
+    OPTION_SCHEMA,
+    SCHEMA,
+)
 from normbench.store.rundir import run_id
 from normbench.sweeps import adaptive, halving, search
 from normbench.sweeps.grid import Job, Sweep
@@ -59,9 +65,32 @@ def parse_space(given: list[str], preset: str | None) -> dict[str, search.Values
                 f"{where[key]} {key}: not tunable (the seeds and the budget are the design's); "
                 "valid: any other config key, e.g. train.lr"
             )
+        if isinstance(values, list):
+            _check_numbers(key, values, where[key])
         if isinstance(values, list) and len(set(values)) < 2:
             raise UsageError(f"{where[key]} {key}={','.join(values)}: give at least two values")
     return space
+
+
+def _check_numbers(key: str, values: list[str], option: str) -> None:
+    """A numeric key's values, each a number (``train.lr=abc`` is refused as not a number,
+    before it is counted): the key's spec in the schema, any option's where options differ."""
+    specs = [SCHEMA.get(key)] + [
+        keys.get(key) for by_option in OPTION_SCHEMA.values() for keys in by_option.values()
+    ]
+    spec = next((s for s in specs if s is not None), None)
+    if spec is None or spec.kind not in (int, float):
+        return
+    for value in values:
+        if spec.nullable and value in ("null", "None"):
+            continue
+        try:
+            float(value)
+        except ValueError:
+            raise UsageError(
+                f"{option} {key}={','.join(values)}: {shown(value)} is not a number; valid: "
+                f"{spec.describe()}"
+            ) from None
 
 
 @dataclass
@@ -162,11 +191,9 @@ def check_keys(space: dict, configs: list[dict]) -> None:
                 "depends on it); valid: a hyperparameter, e.g. train.lr"
             )
         if key not in known:
-            close = difflib.get_close_matches(key, sorted(known), n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
             raise UsageError(
-                f"--tune {key}: no such key in these runs' configs{hint}; valid: a config key, "
-                "e.g. train.lr"
+                f"--tune {key}: unknown key{did_you_mean(key, sorted(known))}; valid: a config "
+                "key of these runs, e.g. train.lr"
             )
 
 

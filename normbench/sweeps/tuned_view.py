@@ -7,11 +7,10 @@ import math
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
+from normbench.report import tuning
 from normbench.report.base import Method, label
-from normbench.report.tuning import tried_summary
 from normbench.store.rundir import FINISHED, Rerun, RunDir
 from normbench.sweeps import adaptive, halving
 from normbench.sweeps import plan as planning
@@ -20,43 +19,10 @@ from normbench.sweeps.tuned import Choice
 from normbench.sweeps.tuned_plan import TunedDesign, rung_jobs
 
 
-def choices_table(tuned: TunedDesign, choices: list[Choice]) -> Table:
-    """What tuning chose, per group: the budget, the value, how firm, what it tried; a
-    choice at an edge of the grid is marked and said under the table (``edge_lines``)."""
-    records = [choice.record(tuned) for choice in choices]
-    tried = tried_summary([(r["group"], tried_text(r["tried"])) for r in records if r["tried"]])
-    table = Table(
-        title="tuned: each group at its own best (chosen on validation loss)",
-        caption="; ".join(tried) + ". val loss: the chosen value's, mean over the tuning "
-        "seeds; gap: its lead over the runner-up; regret: a 90% upper bound on how much "
-        "better another candidate trained at the full budget could be; * at an edge of the "
-        "grid",
-        caption_justify="left",
-        min_width=40,
-    )
-    keys = {tuple(choice.group.keys) for choice in choices if choice.tuned}
-    one_key = len(keys) == 1 and len(next(iter(keys))) == 1  # the key heads its column
-    for column in ("group", "trials", "steps", "chosen", "val loss", "gap", "regret"):
-        text = column in ("group", "chosen")
-        header = next(iter(keys))[0] if column == "chosen" and one_key else column
-        table.add_column(header, justify="left" if text else "right", overflow="fold")
-    for choice, record in zip(choices, records, strict=True):
-        chosen = " ".join(o.partition("=")[2] if one_key else o for o in choice.chosen)
-        table.add_row(
-            record["group"],
-            str(record["trials"]),
-            f"{record['steps']:,}",
-            (chosen or "-") + (" *" if record["edge"] else ""),
-            _num(record["value"]),
-            _num(record["gap"]),
-            _num(record["regret_bound"]),
-        )
-    return table
-
-
-def tried_text(tried: dict[str, list[str]]) -> str:
-    """``train.lr 0.001,0.003,0.01``: per key, the values a group trained."""
-    return "; ".join(f"{key} {','.join(values)}" for key, values in tried.items()) or "-"
+def choices_table(name: str, state: dict):
+    """What tuning chose, per group, as ``report --sweep NAME`` shows it (the same table,
+    columns and names: normbench.report.tuning reads the state this sweep recorded)."""
+    return tuning.parse(name, state).rich()
 
 
 def edge_lines(choices: list[Choice]) -> list[str]:
@@ -116,7 +82,7 @@ def print_plan(
             f"by {how}, chosen on validation loss",
             style="bold",
         ),
-        soft_wrap=True,
+        soft_wrap=not console.is_terminal,
     )
     at = [tuned.rungs_at(steps) for steps in tuned.step_budgets]
     rungs = "; ".join(
@@ -136,7 +102,7 @@ def print_plan(
     console.print(
         f"phase 1, tuning: {tuned.trials} trials per group x {seeds} seed(s); {rungs} "
         f"({why}){beyond}",
-        soft_wrap=True,
+        soft_wrap=not console.is_terminal,
     )
     total = full = 0
     for group in tuned.groups:
@@ -148,14 +114,14 @@ def print_plan(
         if group.space < 2:
             console.print(
                 f"  {group.label}: takes none of the tuned keys: confirmed at its only value",
-                soft_wrap=True,
+                soft_wrap=not console.is_terminal,
             )
             continue
         keys = ", ".join(group.keys)
         console.print(
             f"  {group.label}: tunes {keys}; {len(group.candidates)} candidates{sampled}: "
             f"{' | '.join(' '.join(c) for c in group.candidates)}; {steps:,} steps",
-            soft_wrap=True,
+            soft_wrap=not console.is_terminal,
         )
     first = [
         j
@@ -168,20 +134,20 @@ def print_plan(
     console.print(
         f"  budget: {total:,} steps of tuning in all (every candidate at the full budget: "
         f"{full:,}); rung 1: {len(first)} runs, {done} already complete",
-        soft_wrap=True,
+        soft_wrap=not console.is_terminal,
     )
     earlier = earlier_record(tuned.grid.name, runs_dir)
     if earlier:
         console.print(f"  {earlier}", soft_wrap=True)
     for note in tuned.notes:
-        console.print(Text(note, style="bold red"), soft_wrap=True)
+        console.print(Text(note, style="bold red"), soft_wrap=not console.is_terminal)
     runs = sum(len(g.jobs) for g in tuned.groups)
     seeds_text = sorted({s for g in tuned.groups for s in g.seeds})
     console.print(
         f"phase 2, confirmation: each group at its chosen value on seeds "
         f"{', '.join(map(str, seeds_text))} (fresh, paired across groups): {runs} runs of "
         f"{'/'.join(map(str, tuned.step_budgets))} steps; verdicts on test from these runs only",
-        soft_wrap=True,
+        soft_wrap=not console.is_terminal,
     )
     if rounds is not None:
         looks = ", ".join(str(round(f * rounds.max_seeds)) for f in rounds.fractions)
@@ -190,7 +156,7 @@ def print_plan(
             f"{rounds.max_seeds} seeds; {rounds.looks} possible looks (at {looks} seeds per "
             f"group), each on test at its level ({rounds.at(1).level:.2g} "
             "at the first; docs/statistics.md)",
-            soft_wrap=True,
+            soft_wrap=not console.is_terminal,
         )
 
 

@@ -10,6 +10,7 @@ without a model.
 from __future__ import annotations
 
 import contextlib
+import math
 
 from rich.console import Console
 from rich.progress import (
@@ -23,28 +24,61 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from normbench.core.text import fitted_id
 from normbench.data.base import cache_dir
 from normbench.data.generated import will_generate
 
 BAR_WIDTH = 12
+# Every value in a field of fixed width, right-aligned, so the line never shifts when a value
+# appears or grows (``-`` until the first log row or evaluation).
+LOSS_WIDTH = 6  # 12.345, nan
+VAL_WIDTH = 5  # 0.912 (accuracy), 4.123 (bits per byte)
+SPEED_WIDTH = 5  # up to 99999 steps/s
 
 
-def progress_bar(show: bool) -> Progress:
-    """One live line on stderr: run id, bar, steps, loss, validation accuracy, speed, elapsed.
-    At 80 columns the steps and speed stay whole; the run id is shortened first (RunIdColumn).
-    ``show=False``: a disabled line that draws nothing."""
+def progress_bar(show: bool, metric: str = "acc") -> Progress:
+    """One live line on stderr: run id, bar, steps, loss, the last validation value (``val
+    acc``, or ``val bpb`` on a next-byte task, where every result is in bits per byte), speed,
+    elapsed. At 80 columns the steps and speed stay whole; the run id is shortened first
+    (RunIdColumn). ``show=False``: a disabled line that draws nothing."""
     console = Console(stderr=True)
     return Progress(
         RunIdColumn(console),
         BarColumn(bar_width=BAR_WIDTH),
         MofNCompleteColumn(),
-        TextColumn("loss {task.fields[loss]}"),
-        TextColumn("val acc {task.fields[val]}"),
-        TextColumn("{task.fields[speed]} steps/s"),
+        TextColumn(f"loss {{task.fields[loss]:>{LOSS_WIDTH}}}"),
+        TextColumn(f"val {metric} {{task.fields[val]:>{VAL_WIDTH}}}"),
+        TextColumn(f"{{task.fields[speed]:>{SPEED_WIDTH}}} steps/s"),
         TimeElapsedColumn(),
         console=console,
         disable=not show,
     )
+
+
+class LiveLine:
+    """The live line of one run, fed the trainer's log rows: the loss of the last row, the
+    validation value of the last evaluation (kept between evaluations), the steps per second
+    of training time."""
+
+    def __init__(self, run_id: str, total: int, first: int, next_byte: bool):
+        self.run_id, self.total, self.first = run_id, total, first
+        self.metric = "bpb" if next_byte else "acc"  # what the run's results are in
+
+    @contextlib.contextmanager
+    def shown(self, show: bool):
+        """The line on stderr while the block runs (``show=False``: drawn nowhere)."""
+        with progress_bar(show, self.metric) as self.progress:
+            self.task = self.progress.add_task(
+                self.run_id, total=self.total, completed=self.first, loss="-", val="-", speed="-"
+            )
+            yield self
+
+    def update(self, step: int, row: dict, train_s: float, evaluated: bool) -> None:
+        shown = {"loss": f"{row['train_loss']:.3f}", "speed": f"{step / train_s:.0f}"}
+        if evaluated:
+            value = row[f"val_{self.metric}"]
+            shown["val"] = "-" if math.isnan(value) else f"{value:.3f}"
+        self.progress.update(self.task, completed=step, **shown)
 
 
 def generating_note(data: dict, show: bool) -> contextlib.AbstractContextManager:
@@ -75,19 +109,9 @@ def line_width(task: Task) -> int:
     cells = [
         BAR_WIDTH,
         2 * total + 1,  # 3000/3000
-        len(f"loss {task.fields['loss']}"),
-        len(f"val acc {task.fields['val']}"),
-        len(f"{task.fields['speed']} steps/s"),
+        len("loss ") + max(LOSS_WIDTH, len(task.fields["loss"])),
+        len("val acc ") + max(VAL_WIDTH, len(task.fields["val"])),
+        max(SPEED_WIDTH, len(task.fields["speed"])) + len(" steps/s"),
         len("0:00:00"),
     ]
     return sum(cells) + len(cells)  # the run id's separator included
-
-
-def fitted_id(run_id: str, room: int) -> str:
-    """``run_id`` in ``room`` characters: whole, or its end after an ellipsis (at least the
-    hash), or nothing."""
-    if len(run_id) <= room:
-        return run_id
-    if room < 1 + len(run_id.rsplit("-", 1)[-1]):
-        return ""
-    return "…" + run_id[len(run_id) - room + 1 :]

@@ -33,7 +33,7 @@ from normbench.trackers.tensorboard import RunEvents
 from normbench.training import checkpoint
 from normbench.training.diagnostics import Diagnostics, frozen_buffers
 from normbench.training.optimizers import build_optimizers, lr_factor, lr_scaling
-from normbench.training.progress import generating_note, progress_bar
+from normbench.training.progress import LiveLine, generating_note
 
 AUTOCAST_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 EVAL_BATCH = 1024
@@ -146,15 +146,8 @@ class Trainer:
             self.record_initial_loss()
         self.model.train()
         try:
-            with progress_bar(self.show_progress) as progress:
-                task = progress.add_task(
-                    self.run.run_id,
-                    total=self.total_steps,
-                    completed=first,
-                    loss="-",
-                    val="-",
-                    speed="-",
-                )
+            line = LiveLine(self.run.run_id, self.total_steps, first, self.data.next_byte)
+            with line.shown(self.show_progress):
                 tick = time.perf_counter()
                 for step in range(first + 1, self.total_steps + 1):
                     if checkpoint.stop_requested():  # the job is about to end: save, stop
@@ -193,14 +186,7 @@ class Trainer:
                     if self.events is not None:
                         self.events.add(row)
                     self.summary["steps"] = step
-                    val = "-" if math.isnan(row["val_acc"]) else f"{row['val_acc']:.3f}"
-                    progress.update(
-                        task,
-                        completed=step,
-                        loss=f"{row['train_loss']:.3f}",
-                        val=val,
-                        speed=f"{step / self.train_s:.0f}",
-                    )
+                    line.update(step, row, self.train_s, evaluate)
                     if not math.isfinite(row["train_loss"]) or (
                         evaluate and not math.isfinite(row["val_loss"])
                     ):

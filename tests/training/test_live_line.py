@@ -3,12 +3,14 @@ stay whole; the run id gives way first."""
 
 from __future__ import annotations
 
+import math
 from io import StringIO
 
 import pytest
 from rich.console import Console
 
-from normbench.training.progress import fitted_id, progress_bar
+from normbench.core.text import fitted_id
+from normbench.training.progress import LiveLine, progress_bar
 
 RUN_ID = "transformer-layernorm-pre-fp32-b32-s0-5c3bb75c"
 
@@ -28,8 +30,8 @@ def live_line(width: int, run_id: str = RUN_ID) -> str:
 def test_the_live_line_keeps_steps_and_speed(width):
     line = live_line(width)
     assert len(line) <= width
-    assert "3000/3000" in line and "loss 2.345" in line and "val acc 0.312" in line
-    assert "1234 steps/s" in line and line.endswith("0:00:00")
+    assert "3000/3000" in line and "loss  2.345" in line and "val acc 0.312" in line
+    assert " 1234 steps/s" in line and line.endswith("0:00:00")
     assert "…" in line and "5c3bb75c" in line  # shortened from the left: the hash stays
 
 
@@ -37,8 +39,50 @@ def test_a_wide_terminal_shows_the_whole_run_id():
     assert live_line(140).startswith(RUN_ID + " ")
 
 
-def test_fitted_id_shortens_from_the_left_then_drops():
+def test_fitted_id_shortens_from_the_left_by_whole_parts_then_drops():
     assert fitted_id("cnn-bn-s0-abc", 20) == "cnn-bn-s0-abc"
     assert fitted_id("cnn-bn-s0-abc", 7) == "…s0-abc"
+    assert fitted_id("cnn-bn-s0-abc", 6) == "…abc"  # never "…0-abc": no part cut
     assert fitted_id("cnn-bn-s0-abc", 4) == "…abc"
     assert fitted_id("cnn-bn-s0-abc", 3) == ""
+
+
+def drawn(line: LiveLine, width: int) -> str:
+    out = StringIO()
+    console = Console(file=out, width=width)
+    line.progress.columns[0].console = console
+    console.print(line.progress.make_tasks_table(line.progress.tasks))
+    return out.getvalue().rstrip("\n")
+
+
+ROW = {"train_loss": 2.3456, "val_acc": math.nan, "val_loss": math.nan}
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_the_live_line_keeps_the_last_evaluation_and_never_shifts(width):
+    # issue 50, frictions 2 and 5: `val acc -` between evaluations, a line that shifted when a
+    # value appeared, a run id cut in the middle of a part
+    line = LiveLine(RUN_ID, total=3000, first=0, next_byte=False)
+    with line.shown(show=False):
+        before = drawn(line, width)
+        line.update(10, ROW, 1.0, evaluated=False)
+        logged = drawn(line, width)
+        line.update(20, {**ROW, "val_acc": 0.4567}, 2.0, evaluated=True)
+        evaluated = drawn(line, width)
+        line.update(30, ROW, 3.0, evaluated=False)
+        after = drawn(line, width)
+    assert "val acc     -" in logged and "val acc 0.457" in evaluated and "val acc 0.457" in after
+    assert len({len(before), len(logged), len(evaluated), len(after)}) == 1
+    assert all(len(text) <= width for text in (before, after))
+    assert [t.index("loss") for t in (before, after)] == [before.index("loss")] * 2
+    shown_id = after.split(" ")[0]
+    assert RUN_ID.endswith(shown_id.removeprefix("…")) and shown_id[1] != "-"
+    assert RUN_ID.split("-").count(shown_id.removeprefix("…").split("-")[0]) == 1
+
+
+def test_the_live_line_of_a_next_byte_task_shows_bits_per_byte():
+    line = LiveLine(RUN_ID, total=20, first=0, next_byte=True)
+    with line.shown(show=False):
+        line.update(10, {**ROW, "val_acc": 0.2, "val_bpb": 6.7712}, 1.0, evaluated=True)
+        text = drawn(line, 100)
+    assert "val bpb 6.771" in text and "val acc" not in text
