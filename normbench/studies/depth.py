@@ -5,7 +5,7 @@ placements are the subject of the claims study's (e))."""
 from __future__ import annotations
 
 from normbench.studies.claims import DEPTH
-from normbench.studies.study import Context, command_of, load, md, report, row_of, verdict
+from normbench.studies.study import Context, command_of, load, md, report, row_of, unregistered
 
 STUDIES = ()  # the depth sweep is the claims study's
 
@@ -56,9 +56,9 @@ def lns(ctx: Context) -> str:
             "",
             md(table, columns),
             "",
-            f"{verdict(answers['lns'])} {said('lns')}.",
+            f"{unregistered(answers['lns'])} {said('lns')}.",
             "",
-            f"{verdict(answers['mix'])} {said('mix')}.",
+            f"{unregistered(answers['mix'])} {said('mix')}.",
             "",
             "**What this does not show.** Sun et al. and Li et al. pre-train LLaMA models of "
             "130M to 7B parameters for billions of tokens; here a width-64 model of "

@@ -159,9 +159,10 @@ def write(runs: Path, out: Path, jobs: int, scale: str, console: Console) -> boo
         f"{sum(walls.values()) / 60:.0f} minutes (studies, minutes: {timing}); this report "
         f"{total / 60:.0f}. Every number below comes from runs in the run "
         "store; every verdict is computed with the statistics of docs/statistics.md (alpha "
-        "0.05, margin 0.01), not written. A claim is *Reproduced* when the runs decided for "
-        "it, *Not reproduced* when they decided against it, *Inconclusive* when they could not "
-        "decide. Parameter counts: every norm adds at most 2d parameters per unit except AdaLN "
+        "0.05, margin 0.01), not written. A registered claim (normbench/studies/registered/) is "
+        "labelled by the rule its section states, and only when it was registered before its "
+        "runs began (`normbench findings --check`); any other claim is exploratory. Parameter counts: every norm adds at "
+        "most 2d parameters per unit except AdaLN "
         "(2d^2 + 2d: 8.3k at width 64 against 128 for LayerNorm), which no study here uses, so "
         "no difference below can come from capacity.",
         "",

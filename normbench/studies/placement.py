@@ -10,24 +10,21 @@ import pandas as pd
 from normbench.report.base import Report
 from normbench.report.diagnostics import diagnostics_table, last_over_first
 from normbench.report.markdown import to_markdown
+from normbench.studies import family, registry
 from normbench.studies.study import (
     CONVERGENCE_COLUMNS,
-    LABEL_RULE,
     Context,
-    Prediction,
     Study,
     command_of,
     diff_text,
     figures,
-    label,
     load,
     md,
-    predictions_text,
     report,
     row_of,
     section_of,
     subset,
-    verdict,
+    unregistered,
 )
 
 PLACEMENT = Study("placement", ["placement"], ["seed=0,1", "train.max_steps=500"])
@@ -67,11 +64,7 @@ def xiong(ctx: Context) -> str:
     post_cold = row_of(conv, **{"placement.name": "post", "train.warmup_steps": 0})
     post_warm = row_of(conv, **{"placement.name": "post", "train.warmup_steps": 300})
     pre_cold = row_of(conv, **{"placement.name": "pre", "train.warmup_steps": 0})
-    predicted = [
-        Prediction("Post-LN without warm-up", "worse", post_cold["verdict"]),
-        Prediction("Post-LN with 300 warm-up steps", "not worse", post_warm["verdict"]),
-    ]
-    accuracy = label(predicted)
+    warm_up = family.claim_lines(registry.claim("xiong-warmup"), selection.runs)
     cold = subset(selection, lambda r: r["train.warmup_steps"] == 0)
     cold_report = report(cold, by=["placement.name"])
     xavier_report = report(load(runs, "xavier"), by=["placement.name"])
@@ -97,7 +90,7 @@ def xiong(ctx: Context) -> str:
     def profile(init: str) -> str:
         post, pre = ratio[init][("post", "mlp")], ratio[init][("pre", "mlp")]
         return (
-            f"{verdict(grows[init])} At {init} initialisation Post-LN's MLP gradients go from "
+            f"{unregistered(grows[init])} At {init} initialisation Post-LN's MLP gradients go from "
             f"the first to the last layer by a factor {post:.2f}, Pre-LN's by {pre:.2f}: "
             + (
                 "Post-LN's grow toward the output and Pre-LN's do not."
@@ -120,9 +113,13 @@ def xiong(ctx: Context) -> str:
             "",
             *figs,
             "",
-            f"{verdict(accuracy)} Without warm-up Post-LN is {diff_text(post_cold)} (Pre-LN "
-            f"{diff_text(pre_cold)}); with 300 warm-up steps Post-LN is {diff_text(post_warm)}. "
-            f"{predictions_text(predicted)}. {LABEL_RULE}",
+            f"Against the best group (the table): without warm-up Post-LN is "
+            f"{diff_text(post_cold)} (Pre-LN {diff_text(pre_cold)}); with 300 warm-up steps "
+            f"Post-LN is {diff_text(post_warm)}.",
+            "",
+            warm_up,
+            "",
+            family.RULE,
             "",
             "Gradient norm of the last unit over the first, units of the same sublayer type only, "
             "at initialisation (step 0: the first batch's gradients before any update, mean over "

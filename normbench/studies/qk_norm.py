@@ -23,7 +23,7 @@ from normbench.studies.study import (
     md,
     report,
     section_of,
-    verdict,
+    unregistered,
 )
 
 QK_NORM = Study(
@@ -82,10 +82,10 @@ def qk_norm(ctx: Context) -> str:
             "",
             *figure_lines,
             "",
-            f"{verdict(sensitivity)} (a) LR sensitivity against qk_norm=none, paired by seed "
+            f"{unregistered(sensitivity)} (a) LR sensitivity against qk_norm=none, paired by seed "
             f"(Holm over the comparisons; a positive difference is more sensitive): {words}.",
             "",
-            f"{verdict(before)} (b) {growth_text(growth)}",
+            f"{unregistered(before)} (b) {growth_text(growth)}",
             "",
             "**What this does not show.** Wortsman et al. train models of 10M to 1.2B "
             "parameters for 10,000 or more steps; here a 4-block model of width 64 for 400 "
