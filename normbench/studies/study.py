@@ -20,6 +20,7 @@ from normbench.report.markdown import to_markdown
 from normbench.store import catalog, records
 from normbench.store.catalog import Selection
 from normbench.store.rundir import RunDir
+from normbench.studies import registry
 
 # --smoke: the quick settings on a tiny model and a few steps, for the test suite.
 SMOKE = [
@@ -62,9 +63,12 @@ class Context:
 
 
 def arguments(study: Study, scale: str) -> list[str]:
-    """The study's sweep arguments at a scale; a later override replaces one of its key."""
+    """The study's sweep arguments at a scale; a later override replaces one of its key. At
+    full scale a study whose runs registered claims test trains the seeds they registered
+    (the most any of them needs: normbench.studies.registry)."""
+    seeds = registry.seeds_of(study.name)
     extra = {
-        "full": [],
+        "full": [f"seed=range({seeds})"] if seeds else [],
         "quick": study.quick,
         "smoke": [*study.quick, *SMOKE, *SMOKE_DATA[study.data], *study.smoke],
     }[scale]
