@@ -244,7 +244,7 @@ def claim_lines(claim: Claim, runs: pd.DataFrame, tested: list[Tested] | None = 
     return (
         f"**{word}.** {claim.source} (claim `{claim.id}`): {claim.says} {comparisons}. "
         f"Family: these {len(tested)} comparison(s), alpha {claim.alpha:g}, margin "
-        f"{claim.margin:g}. {order_text(found, runs).capitalize()}. Seeds: {claim.seeds} "
+        f"{claim.margin:g}; {order_text(found, runs)}. Seeds: {claim.seeds} "
         f"registered, power {claim.power():.2f} for an effect of {claim.effect:g} sd "
         f"({claim.basis})."
     )
