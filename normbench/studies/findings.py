@@ -1,5 +1,5 @@
 """Regenerate docs/findings.md (``normbench findings``): run every study's sweep, report it,
-and say for each claim of the literature whether its trend reproduced here.
+and label each registered claim of the literature by the rule of normbench.studies.family.
 
 Runs go to runs/findings (or --runs-dir); they are content-addressed, so a second call only
 reports. ``--quick``: fewer seeds and steps; ``--smoke``: tiny runs, for the test suite.

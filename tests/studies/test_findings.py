@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from normbench.studies.study import LABEL_RULE
+from normbench.studies.family import RULE
 
 
 @pytest.mark.slow
@@ -48,8 +48,10 @@ def test_findings_script_at_smoke_scale(tmp_path):
     ):
         assert title in text, title
     assert "Not computed" not in text
-    verdicts = sum(text.count(v) for v in ("Reproduced.**", "Not reproduced.**", "Inconclusive.**"))
-    assert verdicts >= 19  # every claim gets one, computed
+    labels = ("Reproduced.**", "Not reproduced.**", "Inconclusive.**", "Exploratory.**")
+    assert sum(text.count(v) for v in labels) == 9  # every registered claim, by the rule
+    assert text.count("registered at") + text.count("not registered (") == 9
+    assert text.count("*Exploratory (not a registered claim)") >= 10  # the other measures
     assert text.count("**What this does not show.**") >= 11
     images = list((tmp_path / "docs" / "img").rglob("*.png"))
     assert len(images) >= 5
@@ -58,4 +60,4 @@ def test_findings_script_at_smoke_scale(tmp_path):
     for record in (tmp_path / "runs" / "sweeps").glob("findings-*.json"):  # the sweep it is
         command = json.loads(record.read_text())["command"]
         assert command[:2] == ["normbench", "sweep"] and command[-2] == "--name", command
-    assert LABEL_RULE in text  # the Xiong section states the rule its label comes from
+    assert RULE in text  # the sections state the rule their labels come from
