@@ -30,6 +30,8 @@ LATER_KEYS = {
     "train.z_loss": 0.0,
     "train.muon_lr": 0.02,
     "train.muon_momentum": 0.95,
+    "train.muon_qkv": "fused",
+    "train.adam_beta2": 0.999,
 }
 # The train.* keys only some optimizers read, with the optimizers that read them: the others
 # have them nulled in the resolved config (compose.canonical), so that configs that cannot
@@ -39,6 +41,8 @@ OPTIMIZER_KEYS: dict[str, tuple[tuple[str, ...], Any]] = {
     "train.momentum": (("sgd",), 0.9),
     "train.muon_lr": (("muon",), 0.02),
     "train.muon_momentum": (("muon",), 0.95),
+    "train.muon_qkv": (("muon",), "fused"),
+    "train.adam_beta2": (("adamw", "muon"), 0.999),
 }
 # The same for keys that only some shipped options have (a plugin's own keys of the same name
 # are its own and stay in its id): key -> (the options of its group that have it, old value).
@@ -79,6 +83,8 @@ SCHEMA: dict[str, Key] = {
     "train.optimizer": Key(str, choices=("adamw", "sgd", "muon")),
     "train.muon_lr": Key(float, minimum=0.0, nullable=True),
     "train.muon_momentum": Key(float, minimum=0.0, maximum=1.0),
+    "train.muon_qkv": Key(str, choices=("split", "fused")),
+    "train.adam_beta2": Key(float, minimum=0.0, maximum=0.9999),
     "train.lr": Key(float, minimum=0.0),
     "train.weight_decay": Key(float, minimum=0.0),
     "train.momentum": Key(float, minimum=0.0, maximum=1.0),

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from normbench.report import stats
-from normbench.report.base import Section, label
+from normbench.report.base import label
 from normbench.report.text import with_ci
 from normbench.studies import family, registry
 from normbench.studies.study import (
@@ -27,6 +27,7 @@ from normbench.studies.study import (
     md,
     report,
     section_of,
+    subset,
 )
 
 MUON = Study(
@@ -55,12 +56,15 @@ def group_name(norm: str, placement: str, qk_norm: str) -> str:
 
 def muon(ctx: Context) -> str:
     selection = load(ctx.runs, "muon")
+    # the fused path (the qkv weight orthogonalised whole) is its own group of runs: its logit
+    # growth is shown under "(fused QKV)"; the verdicts and claims read the split runs
+    split = subset(selection, lambda r: ~r["train.muon_qkv"].map(label).eq("fused"))
     by = [*KEYS, "train.optimizer", "train.lr"]
-    result = report(selection, by=by, reference=("train.optimizer=adamw",))
+    result = report(split, by=by, reference=("train.optimizer=adamw",))
     section = section_of(result)
     table = section.tables["lr_stability"]
     sensitivity = sensitivity_rows(table)
-    growth = logit_growth(ctx.runs, section)
+    growth = logit_growth(ctx.runs, selection.runs)
     claims = {name: registry.claim(claim_id) for name, claim_id in CLAIMS.items()}
     tested = {
         name: family.claim_lines(
@@ -85,8 +89,10 @@ def muon(ctx: Context) -> str:
             "norm's LR sensitivity different under Muon than under AdamW?",
             "",
             f"**Command.** `{command_of(MUON, ctx.scale)}` (pysource; Muon at train.lr with "
-            "Moonlight's RMS matching, on the 2-D weights of the residual sublayers, AdamW on "
-            f"the rest; PaLM's z-loss 1e-4 in every group, diagnostics every {every} steps).",
+            "Moonlight's RMS matching, on the 2-D weights of the residual sublayers with Q, K "
+            "and V orthogonalised apart (as the references; the fused qkv weight orthogonalised "
+            "whole is its own group, '(fused QKV)'), weight decay 0.1, AdamW (betas 0.9, 0.95) "
+            f"on the rest; PaLM's z-loss 1e-4 in every group, diagnostics every {every} steps).",
             "",
             f"**Method.** Each claim is registered with its comparisons, margin and seeds "
             f"(normbench/studies/registered/): {claims['qk'].measure}; groups compared on it "
@@ -133,17 +139,18 @@ def muon(ctx: Context) -> str:
     )
 
 
-def logit_growth(runs, section: Section) -> pd.DataFrame:
+def logit_growth(runs, frame: pd.DataFrame) -> pd.DataFrame:
     """Per diagnosed run: its group, optimizer, learning rate, seed and logit growth (log10 of
     the largest attention logit at the last diagnosed step over the same at step 0)."""
     rows = []
-    for _, run, by_step in max_logits(runs, section):
+    for _, run, by_step in max_logits(runs, frame):
         first, last = float(by_step.iloc[0]), float(by_step.iloc[-1])
         if not (first > 0 and math.isfinite(last) and last > 0):
             continue
         rows.append(
             {
-                "group": group_name(*(label(run[k]) for k in KEYS)),
+                "group": group_name(*(label(run[k]) for k in KEYS))
+                + (" (fused QKV)" if label(run.get("train.muon_qkv")) == "fused" else ""),
                 "optimizer": label(run["train.optimizer"]),
                 "lr": label(run["train.lr"]),
                 "seed": int(run["seed"]),

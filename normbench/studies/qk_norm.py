@@ -102,7 +102,7 @@ def logit_growth(runs, section: Section) -> pd.DataFrame:
     attention logit over units at step 0 and at the first diagnosed step after it."""
     rows = []
     trained = pd.Series(stability.trained(section.runs, section.metric), index=section.runs.index)
-    for row, run, by_step in max_logits(runs, section):
+    for row, run, by_step in max_logits(runs, section.runs):
         first, early = by_step.index[0], by_step.index[1]
         rows.append(
             {

@@ -173,11 +173,11 @@ def section_of(result: Report) -> Section:
     return section
 
 
-def max_logits(runs: Path, section: Section) -> Iterator[tuple[object, pd.Series, pd.Series]]:
-    """Per finished run of a section with diagnostics at two steps or more: its row's index,
-    the row, and the largest attention logit over units at each diagnosed step (the QK-norm
-    and Muon studies' logit growth both start from it)."""
-    for index, run in section.runs.iterrows():
+def max_logits(runs: Path, frame: pd.DataFrame) -> Iterator[tuple[object, pd.Series, pd.Series]]:
+    """Per finished run of a frame of runs (a section's) with diagnostics at two steps or more:
+    its row's index, the row, and the largest attention logit over units at each diagnosed
+    step (the QK-norm and Muon studies' logit growth both start from it)."""
+    for index, run in frame.iterrows():
         if run["status"] not in ("complete", "diverged"):
             continue
         try:
