@@ -35,8 +35,11 @@ def problems(runs: Path, folder: Path = registry.REGISTERED) -> list[str]:
                 f"{claim.id}: {family.order_text(registered, runs_of)}: not registered before "
                 "its earliest run, so exploratory"
             )
-        recorded = (record.get("claims") or {}).get(claim.id)
-        if isinstance(recorded, str) and recorded != claim.digest():
+        hashes = record.get("claims")
+        recorded = hashes.get(claim.id) if isinstance(hashes, dict) else None
+        if isinstance(hashes, dict) and recorded is None:
+            found.append(f"{claim.id}: not among the claims its sweep recorded when it started")
+        elif isinstance(recorded, str) and recorded != claim.digest():
             found.append(
                 f"{claim.id}: changed since its sweep started (the record has {recorded}, the "
                 f"file now {claim.digest()})"

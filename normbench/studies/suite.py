@@ -72,9 +72,8 @@ ALPHA = 0.05  # the across-workload call's family-wise error rate over the norms
 
 def suite(ctx: Context) -> str:
     runs, scale = ctx.runs, ctx.scale
-    result = report(
-        load(runs, "suite"), by=["norm.name"], study=SUITE, reference=("norm=layernorm",)
-    )
+    selection = load(runs, "suite")
+    result = report(selection, by=["norm.name"], study=SUITE, reference=("norm=layernorm",))
     chosen = choices_table(runs)
     try:
         result.across = across(result, ["data"])
@@ -99,7 +98,6 @@ def suite(ctx: Context) -> str:
         )
         for task, words in found.items()
     ]
-    selection = load(runs, "suite")
     claims = [
         line
         for claim_id in CLAIMS

@@ -130,3 +130,10 @@ def test_findings_check_refuses_this_repository_claims_on_runs_that_predate_them
     assert result.exit_code == 1, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("xiong-warmup: "), lines
+
+
+def test_a_claim_missing_from_its_sweeps_recorded_claims_is_named(tmp_path):
+    folder = registered_at(tmp_path, "2026-01-01T00:00:00+00:00")
+    runs = store_started_at(tmp_path, "2026-02-01T00:00:00+00:00", digest={})
+    (line,) = order.problems(runs, folder)
+    assert line == "toy-claim: not among the claims its sweep recorded when it started"
