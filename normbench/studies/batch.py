@@ -47,7 +47,7 @@ def wu_he(ctx: Context) -> str:
         row_of(batch, **{"norm.name": "batchnorm"}),
         row_of(batch, **{"norm.name": "groupnorm"}),
     )
-    falls = {"sensitive": True, "insensitive": False}.get(bn["verdict"])
+    falls = family.claim_lines(registry.claim("wu-he-groupnorm"), load(runs, "batch").runs)
     independent = section_of(
         report(
             subset(
@@ -88,7 +88,9 @@ def wu_he(ctx: Context) -> str:
             "",
             *figures(ctx, result, "wu_he", ("batch_sensitivity", "seed_results")),
             "",
-            f"{unregistered(falls)} BatchNorm loses {bn['drop']:.3f} accuracy from batch "
+            falls,
+            "",
+            f"The batch table's contrast: BatchNorm loses {bn['drop']:.3f} accuracy from batch "
             f"{bn['reference_batch']} to batch {bn['smallest_batch']} "
             f"({ci_percent(result.method)} CI, 1 - 2 alpha: "
             f"{bn['drop_ci_low']:.3f} to {bn['drop_ci_high']:.3f}, Holm-adjusted one-sided p = "
@@ -152,11 +154,7 @@ def luo_qiao(ctx: Context) -> str:
     ws_small = row_of(conv, **{"norm.name": "groupnorm", "model.weight_std": True})
     at_large = qiao_at_large(selection, sizes[-1])
     qiao = family.claim_lines(registry.claim("qiao-weight-standardization"), selection.runs)
-    robust = None
-    if bn_small["verdict"] == "worse" and sn_row["verdict"] != "sensitive":
-        robust = True
-    elif sn_row["verdict"] == "sensitive" or "worse" in (sn_small["verdict"], ws_small["verdict"]):
-        robust = False
+    robust = family.claim_lines(registry.claim("luo-switchnorm"), selection.runs)
     return "\n".join(
         [
             "## SwitchNorm and GroupNorm + Weight Standardization stay robust at batch 2 "
@@ -186,11 +184,12 @@ def luo_qiao(ctx: Context) -> str:
             "",
             md(conv, ["norm.name", "model.weight_std", *CONVERGENCE_COLUMNS]),
             "",
-            f"{unregistered(robust)} SwitchNorm's drop from batch {sn_row['reference_batch']} to "
+            robust,
+            "",
+            f"SwitchNorm's drop from batch {sn_row['reference_batch']} to "
             f"{small} is {sn_row['drop']:+.3f} (**{sn_row['verdict']}**); at batch {small} "
             f"BatchNorm is {diff_text(bn_small)}, SwitchNorm {diff_text(sn_small)}, GroupNorm + "
-            f"WS {diff_text(ws_small)}. The measure holds when BatchNorm is worse at batch {small} "
-            "while SwitchNorm is not batch-sensitive.",
+            f"WS {diff_text(ws_small)}.",
             "",
             f"At per-device batch {sizes[-1]}, against BatchNorm:",
             "",
