@@ -147,7 +147,13 @@ def read_claim(path: Path) -> Claim:
     """One claim file, checked: each error names the file, the key, the value and the valid
     choices."""
     where = f"{path.name}"
-    raw = yaml.safe_load(path.read_text())
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        problem = " ".join(str(getattr(err, "problem", "") or err).split())
+        raise UsageError(
+            f"{where}: not a YAML mapping ({problem}); quote a text with ': '"
+        ) from None
     if not isinstance(raw, dict):
         raise UsageError(f"{where}: a mapping of {', '.join(sorted(FIELDS))}")
     unknown = sorted(set(raw) - FIELDS)

@@ -73,3 +73,11 @@ def test_no_study_writes_a_label_or_a_verdict_sentence_by_hand():
         text = path.read_text()
         assert not VERDICT_WORDS.search(text), (path.name, VERDICT_WORDS.search(text))
         assert not HAND_WRITTEN.search(text), (path.name, HAND_WRITTEN.search(text))
+
+
+def test_a_claim_file_that_is_not_yaml_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text('source: Li et al., "Mix-LN: a title"\nsays: x\n')
+    with pytest.raises(UsageError, match=r"^broken.yaml: not a YAML mapping \(") as err:
+        registry.read_claim(path)
+    assert "\n" not in str(err.value)
