@@ -52,6 +52,7 @@ LATER_OPTION_KEYS: dict[str, tuple[tuple[str, ...], Any]] = {
     **{f"norm.{key}": (("dyt", "derf"), None) for key in POSITION_KEYS},
     "model.embed_norm": (("transformer",), False),
     "model.embed_scale": (("transformer",), False),
+    "model.zero_init_last_norm": (("resnet",), False),
 }
 
 
@@ -132,6 +133,7 @@ OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
             "model.depth": _positive(),
             "model.kernel_size": _positive(),
             "model.weight_std": Key(bool),
+            "model.zero_init_last_norm": Key(bool),
         },
     },
     "norm": {

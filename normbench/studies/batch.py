@@ -26,9 +26,19 @@ from normbench.studies.study import (
     unregistered,
 )
 
+# Trained as Wu & He 2018 train (Goyal et al. 2017's recipe): SGD with momentum 0.9 at 0.1 per
+# 256 samples (0.0125 at the optimiser batch of 32), weight decay 1e-4, each block's last norm's
+# gain at 0 at the start.
+PAPERS_RECIPE = (
+    "train.optimizer=sgd",
+    "train.momentum=0.9",
+    "train.lr=0.0125",
+    "train.weight_decay=0.0001",
+    "model.zero_init_last_norm=true",
+)
 BATCH = Study(
     "batch",
-    ["batch_resnet"],
+    ["batch_resnet", *PAPERS_RECIPE],
     ["seed=0,1", "train.max_steps=300"],
     smoke=("norm.ghost_batch=2,32",),
 )
@@ -70,7 +80,9 @@ def wu_he(ctx: Context) -> str:
             "LayerNorm and InstanceNorm trail GroupNorm at large batch.",
             "",
             f"**Command.** `{command_of(BATCH, scale)}` (ResNet v1 on MNIST-1D, optimiser "
-            "batch 32, `norm.ghost_batch` is the per-device batch).",
+            "batch 32, `norm.ghost_batch` is the per-device batch; trained as Wu & He train: "
+            "SGD with momentum 0.9 at 0.1 per 256 samples, weight decay 1e-4, each block's last "
+            "norm's gain starting at 0, Goyal et al. 2017).",
             "",
             md(
                 batch,
