@@ -19,13 +19,18 @@ from normbench.studies.study import load
 def problems(runs: Path, folder: Path = registry.REGISTERED) -> list[str]:
     """One line per registered claim that could not be labelled on the runs under ``runs``
     (a claim whose study has no runs yet labels nothing, and passes)."""
-    found = []
+    found, studies = [], {}
     for claim in registry.claims(folder).values():
-        try:
-            record = records.sweep_record(runs, f"findings-{claim.study}")
-        except UsageError:  # no sweep of its study: no runs, nothing labelled
+        if claim.study not in studies:  # each study's record and runs read once
+            try:
+                record = records.sweep_record(runs, f"findings-{claim.study}")
+            except UsageError:  # no sweep of its study: no runs, nothing labelled
+                studies[claim.study] = None
+            else:
+                studies[claim.study] = (record, load(runs, claim.study).runs)
+        if studies[claim.study] is None:
             continue
-        runs_of = load(runs, claim.study).runs
+        record, runs_of = studies[claim.study]
         first, _ = family.span(runs_of)
         if first is None:
             continue
