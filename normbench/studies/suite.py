@@ -128,7 +128,7 @@ def suite(ctx: Context) -> str:
             f"family-wise {ALPHA:g}; stratified by workload) above 1/2 across the workloads: "
             f"{', '.join(above) or 'none'}; below 1/2: {', '.join(below) or 'none'}"
             + "".join(f"; {named(n)} [{lo:.3f}, {hi:.3f}]" for n, (lo, hi) in calls.items())
-            + ". On pysource, tuned: "
+            + ". On pysource: "
             + pysource_line(found.get("pysource", {}))
             + ".",
             *claims,
