@@ -79,9 +79,9 @@ class Claim:
 
     def power(self) -> float:
         """The power of each comparison at the registered seed count (``power``)."""
-        return power(self.seeds, self.effect, self.alpha, len(self.comparisons), self.predicted())
+        return power(self.seeds, self.effect, self.alpha, len(self.comparisons), self.hardest())
 
-    def predicted(self) -> str:
+    def hardest(self) -> str:
         """The hardest prediction to establish, for the power calculation: an equivalence
         needs both of its one-sided tests."""
         return "equivalent" if any(c.predicted == "equivalent" for c in self.comparisons) else ""
@@ -89,7 +89,7 @@ class Claim:
     def seeds_needed(self) -> int:
         """The fewest seeds whose power reaches ``target`` (2 at least: a paired t needs 2)."""
         return seeds_for(
-            self.effect, self.alpha, len(self.comparisons), self.target, self.predicted()
+            self.effect, self.alpha, len(self.comparisons), self.target, self.hardest()
         )
 
     def digest(self) -> str:
