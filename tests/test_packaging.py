@@ -44,6 +44,8 @@ def test_the_wheel_builds_quietly_and_works_outside_the_checkout(tmp_path):
     )
     assert installed.returncode == 0, installed.stderr
     assert (target / "normbench" / "conf" / "sweep" / "batch_sensitivity.yaml").is_file()
+    registered = target / "normbench" / "studies" / "registered"  # the findings' claims
+    assert (registered / "xiong-warmup.yaml").is_file()
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = {**os.environ, "PYTHONPATH": str(target), "COLUMNS": "100"}

@@ -33,6 +33,14 @@ def findings(
             show_default=False,
         ),
     ] = None,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="Train nothing: check that every registered claim was registered before the "
+            "runs it reads (exit 1 with a line per claim that was not).",
+        ),
+    ] = False,
 ) -> None:
     """Run every study (a batch-size, placement, no-norm, precision and LayerNorm-claims sweep;
     a second call only reports), then write the findings document: per claim of the
@@ -42,6 +50,8 @@ def findings(
     from normbench.core.errors import UsageError
     from normbench.studies import findings as document
 
+    if check:
+        raise typer.Exit(check_order(runs_dir))
     if quick and smoke:
         raise fail("--quick and --smoke: choose one scale")
     if jobs < 1:
@@ -66,3 +76,21 @@ def findings(
     typer.echo(f"wrote {out}")
     if not complete:
         raise typer.Exit(1)
+
+
+def check_order(runs_dir: Path) -> int:
+    """`findings --check`: each claim registered after its runs, one line each; 1 if any."""
+    from normbench.core.errors import UsageError
+    from normbench.studies import order, registry
+
+    try:
+        problems = order.problems(runs_dir)
+        count = len(registry.claims())
+    except UsageError as err:
+        raise fail(str(err)) from None
+    for line in problems:
+        typer.echo(line, err=True)
+    if problems:
+        return 1
+    typer.echo(f"{count} registered claims: each registered before the runs it reads")
+    return 0

@@ -44,6 +44,8 @@ LATER_KEYS = {
     "train.z_loss": 0.0,
     "train.muon_lr": 0.02,
     "train.muon_momentum": 0.95,
+    "train.muon_qkv": "fused",
+    "train.adam_beta2": 0.999,
 }
 # The train.* keys only some optimizers read, with the optimizers that read them: the others
 # have them nulled in the resolved config (compose.canonical), so that configs that cannot
@@ -53,6 +55,8 @@ OPTIMIZER_KEYS: dict[str, tuple[tuple[str, ...], Any]] = {
     "train.momentum": (("sgd",), 0.9),
     "train.muon_lr": (("muon",), 0.02),
     "train.muon_momentum": (("muon",), 0.95),
+    "train.muon_qkv": (("muon",), "fused"),
+    "train.adam_beta2": (("adamw", "muon"), 0.999),
 }
 # The shipped data sets whose train split data.train_samples takes a subset of (a data ladder)
 SUBSET_DATA = ("mnist1d", "digits", "tokens", "pysource")
@@ -67,6 +71,7 @@ LATER_OPTION_KEYS: dict[str, tuple[tuple[str, ...], Any]] = {
     "model.parametrization": (("transformer", "cnn"), "standard"),
     "model.base_width": (("transformer", "cnn"), None),  # null unless muP (compose.canonical)
     "data.train_samples": (SUBSET_DATA, None),
+    "model.zero_init_last_norm": (("resnet",), False),
 }
 
 
@@ -101,6 +106,8 @@ SCHEMA: dict[str, Key] = {
     "train.optimizer": Key(str, choices=("adamw", "sgd", "muon")),
     "train.muon_lr": Key(float, minimum=0.0, nullable=True),
     "train.muon_momentum": Key(float, minimum=0.0, maximum=1.0),
+    "train.muon_qkv": Key(str, choices=("split", "fused")),
+    "train.adam_beta2": Key(float, minimum=0.0, maximum=0.9999),
     "train.lr": Key(float, minimum=0.0),
     "train.weight_decay": Key(float, minimum=0.0),
     "train.momentum": Key(float, minimum=0.0, maximum=1.0),
@@ -151,6 +158,7 @@ OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
             "model.depth": _positive(),
             "model.kernel_size": _positive(),
             "model.weight_std": Key(bool),
+            "model.zero_init_last_norm": Key(bool),
         },
     },
     "norm": {  # the norm table's (normbench.layers.keys.NORM_TABLE): each norm's own keys

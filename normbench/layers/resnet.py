@@ -64,7 +64,10 @@ class ResNet(nn.Module):
     addition), ``pre`` is v2 (the stem is a bare convolution, each block starts with N-ReLU, and
     a final N-ReLU precedes pooling, as in He et al. 2016b). ``model.weight_std``: Weight
     Standardization of exactly the convolutions followed by a norm (Qiao et al.: v1's stem and
-    every block convolution; v2's first convolution of each block)."""
+    every block convolution; v2's first convolution of each block). ``model.zero_init_last_norm``:
+    each block's last norm starts with its gain (gamma) at 0, so that every residual branch
+    starts as nothing and each block as the identity (Goyal et al. 2017, the recipe Wu & He
+    2018 train with); a norm without a gain (none, ScaleNorm's scalar aside) is left as it is."""
 
     def __init__(
         self,
@@ -89,6 +92,11 @@ class ResNet(nn.Module):
         self.blocks = nn.ModuleList(
             BasicBlock(width, kernel, conv, std_conv, make_norm, version) for _ in range(depth)
         )
+        if model.get("zero_init_last_norm", False):
+            for block in self.blocks:
+                gain = getattr(block.norm2, "weight", None)
+                if isinstance(gain, nn.Parameter):
+                    nn.init.zeros_(gain)
         final = at_position(make_norm, "final")
         self.final_norm = final(width, "channels") if version == "pre" else None
         self.head = nn.Linear(width, num_classes)

@@ -43,6 +43,9 @@ class Across:
     named: bool  # the reference was named before looking (--reference)
     profile_x: str  # steps | time
     left_out: dict[str, str] = field(default_factory=dict)  # task label: why it has no score
+    # per group (its key values), the (group, reference) scores of each task both are in: what
+    # the probability of improvement is computed on (a caller's own interval reads them)
+    pairs: dict[tuple, list] = field(default_factory=dict)
 
 
 def across(report: Report, keys: list[str], profile_x: str = "steps") -> Across:
@@ -129,6 +132,7 @@ def across(report: Report, keys: list[str], profile_x: str = "steps") -> Across:
             for group, f in zip(groups, fractions, strict=True)
         ]
     )
+    present = {g: [i for i, task in enumerate(per_task) if g in task] for g in groups}
     return Across(
         keys,
         tasks,
@@ -139,6 +143,7 @@ def across(report: Report, keys: list[str], profile_x: str = "steps") -> Across:
         named,
         profile_x,
         left_out,
+        {g: _pairs(scores, present[g], g, reference) for g in groups if g != reference},
     )
 
 
@@ -228,16 +233,21 @@ def _cost(section: Section, row: pd.Series | None, profile_x: str) -> float:
     return float(np.median(costs))
 
 
-def _improvement(scores: list[dict], present: list[int], group, reference) -> dict:
-    """P(group > reference) over the tasks both are in, with its stratified-bootstrap 95%
-    interval (NaN for the reference itself)."""
-    tasks = [
+def _pairs(scores: list[dict], present: list[int], group, reference) -> list:
+    """The (group, reference) scores of each task both are in, with a score on each side."""
+    return [
         (scores[i][group]["scores"], scores[i][reference]["scores"])
         for i in present
         if reference in scores[i]
         and len(scores[i][group]["scores"])
         and len(scores[i][reference]["scores"])
     ]
+
+
+def _improvement(scores: list[dict], present: list[int], group, reference) -> dict:
+    """P(group > reference) over the tasks both are in, with its stratified-bootstrap 95%
+    interval (NaN for the reference itself)."""
+    tasks = _pairs(scores, present, group, reference)
     if group == reference or not tasks:
         return {"poi": math.nan, "poi_ci_low": math.nan, "poi_ci_high": math.nan}
     low, high = aggregate.stratified_bootstrap(

@@ -19,6 +19,7 @@ Scores are "higher is better" (callers negate bits per byte). numpy and scipy on
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -80,6 +81,48 @@ def stratified_bootstrap(
     tail = (1 - confidence) / 2
     low, high = np.nanquantile(values, [tail, 1 - tail])
     return float(low), float(high)
+
+
+def improvement_bca(
+    tasks: Sequence[Task], confidence: float, samples: int = BOOTSTRAP_SAMPLES, seed: int = 0
+) -> tuple[float, float]:
+    """A BCa interval (Efron 1987, bias-corrected and accelerated; scipy.stats.bootstrap with
+    method='BCa') of ``probability_of_improvement``, stratified as ``stratified_bootstrap``:
+    each task's group and reference scores are separate samples, each resampled from itself.
+    BCa corrects the percentile interval's bias and skew, which at 5 seeds a task left the
+    percentile interval's coverage below its level (tests/report/test_aggregate_bca.py
+    measures both). Every resample equal (complete separation in every task): the observed
+    value at both ends, as any bootstrap interval would be."""
+    from scipy import stats
+
+    data = [np.asarray(a, dtype=float) for task in tasks for a in task]
+
+    def statistic(*samples: np.ndarray, axis: int = -1) -> np.ndarray:
+        values = []
+        for x, y in zip(samples[::2], samples[1::2], strict=True):
+            x, y = np.moveaxis(x, axis, -1), np.moveaxis(y, axis, -1)
+            wins = (x[..., :, None] > y[..., None, :]).mean(axis=(-2, -1))
+            ties = (x[..., :, None] == y[..., None, :]).mean(axis=(-2, -1))
+            values.append(wins + 0.5 * ties)
+        return np.mean(values, axis=0)
+
+    observed = float(statistic(*data))
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a degenerate resampling warns; its NaN is handled
+        found = stats.bootstrap(
+            data,
+            statistic,
+            n_resamples=samples,
+            confidence_level=confidence,
+            method="BCa",
+            paired=False,
+            vectorized=True,
+            rng=np.random.default_rng(seed),
+        ).confidence_interval
+    low, high = float(found.low), float(found.high)
+    if math.isnan(low) or math.isnan(high):
+        return observed, observed
+    return low, high
 
 
 def profile_ratios(costs: Sequence[Sequence[float]]) -> np.ndarray:

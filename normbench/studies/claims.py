@@ -23,7 +23,7 @@ from normbench.studies.study import (
     report,
     row_of,
     section_of,
-    verdict,
+    unregistered,
 )
 
 LR = Study(
@@ -105,7 +105,7 @@ def claims(ctx: Context) -> str:
             ],
         ),
         "",
-        f"{verdict(ln_lr > none_lr if ln_lr != none_lr else None)} Pre-LN LayerNorm trains up "
+        f"{unregistered(ln_lr > none_lr if ln_lr != none_lr else None)} Pre-LN LayerNorm trains up "
         f"to learning rate {label(pre_ln['largest_stable'])}, no norm up to "
         f"{label(none['largest_stable'])}.",
         "",
@@ -129,7 +129,7 @@ def claims(ctx: Context) -> str:
     if not (math.isnan(ln) or math.isnan(none_)) and ln != none_:
         faster = bool(ln < none_)
     lines += [
-        f"{verdict(faster)} Median steps to 3.5 bits per byte: LayerNorm "
+        f"{unregistered(faster)} Median steps to 3.5 bits per byte: LayerNorm "
         f"{label(ln_steps.get('layernorm'))}, no norm {label(ln_steps.get('none'))}, "
         f"RMSNorm {label(ln_steps.get('rmsnorm'))} (evaluated every 50 steps). The final "
         "verdicts of the same runs:",
@@ -146,7 +146,8 @@ def claims(ctx: Context) -> str:
         "",
         to_markdown(gaps),
         "",
-        f"{verdict(bool(gap['layernorm'] < gap['none']))} LayerNorm's gap {gap['layernorm']:+.3f}, "
+        f"{unregistered(bool(gap['layernorm'] < gap['none']))} "
+        f"LayerNorm's gap {gap['layernorm']:+.3f}, "
         f"no norm's {gap['none']:+.3f}.",
         "",
     ]
@@ -163,7 +164,7 @@ def claims(ctx: Context) -> str:
     ]
     by_norm = spread.groupby("norm")["spread_at_end"].max()
     lines += [
-        f"{verdict(bool(by_norm['layernorm'] < by_norm['none']))} Largest spread at the end: "
+        f"{unregistered(bool(by_norm['layernorm'] < by_norm['none']))} Largest spread at the end: "
         f"LayerNorm {by_norm['layernorm']:.1f}, no norm {by_norm['none']:.1f}, RMSNorm "
         f"{by_norm['rmsnorm']:.1f}.",
         "",
@@ -189,7 +190,7 @@ def claims(ctx: Context) -> str:
             ],
         ),
         "",
-        f"{verdict((pre['largest_stable'] or 0) > (post['largest_stable'] or 0) or None)} "
+        f"{unregistered((pre['largest_stable'] or 0) > (post['largest_stable'] or 0) or None)} "
         f"Pre-LN trains to depth {label(pre['largest_stable'])}, Post-LN to "
         f"{label(post['largest_stable'])}: the claim holds for the placement that keeps "
         "an identity path (Pre, sandwich), not for Post-LN, whose norm sits on the residual "
@@ -205,7 +206,8 @@ def claims(ctx: Context) -> str:
         "",
         to_markdown(scales),
         "",
-        f"{verdict(bool(growth['layernorm'] < growth['none']))} The residual stream's std grows "
+        f"{unregistered(bool(growth['layernorm'] < growth['none']))} "
+        "The residual stream's std grows "
         f"by {growth['layernorm']:.1f}x over depth with LayerNorm, {growth['none']:.1f}x without a "
         "norm. (Pre-LN normalises each sublayer's input, not the stream: the norm's output std "
         "is 1 by construction, see the diagnostics.)",

@@ -4,8 +4,9 @@ placements are the subject of the claims study's (e))."""
 
 from __future__ import annotations
 
+from normbench.studies import family, registry
 from normbench.studies.claims import DEPTH
-from normbench.studies.study import Context, command_of, load, md, report, row_of, verdict
+from normbench.studies.study import Context, command_of, load, md, report, row_of
 
 STUDIES = ()  # the depth sweep is the claims study's
 
@@ -19,8 +20,10 @@ def lns(ctx: Context) -> str:
     (section,) = result.sections
     table = section.tables["convergence"]
     found = {name: row_of(table, **{"placement.name": name}) for name in ("lns", "mix")}
-    words = {"better": True, "worse": False, "equivalent": False}
-    answers = {name: words.get(row["verdict"]) for name, row in found.items()}
+    claims = {
+        name: family.claim_lines(registry.claim(claim_id), selection.runs)
+        for name, claim_id in (("lns", "sun-layernorm-scaling"), ("mix", "li-mix-ln"))
+    }
 
     def said(name: str) -> str:
         row = found[name]
@@ -56,9 +59,13 @@ def lns(ctx: Context) -> str:
             "",
             md(table, columns),
             "",
-            f"{verdict(answers['lns'])} {said('lns')}.",
+            f"Against Pre-LN at depth {deepest}: {said('lns')}; {said('mix')}.",
             "",
-            f"{verdict(answers['mix'])} {said('mix')}.",
+            claims["lns"],
+            "",
+            claims["mix"],
+            "",
+            family.RULE,
             "",
             "**What this does not show.** Sun et al. and Li et al. pre-train LLaMA models of "
             "130M to 7B parameters for billions of tokens; here a width-64 model of "

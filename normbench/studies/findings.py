@@ -1,5 +1,5 @@
 """Regenerate docs/findings.md (``normbench findings``): run every study's sweep, report it,
-and say for each claim of the literature whether its trend reproduced here.
+and label each registered claim of the literature by the rule of normbench.studies.family.
 
 Runs go to runs/findings (or --runs-dir); they are content-addressed, so a second call only
 reports. ``--quick``: fewer seeds and steps; ``--smoke``: tiny runs, for the test suite.
@@ -24,6 +24,7 @@ from normbench.studies import (
     depth,
     dyt,
     muon,
+    order,
     placement,
     precision,
     qk_norm,
@@ -95,13 +96,18 @@ def run_studies(runs: Path, jobs: int, scale: str, console: Console) -> None:
             title = f"study {study.name} ({index} of {len(planned)}; {left} runs left" + (
                 f", about {eta / 60:.0f} min)" if eta is not None else ")"
             )
+            claims = {"claims": order.digests(study.name)}  # what its claims were at the start
             if study.tune:  # each group at its own best: tuning, then confirmation
                 space = tuned_plan.parse_space(tune_of(study, scale), preset)
                 plan = tuned_plan.design(grid, space, tuning_seeds=study.tune_seeds)
-                session = tuned.session(plan, runs, launch, console, runner=pool, command=argv)
+                session = tuned.session(
+                    plan, runs, launch, console, runner=pool, command=argv, extra=claims
+                )
                 design = tuned.Tuned(plan, launch.rerun, None, Method(), heading=title)
             else:
-                session = Session(grid, runs, launch, console, runner=pool, command=argv)
+                session = Session(
+                    grid, runs, launch, console, runner=pool, command=argv, extra=claims
+                )
                 design = Fixed(session.planned.todo, title, show_all=False)
             with session:
                 run_rounds(session, design)
@@ -159,9 +165,10 @@ def write(runs: Path, out: Path, jobs: int, scale: str, console: Console) -> boo
         f"{sum(walls.values()) / 60:.0f} minutes (studies, minutes: {timing}); this report "
         f"{total / 60:.0f}. Every number below comes from runs in the run "
         "store; every verdict is computed with the statistics of docs/statistics.md (alpha "
-        "0.05, margin 0.01), not written. A claim is *Reproduced* when the runs decided for "
-        "it, *Not reproduced* when they decided against it, *Inconclusive* when they could not "
-        "decide. Parameter counts: every norm adds at most 2d parameters per unit except AdaLN "
+        "0.05, margin 0.01), not written. A registered claim (normbench/studies/registered/) is "
+        "labelled by the rule its section states, and only when it was registered before its "
+        "runs began (`normbench findings --check`); any other claim is exploratory. "
+        "Parameter counts: every norm adds at most 2d parameters per unit except AdaLN "
         "(2d^2 + 2d: 8.3k at width 64 against 128 for LayerNorm), which no study here uses, so "
         "no difference below can come from capacity.",
         "",

@@ -15,23 +15,20 @@ import numpy as np
 import pandas as pd
 
 from normbench.report import stats
-from normbench.report.base import Section, label
+from normbench.report.base import label
 from normbench.report.text import with_ci
+from normbench.studies import family, registry
 from normbench.studies.study import (
-    LABEL_RULE,
     Context,
-    Prediction,
     Study,
     command_of,
     load,
     max_logits,
     md,
-    predictions_text,
     report,
     section_of,
-    verdict,
+    subset,
 )
-from normbench.studies.study import label as label_of
 
 MUON = Study(
     "muon",
@@ -43,8 +40,8 @@ MUON = Study(
 STUDIES = (MUON,)
 KEYS = ["norm.name", "placement.name", "model.qk_norm"]  # a group; the optimizer is the pair
 OPTIMIZERS = ("adamw", "muon")
-# The logit's growth is compared on a log10 scale: "equivalent" means within a factor of 2.
-GROWTH_MARGIN = math.log10(2.0)
+# The registered claims on the logit's growth, compared on a log10 scale (their margin: log10 2)
+CLAIMS = {"qk": "muon-qk-norm", "peri": "muon-peri-ln", "optimizer": "kimi-muon-logits"}
 
 
 def group_name(norm: str, placement: str, qk_norm: str) -> str:
@@ -57,16 +54,22 @@ def group_name(norm: str, placement: str, qk_norm: str) -> str:
 
 def muon(ctx: Context) -> str:
     selection = load(ctx.runs, "muon")
+    # the fused path (the qkv weight orthogonalised whole) is its own group of runs: its logit
+    # growth is shown under "(fused QKV)"; the verdicts and claims read the split runs
+    split = subset(selection, lambda r: ~r["train.muon_qkv"].map(label).eq("fused"))
     by = [*KEYS, "train.optimizer", "train.lr"]
-    result = report(selection, by=by, reference=("train.optimizer=adamw",))
+    result = report(split, by=by, reference=("train.optimizer=adamw",))
     section = section_of(result)
     table = section.tables["lr_stability"]
     sensitivity = sensitivity_rows(table)
-    growth = logit_growth(ctx.runs, section)
-    comparisons = growth_comparisons(growth)
-    held = [Prediction("Pre-LN + QK-norm against Pre-LN under Muon", "better", comparisons["qk"])]
-    peri = [Prediction("Peri-LN against Pre-LN under Muon", "better", comparisons["peri"])]
-    against_adamw = [Prediction("Muon against AdamW, Pre-LN", "worse", comparisons["optimizer"])]
+    growth = logit_growth(ctx.runs, selection.runs)
+    claims = {name: registry.claim(claim_id) for name, claim_id in CLAIMS.items()}
+    tested = {
+        name: family.claim_lines(
+            claim, section.runs, family.decide_claim(claim, pairs_of(growth, claim))
+        )
+        for name, claim in claims.items()
+    }
     steps, every = (int(section.runs[k].max()) for k in ("train.max_steps", "train.eval_every"))
     decided = [row for row in sensitivity if row["verdict"] in ("better", "worse", "equivalent")]
     return "\n".join(
@@ -77,36 +80,40 @@ def muon(ctx: Context) -> str:
             "**Claims.** (a) Under Muon the largest attention logit of a Transformer without "
             "QK-norm grows, and normalizing queries and keys holds it (Kimi Team 2025 report "
             "exploding logits under Muon and clip them, MuonClip; Wortsman et al. 2023 hold "
-            "them with QK-norm under AdamW). (a') Peri-LN, which normalizes each sublayer's "
-            "output too (Kim et al. 2025), holds it as well. (b) The logits explode more often "
+            "them with QK-norm under AdamW). (a') normbench's conjecture, not Kim et al.'s (theirs "
+            "is that Peri-LN bounds the hidden states' growth): Peri-LN, which normalizes each "
+            "sublayer's output too, holds the logit as well. (b) The logits explode more often "
             "under Muon than under AdamW (Kimi Team 2025). (c) No claim, a question: is a "
             "norm's LR sensitivity different under Muon than under AdamW?",
             "",
             f"**Command.** `{command_of(MUON, ctx.scale)}` (pysource; Muon at train.lr with "
-            "Moonlight's RMS matching, on the 2-D weights of the residual sublayers, AdamW on "
-            f"the rest; PaLM's z-loss 1e-4 in every group, diagnostics every {every} steps).",
+            "Moonlight's RMS matching, on the 2-D weights of the residual sublayers with Q, K "
+            "and V orthogonalised apart (as the references; the fused qkv weight orthogonalised "
+            "whole is its own group, '(fused QKV)'), weight decay 0.1, AdamW (betas 0.9, 0.95) "
+            f"on the rest; PaLM's z-loss 1e-4 in every group, diagnostics every {every} steps).",
             "",
-            f"**Method, fixed before the runs.** A run's logit growth is log10 of the largest "
-            f"attention logit (over layers) at its last diagnosed step over the same at step 0; "
-            f"a seed's value is its mean over the learning-rate grid (a seed counts with a "
-            f"diagnosed run at every rate). Groups are compared on it paired by seed, Holm over "
-            f"the three comparisons, alpha 0.05, equivalent within a factor of 2 "
-            f"(+-{GROWTH_MARGIN:.3f} in log10). {LABEL_RULE}",
+            f"**Method.** Each claim is registered with its comparisons, margin and seeds "
+            f"(normbench/studies/registered/): {claims['qk'].measure}; groups compared on it "
+            f"paired by seed, each claim its own family, within a factor of "
+            f"{10 ** claims['qk'].margin:.3g} counting as no difference "
+            f"(+-{claims['qk'].margin:.3f} in log10).",
             "",
             "The largest attention logit (over layers) at the last diagnosed step, per "
-            "learning rate (geometric mean over seeds; at step 0 it is about "
-            f"{first_logit(growth):.3g} in every group), and the seeds compared:",
+            "learning rate (geometric mean over seeds), at step 0 (median over the group's "
+            "runs), and the seeds compared:",
             "",
-            md(growth_table(growth), ["group", "optimizer", *growth_columns(growth), "seeds"]),
+            md(
+                growth_table(growth),
+                ["group", "optimizer", "step 0", *growth_columns(growth), "seeds"],
+            ),
             "",
-            f"{verdict(label_of(held))} (a) {predictions_text(held)}. "
-            f"{comparison_text(comparisons, 'qk')}.",
+            f"(a) {tested['qk']}",
             "",
-            f"{verdict(label_of(peri))} (a') {predictions_text(peri)}. "
-            f"{comparison_text(comparisons, 'peri')}.",
+            f"(a') {tested['peri']}",
             "",
-            f"{verdict(label_of(against_adamw))} (b) {predictions_text(against_adamw)}. "
-            f"{comparison_text(comparisons, 'optimizer')}.",
+            f"(b) {tested['optimizer']}",
+            "",
+            family.RULE,
             "",
             md(pd.DataFrame(sensitivity), ["group", "AdamW", "Muon", "verdict", "Muon - AdamW"]),
             "",
@@ -131,17 +138,18 @@ def muon(ctx: Context) -> str:
     )
 
 
-def logit_growth(runs, section: Section) -> pd.DataFrame:
+def logit_growth(runs, frame: pd.DataFrame) -> pd.DataFrame:
     """Per diagnosed run: its group, optimizer, learning rate, seed and logit growth (log10 of
     the largest attention logit at the last diagnosed step over the same at step 0)."""
     rows = []
-    for _, run, by_step in max_logits(runs, section):
+    for _, run, by_step in max_logits(runs, frame):
         first, last = float(by_step.iloc[0]), float(by_step.iloc[-1])
         if not (first > 0 and math.isfinite(last) and last > 0):
             continue
         rows.append(
             {
-                "group": group_name(*(label(run[k]) for k in KEYS)),
+                "group": group_name(*(label(run[k]) for k in KEYS))
+                + (" (fused QKV)" if label(run.get("train.muon_qkv")) == "fused" else ""),
                 "optimizer": label(run["train.optimizer"]),
                 "lr": label(run["train.lr"]),
                 "seed": int(run["seed"]),
@@ -152,11 +160,6 @@ def logit_growth(runs, section: Section) -> pd.DataFrame:
         )
     columns = ["group", "optimizer", "lr", "seed", "growth", "first", "last"]
     return pd.DataFrame(rows, columns=columns)
-
-
-def first_logit(growth: pd.DataFrame) -> float:
-    """The median largest attention logit at step 0 over the diagnosed runs."""
-    return float(growth["first"].median()) if len(growth) else math.nan
 
 
 def growth_by_seed(growth: pd.DataFrame, group: str, optimizer: str) -> dict[int, float]:
@@ -171,42 +174,17 @@ def growth_by_seed(growth: pd.DataFrame, group: str, optimizer: str) -> dict[int
     }
 
 
-def growth_comparisons(growth: pd.DataFrame) -> dict[str, str | stats.Verdict]:
-    """The three paired comparisons of logit growth, Holm over them (lower growth is better):
-    Pre-LN + QK-norm and Peri-LN each against Pre-LN under Muon, Muon against AdamW for
-    Pre-LN. The verdicts under their names, the Verdicts under ``<name>_verdict``."""
-    samples = [
-        growth_by_seed(growth, group, optimizer)
-        for group, optimizer in (
-            ("Pre-LN", "muon"),
-            ("Pre-LN + QK-norm", "muon"),
-            ("Peri-LN", "muon"),
-            ("Pre-LN", "adamw"),
-        )
-    ]
-    lower_is_better = [{seed: -value for seed, value in s.items()} for s in samples]
-    # group 1 and 2 against 0 (Pre-LN under Muon); group 0 against 3 (Pre-LN under AdamW)
-    verdicts = stats.compare_with_references(lower_is_better, [3, 0, 0, 3], 0.05, GROWTH_MARGIN)
-    named = {"qk": verdicts[1], "peri": verdicts[2], "optimizer": verdicts[0]}
-    out: dict[str, str | stats.Verdict] = {name: v.verdict for name, v in named.items()}
-    out.update({f"{name}_verdict": v for name, v in named.items()})
-    return out
+def pairs_of(growth: pd.DataFrame, claim) -> list[tuple[stats.Results, stats.Results]]:
+    """Per comparison of a registered claim, its group's and reference's per-seed logit growth
+    (``growth_by_seed``), negated: lower growth is better. The claim's filters name columns
+    of ``growth`` (group=Pre-LN, optimizer=muon)."""
 
+    def results(filters: tuple[str, ...]) -> stats.Results:
+        named = dict(item.split("=", 1) for item in filters)
+        by_seed = growth_by_seed(growth, named["group"], named["optimizer"])
+        return {seed: -value for seed, value in by_seed.items()}
 
-def comparison_text(comparisons: dict, name: str) -> str:
-    """One comparison's difference in log10 growth with its interval (positive: grows more)."""
-    what = {
-        "qk": "QK-norm - Pre-LN",
-        "peri": "Peri-LN - Pre-LN",
-        "optimizer": "Muon - AdamW",
-    }[name]
-    found: stats.Verdict = comparisons[f"{name}_verdict"]
-    if not math.isfinite(found.ci_low):
-        return f"{what}: {found.verdict} ({found.reason})"
-    return (
-        f"{what}: {-found.diff:+.2f} [{-found.ci_high:+.2f}, {-found.ci_low:+.2f}] (90% CI) in "
-        f"log10 growth, a factor of {10**-found.diff:.3g}"
-    )
+    return [(results(c.group), results(c.reference)) for c in claim.comparisons]
 
 
 def growth_columns(growth: pd.DataFrame) -> list[str]:
@@ -218,7 +196,7 @@ def growth_table(growth: pd.DataFrame) -> pd.DataFrame:
     learning rate (geometric mean over seeds), and the seeds of the paired comparison."""
     rows = []
     for (group, optimizer), part in growth.groupby(["group", "optimizer"]):
-        row = {"group": group, "optimizer": optimizer}
+        row = {"group": group, "optimizer": optimizer, "step 0": f"{part['first'].median():.3g}"}
         for rate, cell in part.groupby("lr"):
             row[f"lr={rate}"] = f"{float(np.exp(np.log(cell['last']).mean())):.3g}"
         row["seeds"] = len(growth_by_seed(growth, group, optimizer))

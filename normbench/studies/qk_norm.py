@@ -14,6 +14,7 @@ from normbench.report import plots, stability, stats
 from normbench.report.base import Method, Section, label, seeded_results
 from normbench.report.text import fmt, with_ci
 from normbench.store.rundir import RunDir
+from normbench.studies import family, registry
 from normbench.studies.study import (
     Context,
     Study,
@@ -23,7 +24,7 @@ from normbench.studies.study import (
     md,
     report,
     section_of,
-    verdict,
+    unregistered,
 )
 
 QK_NORM = Study(
@@ -47,12 +48,10 @@ def qk_norm(ctx: Context) -> str:
     shown = stability.reset_index()
     rows = [name for name in stability.index if name != "none"]
     lower = {name: stability.loc[name, "lr_sensitivity_verdict"] for name in rows}
-    if any(word == "better" for word in lower.values()):
-        sensitivity = True
-    elif all(word in ("worse", "equivalent") for word in lower.values()):
-        sensitivity = False
-    else:
-        sensitivity = None
+    claim = registry.claim("wortsman-qk-norm")
+    sensitivity = family.claim_lines(
+        claim, section.runs, family.decide_claim(claim, sensitivity_pairs(claim, section))
+    )
     stable_none = stability.loc["none", "largest_stable"]
     growth = logit_growth(runs, section)
     figure_lines = figures_of(ctx, section, stable_none)
@@ -82,10 +81,14 @@ def qk_norm(ctx: Context) -> str:
             "",
             *figure_lines,
             "",
-            f"{verdict(sensitivity)} (a) LR sensitivity against qk_norm=none, paired by seed "
-            f"(Holm over the comparisons; a positive difference is more sensitive): {words}.",
+            f"(a) LR sensitivity against qk_norm=none in the report, paired by seed (Holm over "
+            f"the comparisons; a positive difference is more sensitive): {words}.",
             "",
-            f"{verdict(before)} (b) {growth_text(growth)}",
+            f"(a) {sensitivity}",
+            "",
+            f"{unregistered(before)} (b) {growth_text(growth)}",
+            "",
+            family.RULE,
             "",
             "**What this does not show.** Wortsman et al. train models of 10M to 1.2B "
             "parameters for 10,000 or more steps; here a 4-block model of width 64 for 400 "
@@ -97,12 +100,24 @@ def qk_norm(ctx: Context) -> str:
     )
 
 
+def sensitivity_pairs(claim, section: Section) -> list[tuple[stats.Results, stats.Results]]:
+    """Per comparison of the registered claim, the group's and the reference's per-seed LR
+    sensitivity (report.stability.lr_sensitivity_by_seed), negated: lower is better."""
+
+    def results(filters: tuple[str, ...]) -> stats.Results:
+        runs = family.group_runs(section.runs, filters)
+        by_seed = stability.lr_sensitivity_by_seed(runs, section.metric) if len(runs) else {}
+        return {seed: -value for seed, value in by_seed.items()}
+
+    return [(results(c.group), results(c.reference)) for c in claim.comparisons]
+
+
 def logit_growth(runs, section: Section) -> pd.DataFrame:
     """Per run of the study: its group, learning rate, whether it trained, and the largest
     attention logit over units at step 0 and at the first diagnosed step after it."""
     rows = []
     trained = pd.Series(stability.trained(section.runs, section.metric), index=section.runs.index)
-    for row, run, by_step in max_logits(runs, section):
+    for row, run, by_step in max_logits(runs, section.runs):
         first, early = by_step.index[0], by_step.index[1]
         rows.append(
             {

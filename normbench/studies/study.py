@@ -2,8 +2,8 @@
 where its runs and figures go, and the helpers that turn a report into a findings section.
 
 Every number in a section comes from runs; every verdict is computed by the report's
-statistics (docs/statistics.md), never written by hand. A claim is *Reproduced* when the runs
-decided for it, *Not reproduced* when they decided against it, *Inconclusive* otherwise.
+statistics (docs/statistics.md), never written by hand. A claim's label is computed from its
+registration (normbench.studies.registry) by normbench.studies.family, and nowhere else.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from normbench.report.markdown import to_markdown
 from normbench.store import catalog, records
 from normbench.store.catalog import Selection
 from normbench.store.rundir import RunDir
+from normbench.studies import registry
 
 # --smoke: the quick settings on a tiny model and a few steps, for the test suite.
 SMOKE = [
@@ -62,9 +63,12 @@ class Context:
 
 
 def arguments(study: Study, scale: str) -> list[str]:
-    """The study's sweep arguments at a scale; a later override replaces one of its key."""
+    """The study's sweep arguments at a scale; a later override replaces one of its key. At
+    full scale a study whose runs registered claims test trains the seeds they registered
+    (the most any of them needs: normbench.studies.registry)."""
+    seeds = registry.seeds_of(study.name)
     extra = {
-        "full": [],
+        "full": [f"seed=range({seeds})"] if seeds else [],
         "quick": study.quick,
         "smoke": [*study.quick, *SMOKE, *SMOKE_DATA[study.data], *study.smoke],
     }[scale]
@@ -123,67 +127,11 @@ def figures(ctx: Context, result: Report, name: str, only: tuple[str, ...] = ())
     return [f"![{p.stem.replace('_', ' ')}](img/{name}/{p.name})" for p in paths]
 
 
-def verdict(ok: bool | None) -> str:
-    """Reproduced / Not reproduced, or Inconclusive when the runs could not decide."""
-    if ok is None:
-        return "**Inconclusive.**"
-    return "**Reproduced.**" if ok else "**Not reproduced.**"
-
-
-# ----------------------------------------------------------------------- the labelling rule
-# Written before the numbers: a claim is a list of predicted verdicts, one per comparison it
-# makes; the label is computed from them, never chosen after looking. Absence of evidence is
-# not evidence: an undecided comparison never counts for the claim.
-LABEL_RULE = (
-    "Label rule (fixed before the runs): the claim predicts a verdict for each comparison. "
-    "*Reproduced*: every predicted comparison was decided as predicted. *Not reproduced*: at "
-    "least one was decided against the prediction. *Inconclusive*: none against, at least one "
-    "undecided. 'not worse' is decided by an equivalence within the margin (or by being the "
-    "best group); an inconclusive verdict decides nothing."
-)
-EXPECTED = ("worse", "not worse", "equivalent", "better")
-FOR = {
-    "worse": {"worse"},
-    "not worse": {"equivalent", "reference", "better"},
-    "equivalent": {"equivalent"},
-    "better": {"better"},
-}
-AGAINST = {
-    "worse": {"equivalent", "reference", "better"},
-    "not worse": {"worse"},
-    "equivalent": {"worse", "better"},
-    "better": {"worse", "equivalent"},
-}
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """One comparison of a claim: what it is, the verdict the claim expects, the one found."""
-
-    what: str
-    expected: str  # worse | not worse | equivalent | better
-    found: str  # the report's verdict: reference, worse, equivalent, better, inconclusive
-
-    def outcome(self) -> bool | None:
-        """True: decided as predicted; False: decided against; None: undecided."""
-        if self.expected not in EXPECTED:
-            raise ValueError(f"expected {self.expected!r}: valid: {', '.join(EXPECTED)}")
-        if self.found in FOR[self.expected]:
-            return True
-        return False if self.found in AGAINST[self.expected] else None
-
-
-def label(predictions: list[Prediction]) -> bool | None:
-    """LABEL_RULE: True (Reproduced), False (Not reproduced) or None (Inconclusive)."""
-    outcomes = [p.outcome() for p in predictions]
-    if False in outcomes:
-        return False
-    return True if outcomes and all(outcomes) else None
-
-
-def predictions_text(predictions: list[Prediction]) -> str:
-    """Each comparison, what the claim predicts and what was found, for the section."""
-    return "; ".join(f"{p.what}: predicted {p.expected}, found {p.found}" for p in predictions)
+def unregistered(ok: bool | None) -> str:
+    """What a measure that is not a registered claim shows: no label (a label is the rule's,
+    for registered claims only: normbench.studies.family), only what the measure computed."""
+    said = {True: "holds", False: "does not hold", None: "decides nothing"}[ok]
+    return f"*Exploratory (not a registered claim): the measure {said}.*"
 
 
 def row_of(table: pd.DataFrame, **values) -> pd.Series:
@@ -225,11 +173,11 @@ def section_of(result: Report) -> Section:
     return section
 
 
-def max_logits(runs: Path, section: Section) -> Iterator[tuple[object, pd.Series, pd.Series]]:
-    """Per finished run of a section with diagnostics at two steps or more: its row's index,
-    the row, and the largest attention logit over units at each diagnosed step (the QK-norm
-    and Muon studies' logit growth both start from it)."""
-    for index, run in section.runs.iterrows():
+def max_logits(runs: Path, frame: pd.DataFrame) -> Iterator[tuple[object, pd.Series, pd.Series]]:
+    """Per finished run of a frame of runs (a section's) with diagnostics at two steps or more:
+    its row's index, the row, and the largest attention logit over units at each diagnosed
+    step (the QK-norm and Muon studies' logit growth both start from it)."""
+    for index, run in frame.iterrows():
         if run["status"] not in ("complete", "diverged"):
             continue
         try:

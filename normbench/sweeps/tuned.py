@@ -398,13 +398,15 @@ def session(
     *,
     runner=None,
     command: list[str] | None = None,
+    extra: dict | None = None,
 ) -> Session:
     """The tuned comparison's session: its record lists no run until the confirmation phase
-    (a report of it reads the confirmation runs only) and says which phase it is in."""
+    (a report of it reads the confirmation runs only) and says which phase it is in.
+    ``extra``: more fields of its record (`normbench findings`: the claims' hashes)."""
     grid = tuned.grid
     if launch.launcher == "local":
         check_devices({job.cfg["device"] for job in grid.jobs})
-    start = {"tuning": state(tuned, "tuning", 1, [], [])}
+    start = {**(extra or {}), "tuning": state(tuned, "tuning", 1, [], [])}
     shell = Sweep(grid.name, grid.version, [], grid.axes)
     return Session(shell, runs_dir, launch, console, runner=runner, command=command, extra=start)
 

@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from normbench.layers.models import ResidualUnit
+from normbench.layers.models import Attention, ResidualUnit
 from normbench.layers.mup import MUP_SCALING, WidthScaling
 
 
@@ -50,14 +50,65 @@ def muon_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
     return list(found.values())
 
 
+class SplitMuon(torch.optim.Muon):
+    """torch.optim.Muon, except that a parameter group with ``splits`` > 1 has each of its
+    matrices orthogonalised as that many row blocks apart: the fused attention projection
+    (3 width x width, normbench.layers.models.Attention.qkv) as its Q, K and V, the separate
+    matrices Jordan et al.'s and Moonlight's references orthogonalise (orthogonalised whole,
+    the three updates would share one orthogonal matrix, so Q's and K's spectra would not be
+    Muon's). Each block gets Muon's momentum, Newton-Schulz step, rate adjustment (of its own
+    shape) and weight decay, exactly as torch.optim.Muon updates a matrix of that shape: the
+    blocks are views of the parameter, its gradient and its momentum buffer."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        from torch.optim._muon import muon
+
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            params, grads, buffers = [], [], []
+            has_complex = self._init_group(group, params, grads, buffers)
+            splits = group.get("splits", 1)
+            if splits > 1:
+                params, grads, buffers = (
+                    [block for tensor in tensors for block in tensor.chunk(splits)]
+                    for tensors in (params, grads, buffers)
+                )
+            muon(
+                params,
+                grads,
+                buffers,
+                lr=group["lr"],
+                weight_decay=group["weight_decay"],
+                momentum=group["momentum"],
+                nesterov=group["nesterov"],
+                ns_coefficients=group["ns_coefficients"],
+                eps=group["eps"],
+                ns_steps=group["ns_steps"],
+                adjust_lr_fn=group["adjust_lr_fn"],
+                has_complex=has_complex,
+            )
+        return loss
+
+
+def fused_qkv(model: torch.nn.Module) -> set[int]:
+    """The ids of the fused attention projections' weights (``qkv``: Q, K and V stacked)."""
+    return {id(unit.qkv.weight) for unit in model.modules() if isinstance(unit, Attention)}
+
+
 def build_optimizers(
     model: torch.nn.Module, train: dict, lr_scale: float, fused: bool
 ) -> tuple[torch.optim.Optimizer, torch.optim.Optimizer | None]:
     """The run's optimizer (AdamW or SGD; weight decay on parameters of 2 dimensions or more)
     and, for ``train.optimizer=muon``, torch.optim.Muon on ``muon_parameters`` with AdamW on
     the rest (at train.lr; Muon at train.muon_lr and train.muon_momentum, Nesterov, the same
-    decoupled weight decay). ``train.muon_lr=null``: Muon at train.lr with Moonlight's update
-    scaling (0.2 sqrt(max(A, B)), torch's ``match_rms_adamw``), which makes its update RMS
+    decoupled weight decay; ``train.muon_qkv=split``: the attention's Q, K and V apart,
+    ``SplitMuon``). AdamW's betas are (0.9, train.adam_beta2). ``train.muon_lr=null``: Muon
+    at train.lr with Moonlight's update scaling (0.2 sqrt(max(A, B)), torch's
+    ``match_rms_adamw``), which makes its update RMS
     AdamW's so that one rate serves both (Liu et al. 2025); a sweep over train.lr then moves
     both. Both rates are scaled by ``lr_scale`` (train.lr_scaling). A muP model's layers
     get muP's rates (``mup_multipliers``)."""
@@ -71,8 +122,17 @@ def build_optimizers(
                 "(normbench.layers.models.ResidualUnit) of this model"
             )
         matched = train["muon_lr"] is None
-        muon = torch.optim.Muon(
-            hidden,
+        stacked = fused_qkv(model) if train["muon_qkv"] == "split" else set()
+        muon_groups = [
+            group
+            for group in (
+                {"params": [p for p in hidden if id(p) not in stacked]},
+                {"params": [p for p in hidden if id(p) in stacked], "splits": 3},
+            )
+            if group["params"]
+        ]
+        muon = SplitMuon(
+            muon_groups,
             lr=(train["lr"] if matched else train["muon_lr"]) * lr_scale,
             momentum=train["muon_momentum"],
             weight_decay=train["weight_decay"],
@@ -84,7 +144,8 @@ def build_optimizers(
     groups = param_groups(model, params, train, lr)
     if train["optimizer"] == "sgd":
         return torch.optim.SGD(groups, lr=lr, momentum=train["momentum"], fused=fused), None
-    return torch.optim.AdamW(groups, lr=lr, fused=fused), muon
+    betas = (0.9, train["adam_beta2"])
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, fused=fused), muon
 
 
 def param_groups(

@@ -115,3 +115,27 @@ def test_a_resnet_run_trains(tmp_path):
 def test_diagnostics_are_refused_for_the_resnet_whose_blocks_are_no_residual_units():
     with pytest.raises(UsageError, match="diagnostics=true records each residual unit"):
         compose(tiny_resnet("diagnostics=true"))
+
+
+@pytest.mark.parametrize("norm", ["batchnorm", "groupnorm"])
+@pytest.mark.parametrize("placement", ["post", "pre"])
+def test_zero_init_last_norm_starts_every_block_as_the_identity(norm, placement):
+    """model.zero_init_last_norm (Goyal et al. 2017; Wu & He's recipe): each block's last norm's
+    gain is 0, so its residual branch adds nothing at the start (a v1 block returns relu(x), a
+    v2 block x); the other norms keep gain 1."""
+    model = resnet(f"norm={norm}", f"placement={placement}", "model.zero_init_last_norm=true")
+    for block in model.blocks:
+        assert torch.count_nonzero(block.norm2.weight) == 0
+        assert torch.all(block.norm1.weight == 1)
+        x = torch.randn(2, block.conv1.in_channels, 40)
+        assert torch.allclose(block.eval()(x), F.relu(x) if placement == "post" else x)
+    plain = resnet(f"norm={norm}")
+    assert all(torch.all(block.norm2.weight == 1) for block in plain.blocks)
+
+
+def test_zero_init_last_norm_off_keeps_earlier_run_ids():
+    from normbench.store.rundir import run_id
+
+    off = run_id(compose(tiny_resnet("model.zero_init_last_norm=false")))
+    assert off == run_id(compose(tiny_resnet()))
+    assert run_id(compose(tiny_resnet("model.zero_init_last_norm=true"))) != off

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from normbench.studies.study import LABEL_RULE
+from normbench.studies import registry
+from normbench.studies.family import RULE
 
 
 @pytest.mark.slow
@@ -48,8 +49,11 @@ def test_findings_script_at_smoke_scale(tmp_path):
     ):
         assert title in text, title
     assert "Not computed" not in text
-    verdicts = sum(text.count(v) for v in ("Reproduced.**", "Not reproduced.**", "Inconclusive.**"))
-    assert verdicts >= 19  # every claim gets one, computed
+    labels = ("Reproduced.**", "Not reproduced.**", "Inconclusive.**", "Exploratory.**")
+    claims = len(registry.claims())  # every registered claim, labelled by the rule (or not)
+    assert sum(text.count(v) for v in labels) == claims
+    assert text.count("registered at") + text.count("not registered (") == claims
+    assert text.count("*Exploratory (not a registered claim)") >= 8  # the other measures
     assert text.count("**What this does not show.**") >= 11
     images = list((tmp_path / "docs" / "img").rglob("*.png"))
     assert len(images) >= 5
@@ -58,4 +62,4 @@ def test_findings_script_at_smoke_scale(tmp_path):
     for record in (tmp_path / "runs" / "sweeps").glob("findings-*.json"):  # the sweep it is
         command = json.loads(record.read_text())["command"]
         assert command[:2] == ["normbench", "sweep"] and command[-2] == "--name", command
-    assert LABEL_RULE in text  # the Xiong section states the rule its label comes from
+    assert RULE in text  # the sections state the rule their labels come from

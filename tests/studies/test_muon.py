@@ -3,11 +3,9 @@ seed, lower growth better, and a seed without a run at every rate left out."""
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
-from normbench.studies import muon
+from normbench.studies import family, muon, registry
 
 
 def growth_frame(values: dict[tuple[str, str], list[float]], rates=("0.01", "0.1")):
@@ -30,7 +28,13 @@ def growth_frame(values: dict[tuple[str, str], list[float]], rates=("0.01", "0.1
     return pd.DataFrame(rows)
 
 
-def test_qk_norm_growing_far_less_in_every_seed_is_better_and_muon_above_adamw_is_worse():
+def decided(growth: pd.DataFrame, claim_id: str) -> family.Tested:
+    claim = registry.claim(claim_id)
+    (tested,) = family.decide_claim(claim, muon.pairs_of(growth, claim))
+    return tested
+
+
+def test_qk_norm_growing_far_less_in_every_seed_is_for_and_muon_above_adamw_is_for():
     growth = growth_frame(
         {
             ("Pre-LN", "muon"): [3.0, 3.2, 3.1],
@@ -39,11 +43,11 @@ def test_qk_norm_growing_far_less_in_every_seed_is_better_and_muon_above_adamw_i
             ("Pre-LN", "adamw"): [1.0, 1.25, 1.1],
         }
     )
-    found = muon.growth_comparisons(growth)
-    assert found["qk"] == "better"
-    assert found["optimizer"] == "worse"  # Muon grows more than AdamW
-    assert found["peri"] in ("equivalent", "inconclusive")
-    assert "a factor of" in muon.comparison_text(found, "qk")
+    assert decided(growth, "muon-qk-norm").decided is True  # QK-norm grows less: predicted
+    assert decided(growth, "kimi-muon-logits").decided is True  # Muon grows more than AdamW
+    peri = decided(growth, "muon-peri-ln")  # predicted to grow less: it does not
+    assert peri.decided in (False, None)
+    assert peri.difference.diff < 0.1  # negated growth: Peri-LN no lower than Pre-LN
 
 
 def test_a_seed_missing_a_rate_is_not_compared():
@@ -52,12 +56,11 @@ def test_a_seed_missing_a_rate_is_not_compared():
     assert set(muon.growth_by_seed(growth, "Pre-LN", "muon")) == {0, 1}
 
 
-def test_too_few_seeds_is_no_verdict_with_the_reason():
+def test_too_few_seeds_is_undecided_with_the_reason():
     growth = growth_frame({("Pre-LN", "muon"): [3.0], ("Pre-LN + QK-norm", "muon"): [0.5]})
-    found = muon.growth_comparisons(growth)
-    assert found["qk"] == "-"  # one run: not a verdict, not even inconclusive
-    assert "(one run)" in muon.comparison_text(found, "qk")
-    assert math.isnan(found["qk_verdict"].diff)
+    tested = decided(growth, "muon-qk-norm")
+    assert tested.decided is None and tested.difference is None
+    assert "needs 2 each" in tested.text(0.05)
 
 
 def test_group_names_read_as_the_literature_names_them():

@@ -152,9 +152,14 @@ def test_batch_sensitivity_crosses_five_norms_with_ghost_batches_and_seeds():
 
 def test_muon_preset_crosses_both_optimizers_over_one_rate_axis():
     sweep = expand("muon", [])
-    assert len(sweep.jobs) == 5 * 2 * 6 * 3
+    assert len(sweep.jobs) == 5 * 2 * 6 * 3 + 2 * 6 * 3  # and the fused path's own runs
     muon = [job.cfg["train"] for job in sweep.jobs if job.cfg["train"]["optimizer"] == "muon"]
-    assert len(muon) == 90 and all(train["muon_lr"] is None for train in muon)
+    assert len(muon) == 90 + 36 and all(train["muon_lr"] is None for train in muon)
+    assert sorted(train["muon_qkv"] for train in muon).count("fused") == 36
+    # the references' settings: weight decay 0.1, AdamW's betas (0.9, 0.95), for both
+    assert {(j.cfg["train"]["weight_decay"], j.cfg["train"]["adam_beta2"]) for j in sweep.jobs} == {
+        (0.1, 0.95)
+    }
 
 
 def test_batch_resnet_adds_gn_ws_and_bn_ws_on_resnet_v1():

@@ -124,3 +124,56 @@ def test_muon_at_a_rate_past_floats_range_diverges_as_adamw_does(tmp_path):
         meta = RunDir(tmp_path, run_id(cfg)).read_meta()
         statuses[optimizer] = (result.status, meta["status"], meta.get("error"))
     assert statuses == {"adamw": ("diverged",) * 2 + (None,), "muon": ("diverged",) * 2 + (None,)}
+
+
+def test_split_muon_orthogonalises_q_k_and_v_apart_and_fused_as_one():
+    """train.muon_qkv=split: each of Q, K, V gets torch.optim.Muon's own update of a width x
+    width matrix (the same numbers as Muon on that matrix alone); fused: the stacked weight's."""
+    import torch
+
+    from normbench.training.optimizers import SplitMuon
+
+    torch.manual_seed(0)
+    width = 8
+    weight = torch.nn.Parameter(torch.randn(3 * width, width))
+    alone = [torch.nn.Parameter(block.detach().clone()) for block in weight.detach().chunk(3)]
+    grad = torch.randn(3 * width, width)
+    weight.grad = grad.clone()
+    for block, g in zip(alone, grad.chunk(3), strict=True):
+        block.grad = g.clone()
+    settings = dict(lr=0.1, weight_decay=0.1, adjust_lr_fn="match_rms_adamw")
+    SplitMuon([{"params": [weight], "splits": 3}], **settings).step()
+    torch.optim.Muon(alone, **settings).step()
+    assert torch.equal(weight.detach(), torch.cat([b.detach() for b in alone]))
+    fused = torch.nn.Parameter(torch.cat([b.detach() for b in alone]).clone())
+    fused.data = weight.detach().clone()  # the same start, then one fused step from it
+    fused.grad = grad.clone()
+    split = weight.detach().clone()
+    weight.grad = grad.clone()
+    SplitMuon([{"params": [weight], "splits": 3}], **settings).step()
+    SplitMuon([fused], **settings).step()
+    assert not torch.allclose(weight.detach() - split, fused.detach() - split)
+
+
+@pytest.mark.parametrize("qkv, groups", [("split", [None, 3]), ("fused", [None])])
+def test_the_qkv_weights_go_to_their_own_group_when_split(qkv, groups):
+    cfg = compose(tiny("train.optimizer=muon", f"train.muon_qkv={qkv}", "train.adam_beta2=0.95"))
+    model = build_model(cfg, input_shape(cfg["data"]), 10)
+    adamw, muon = build_optimizers(model, cfg["train"], 1.0, fused=False)
+    assert [g.get("splits") for g in muon.param_groups] == groups
+    if qkv == "split":
+        by_id = {id(p): n for n, p in model.named_parameters()}
+        assert {by_id[id(p)] for p in muon.param_groups[1]["params"]} == {
+            f"units.{u}.sublayer.qkv.weight" for u in (0, 2)
+        }
+    assert {g["betas"] for g in adamw.param_groups} == {(0.9, 0.95)}
+
+
+def test_the_new_optimizer_keys_keep_earlier_run_ids():
+    """A Muon run made before train.muon_qkv was fused, AdamW's beta2 0.999: at those values
+    the run id is the one it had; an AdamW run ignores muon_qkv."""
+    fused = run_id(compose(tiny("train.optimizer=muon", "train.muon_qkv=fused")))
+    split = run_id(compose(tiny("train.optimizer=muon")))
+    assert fused != split
+    assert run_id(compose(tiny("train.adam_beta2=0.999"))) == run_id(compose(tiny()))
+    assert run_id(compose(tiny("train.muon_qkv=split"))) == run_id(compose(tiny()))

@@ -1,0 +1,250 @@
+"""A registered claim tested as its own family, and the label rule that reads it.
+
+Each comparison of the claim is a paired difference, group minus reference, oriented so that
+higher is better (normbench.report.stats.difference), and is tested twice, one-sided, by the
+outcome the claim predicts (t = the difference's distance to the boundary over its se):
+
+- *better*: for, H0 diff <= 0; against, H0 diff >= +margin (shown to gain less than matters);
+- *worse*: for, H0 diff >= 0; against, H0 diff <= -margin (shown to lose less than matters);
+- *not worse* (non-inferiority): for, H0 diff <= -margin; against, H0 diff >= -margin (shown
+  worse by more than the margin), so that it can be refuted;
+- *equivalent*: for, TOST within +-margin (Schuirmann 1987); against, H0 |diff| <= margin
+  (either one-sided test beyond the margin, twice the smaller p).
+
+Holm's correction runs over the claim's comparisons only, once over the *for* tests and once
+over the *against* tests (Holm 1979). A comparison is decided against when its adjusted
+*against* p is below alpha, for when its *for* p is, undecided otherwise. The label rule: *Not
+reproduced* when one comparison is decided against; *Reproduced* when every one is decided for;
+*Inconclusive* otherwise. So a false *Not reproduced* (the claim true at every margin's edge)
+and a false *Reproduced* (one prediction false at its null's edge) each happen at most alpha of
+the time (tests/studies/test_family.py simulates both).
+
+A claim registered after the earliest run it reads is shown *exploratory*, never labelled.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+
+import pandas as pd
+
+from normbench.report import stats
+from normbench.report.base import Method, label, metric_of, resolution, scored, seeded_results
+from normbench.studies.registry import Claim, Registration, registration
+
+LABELS = {True: "Reproduced", False: "Not reproduced", None: "Inconclusive"}
+EXPLORATORY = "Exploratory"
+RULE = (
+    "Label rule (registered with the claim): each comparison tested one-sided for and against "
+    "its prediction, Holm within the claim's comparisons; *Reproduced*: every comparison decided "
+    "for; *Not reproduced*: one decided against; *Inconclusive*: otherwise. A claim registered "
+    "after its runs began is *exploratory*, never labelled."
+)
+
+
+@dataclass(frozen=True)
+class Tested:
+    """One comparison's outcome: its paired difference (None: no test, ``why``), the
+    Holm-adjusted p-values for and against the prediction, and the decision."""
+
+    name: str
+    predicted: str
+    difference: stats.Difference | None
+    p_for: float = math.nan
+    p_against: float = math.nan
+    decided: bool | None = None  # True: for, False: against, None: undecided
+    why: str = ""
+
+    def text(self, alpha: float) -> str:
+        """``name: predicted P, decided for|against|undecided (diff [90% CI], p ...)``."""
+        found = {True: "decided for", False: "decided against", None: "undecided"}[self.decided]
+        if self.difference is None:
+            return f"{self.name}: predicted {self.predicted}, {found} ({self.why})"
+        low, high = stats.interval(self.difference, alpha)
+        return (
+            f"{self.name}: predicted {self.predicted}, {found} ({self.difference.diff:+.3g} "
+            f"[{low:+.3g}, {high:+.3g}], {ci_level(alpha)} CI, {self.difference.how}; Holm p "
+            f"for {self.p_for:.2g}, against {self.p_against:.2g})"
+        )
+
+
+def ci_level(alpha: float) -> str:
+    return f"{100 * (1 - 2 * alpha):g}%"
+
+
+def one_sided(d: stats.Difference, predicted: str, margin: float) -> tuple[float, float]:
+    """The unadjusted p-values (for, against) of the module docstring's tests."""
+    from scipy import special
+
+    if not d.known_noise:
+        return 1.0, 1.0
+
+    def above(boundary: float) -> float:  # H0 diff <= boundary
+        return float(special.stdtr(d.df, -(d.diff - boundary) / d.se))
+
+    def below(boundary: float) -> float:  # H0 diff >= boundary
+        return float(special.stdtr(d.df, (d.diff - boundary) / d.se))
+
+    if predicted == "better":
+        return above(0.0), below(margin)
+    if predicted == "worse":
+        return below(0.0), above(-margin)
+    if predicted == "not worse":
+        return above(-margin), below(-margin)
+    outside = min(1.0, 2 * min(above(margin), below(-margin)))
+    return stats.p_within(d, margin), outside
+
+
+def decide_family(
+    pairs: list[tuple[stats.Results, stats.Results]],
+    predicted: list[str],
+    names: list[str],
+    margin: float,
+    alpha: float,
+    resolutions: list[float] | None = None,
+) -> list[Tested]:
+    """Each comparison (group, reference results, higher better) tested as the module says,
+    Holm over this family only."""
+    differences: list[stats.Difference | None] = []
+    whys = []
+    resolutions = resolutions or [0.0] * len(pairs)
+    for (group, reference), step in zip(pairs, resolutions, strict=True):
+        if len(group) < 2 or len(reference) < 2:
+            differences.append(None)
+            whys.append(f"{len(group)} result(s), the reference {len(reference)}; needs 2 each")
+        else:
+            differences.append(stats.difference(group, reference, step))
+            whys.append("")
+    raw = [
+        (math.nan, math.nan) if d is None else one_sided(d, p, margin)
+        for d, p in zip(differences, predicted, strict=True)
+    ]
+    p_for = stats.holm([r[0] for r in raw])
+    p_against = stats.holm([r[1] for r in raw])
+    tested = []
+    for i, d in enumerate(differences):
+        decided = None
+        if d is not None and p_against[i] < alpha:
+            decided = False
+        elif d is not None and p_for[i] < alpha:
+            decided = True
+        tested.append(Tested(names[i], predicted[i], d, p_for[i], p_against[i], decided, whys[i]))
+    return tested
+
+
+def label_of(tested: list[Tested]) -> bool | None:
+    """The label rule: False (Not reproduced), True (Reproduced), None (Inconclusive)."""
+    decisions = [t.decided for t in tested]
+    if False in decisions:
+        return False
+    return True if decisions and all(decisions) else None
+
+
+# ------------------------------------------------------------------ the claim on its runs
+def group_runs(runs: pd.DataFrame, filters: tuple[str, ...]) -> pd.DataFrame:
+    """The runs matching every KEY=VALUE filter (values compared as report labels)."""
+    mask = pd.Series(True, index=runs.index)
+    for item in filters:
+        key, value = item.split("=", 1)
+        if key not in runs:
+            return runs.iloc[:0]
+        mask &= runs[key].map(label) == value
+    return runs[mask]
+
+
+def results_of(
+    claim: Claim, runs: pd.DataFrame
+) -> tuple[list[tuple[stats.Results, stats.Results]], list[float]]:
+    """Per comparison, the group's and the reference's per-seed results on the claim's split,
+    higher better (a diverged run at chance, as the report counts it), and the metric's
+    resolution there; each comparison reads its own metric (a claim may span workloads)."""
+    pairs, resolutions = [], []
+    for comparison in claim.comparisons:
+        group, reference = (group_runs(runs, f) for f in (comparison.group, comparison.reference))
+        both = pd.concat([group, reference])
+        if both.empty:
+            pairs.append(({}, {}))
+            resolutions.append(0.0)
+            continue
+        metric, test = metric_of(both), claim.split == "test"
+        column = metric.test_column if test else metric.column
+        pairs.append(
+            tuple(
+                scored(seeded_results(p, column, metric, Method()), metric)
+                for p in (group, reference)
+            )
+        )
+        resolutions.append(resolution(both, metric, test))
+    return pairs, resolutions
+
+
+def decide_claim(
+    claim: Claim,
+    pairs: list[tuple[stats.Results, stats.Results]],
+    resolutions: list[float] | None = None,
+) -> list[Tested]:
+    """The claim's comparisons, decided as its own family."""
+    return decide_family(
+        pairs,
+        [c.predicted for c in claim.comparisons],
+        [c.name for c in claim.comparisons],
+        claim.margin,
+        claim.alpha,
+        resolutions,
+    )
+
+
+def span(runs: pd.DataFrame) -> tuple[datetime | None, datetime | None]:
+    """The earliest and latest start time (meta.json's ``started``) of the runs."""
+    times = [parse_time(t) for t in runs.get("started", pd.Series(dtype=object))]
+    times = [t for t in times if t is not None]
+    return (min(times), max(times)) if times else (None, None)
+
+
+def parse_time(value: object) -> datetime | None:
+    """An ISO time with its zone (a time without one is no time here: it cannot be ordered
+    against a commit's)."""
+    try:
+        when = datetime.fromisoformat(str(value))
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else None
+
+
+def labelled(found: Registration, earliest: datetime | None) -> bool:
+    """Whether a claim may be labelled: registered, and before the earliest run it reads."""
+    return found.when is not None and earliest is not None and found.when < earliest
+
+
+def order_text(found: Registration, runs: pd.DataFrame) -> str:
+    """'registered at <commit, date>, runs from <date> to <date>'."""
+    first, last = span(runs)
+    when = (
+        "no run with a start time"
+        if first is None
+        else f"runs from {first.isoformat(timespec='minutes')} to "
+        f"{last.isoformat(timespec='minutes')}"
+    )
+    return f"{found.text()}, {when}"
+
+
+def claim_lines(claim: Claim, runs: pd.DataFrame, tested: list[Tested] | None = None) -> str:
+    """A claim's paragraph: its label (or *exploratory*), what it says and where from, its
+    comparisons as tested, its registration and its runs' dates, its seeds and their power.
+    ``tested``: the outcome of a study's own measure; by default the claim's metric on
+    ``runs``."""
+    if tested is None:
+        tested = decide_claim(claim, *results_of(claim, runs))
+    found = registration(claim.path)
+    first, _ = span(runs)
+    word = LABELS[label_of(tested)] if labelled(found, first) else EXPLORATORY
+    comparisons = "; ".join(t.text(claim.alpha) for t in tested)
+    return (
+        f"**{word}.** {claim.source} (claim `{claim.id}`): {claim.says} {comparisons}. "
+        f"Family: these {len(tested)} comparison(s), alpha {claim.alpha:g}, margin "
+        f"{claim.margin:g}; {order_text(found, runs)}. Seeds: {claim.seeds} "
+        f"registered, power {claim.power():.2f} for an effect of {claim.effect:g} sd "
+        f"({claim.basis})."
+    )

@@ -1,0 +1,57 @@
+"""Registration before runs, checked (``normbench findings --check``): every registered claim
+whose study has runs must have been registered (committed, unchanged since) before the earliest
+of those runs started, and must be what its study's sweep record says it was when the sweep
+started (the claims' content hashes, ``registry.Claim.digest``, recorded then). A claim that
+fails is shown *exploratory* in the findings, never labelled; the check says so without
+training, one line per claim.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from normbench.core.errors import UsageError
+from normbench.store import records
+from normbench.studies import family, registry
+from normbench.studies.study import load
+
+
+def problems(runs: Path, folder: Path = registry.REGISTERED) -> list[str]:
+    """One line per registered claim that could not be labelled on the runs under ``runs``
+    (a claim whose study has no runs yet labels nothing, and passes)."""
+    found, studies = [], {}
+    for claim in registry.claims(folder).values():
+        if claim.study not in studies:  # each study's record and runs read once
+            try:
+                record = records.sweep_record(runs, f"findings-{claim.study}")
+            except UsageError:  # no sweep of its study: no runs, nothing labelled
+                studies[claim.study] = None
+            else:
+                studies[claim.study] = (record, load(runs, claim.study).runs)
+        if studies[claim.study] is None:
+            continue
+        record, runs_of = studies[claim.study]
+        first, _ = family.span(runs_of)
+        if first is None:
+            continue
+        registered = registry.registration(claim.path)
+        if not family.labelled(registered, first):
+            found.append(
+                f"{claim.id}: {family.order_text(registered, runs_of)}: not registered before "
+                "its earliest run, so exploratory"
+            )
+        hashes = record.get("claims")
+        recorded = hashes.get(claim.id) if isinstance(hashes, dict) else None
+        if isinstance(hashes, dict) and recorded is None:
+            found.append(f"{claim.id}: not among the claims its sweep recorded when it started")
+        elif isinstance(recorded, str) and recorded != claim.digest():
+            found.append(
+                f"{claim.id}: changed since its sweep started (the record has {recorded}, the "
+                f"file now {claim.digest()})"
+            )
+    return found
+
+
+def digests(study: str, folder: Path = registry.REGISTERED) -> dict[str, str]:
+    """The content hash of each claim a study's runs test, for its sweep record."""
+    return {claim.id: claim.digest() for claim in registry.of_study(study, folder)}

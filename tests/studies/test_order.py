@@ -1,0 +1,139 @@
+"""Registration before runs (normbench.studies.order, family.labelled): a claim registered after
+the earliest run it reads is refused a label, on a designed git history (a temporary repository
+with commits at chosen dates) and a designed store (runs with chosen meta.json start times)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from normbench.cli.app import app
+from normbench.store.rundir import RunDir
+from normbench.studies import family, order, registry
+from normbench.studies.study import load
+from tests.helpers import make_run
+
+CLAIM = """\
+source: a designed paper
+says: RMSNorm trains better than LayerNorm.
+study: toy
+metric: accuracy
+margin: 0.01
+comparisons:
+  - name: RMSNorm against LayerNorm
+    group: [norm.name=rmsnorm]
+    reference: [norm.name=layernorm]
+    predicted: better
+power: {effect: 2.0, basis: designed, target: 0.8}
+seeds: 5
+"""
+
+
+def git(repo: Path, *args: str, when: str | None = None) -> None:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+    }
+    env["GIT_COMMITTER_EMAIL"] = "t@t"
+    if when:
+        env.update(GIT_AUTHOR_DATE=when, GIT_COMMITTER_DATE=when)
+    subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
+
+
+def registered_at(tmp_path: Path, when: str) -> Path:
+    """A repository whose one claim file was committed at ``when``; its folder."""
+    repo = tmp_path / "repo"
+    folder = repo / "registered"
+    folder.mkdir(parents=True)
+    git(repo, "init", "-q")
+    (folder / "toy-claim.yaml").write_text(CLAIM)
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "register", when=when)
+    registry.claims.cache_clear()
+    return folder
+
+
+def store_started_at(tmp_path: Path, when: str, study: str = "toy", digest=None) -> Path:
+    """Five seeds of RMSNorm well above LayerNorm, every run started at ``when``, recorded as
+    the sweep findings-<study> (with the claims' hashes ``digest`` when given)."""
+    runs = tmp_path / "runs"
+    ids = []
+    for seed in range(5):
+        for norm, acc in (("rmsnorm", 0.90 + 0.01 * seed), ("layernorm", 0.70 + 0.012 * seed)):
+            rid = make_run(runs, [f"norm={norm}", f"seed={seed}"], acc=acc)
+            meta_path = RunDir(runs, rid).meta_path
+            meta = json.loads(meta_path.read_text())
+            RunDir(runs, rid).write_meta({**meta, "started": when})
+            ids.append(rid)
+    record = {"name": f"findings-{study}", "started": when, "finished": when, "command": []}
+    record.update(runs=[{"run_id": i, "overrides": []} for i in ids], counts={}, axes={})
+    if digest is not None:
+        record["claims"] = digest
+    (runs / "sweeps").mkdir()
+    (runs / "sweeps" / f"findings-{study}-20260101-000000-abc123.json").write_text(
+        json.dumps(record)
+    )
+    return runs
+
+
+def test_a_claim_registered_before_its_runs_is_labelled(tmp_path):
+    folder = registered_at(tmp_path, "2026-01-01T00:00:00+00:00")
+    runs = store_started_at(tmp_path, "2026-02-01T00:00:00+00:00")
+    claim = registry.claim("toy-claim", folder)
+    text = family.claim_lines(claim, load(runs, "toy").runs)
+    assert text.startswith("**Reproduced.**"), text
+    assert "registered at" in text and "2026-01-01T00:00" in text
+    assert "runs from 2026-02-01T00:00+00:00 to 2026-02-01T00:00+00:00" in text
+    assert order.problems(runs, folder) == []
+
+
+def test_a_claim_registered_after_its_runs_is_refused_a_label(tmp_path):
+    folder = registered_at(tmp_path, "2026-03-01T00:00:00+00:00")
+    runs = store_started_at(tmp_path, "2026-02-01T00:00:00+00:00")
+    claim = registry.claim("toy-claim", folder)
+    text = family.claim_lines(claim, load(runs, "toy").runs)
+    assert text.startswith("**Exploratory.**"), text
+    assert not any(word in text for word in ("Reproduced", "Inconclusive"))
+    (line,) = order.problems(runs, folder)
+    assert line.startswith("toy-claim: registered at") and "not registered before" in line
+
+
+def test_an_uncommitted_edit_is_no_registration(tmp_path):
+    folder = registered_at(tmp_path, "2026-01-01T00:00:00+00:00")
+    runs = store_started_at(tmp_path, "2026-02-01T00:00:00+00:00")
+    path = folder / "toy-claim.yaml"
+    path.write_text(CLAIM.replace("margin: 0.01", "margin: 0.02"))
+    registry.claims.cache_clear()
+    assert registry.registration(path).why == "uncommitted changes to its file"
+    (line,) = order.problems(runs, folder)
+    assert "not registered (uncommitted changes to its file)" in line
+
+
+def test_a_claim_changed_since_its_sweep_started_is_named(tmp_path):
+    folder = registered_at(tmp_path, "2026-01-01T00:00:00+00:00")
+    runs = store_started_at(tmp_path, "2026-02-01T00:00:00+00:00", digest={"toy-claim": "0" * 16})
+    (line,) = order.problems(runs, folder)
+    assert line.startswith("toy-claim: changed since its sweep started")
+
+
+def test_findings_check_refuses_this_repository_claims_on_runs_that_predate_them(tmp_path):
+    # xiong-warmup reads the placement study: runs started in 2020 predate its registration
+    runs = store_started_at(tmp_path, "2020-01-01T00:00:00+00:00", study="placement")
+    registry.claims.cache_clear()
+    result = CliRunner().invoke(app, ["findings", "--check", "--runs-dir", str(runs)])
+    assert result.exit_code == 1, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("xiong-warmup: "), lines
+
+
+def test_a_claim_missing_from_its_sweeps_recorded_claims_is_named(tmp_path):
+    folder = registered_at(tmp_path, "2026-01-01T00:00:00+00:00")
+    runs = store_started_at(tmp_path, "2026-02-01T00:00:00+00:00", digest={})
+    (line,) = order.problems(runs, folder)
+    assert line == "toy-claim: not among the claims its sweep recorded when it started"
