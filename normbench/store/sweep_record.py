@@ -4,7 +4,9 @@ read and upgraded here only.
 A record says what a sweep ran (its runs and their overrides), the command that made it and,
 for a sweep of a kind, its state: ``until_decided`` (the sequential design: its looks'
 information fractions, the look taken, how alpha was spent), ``tuning`` (a tuned comparison's
-phase, design and choices) and ``reference`` (the group the sweep named before looking).
+phase, design and choices), ``ladder`` (a scaling ladder's axis and rungs), ``claims`` (the
+content hash of each registered claim a `normbench findings` study tests, when it started) and
+``reference`` (the group the sweep named before looking).
 The shapes are the TypedDicts below. Records of older versions are upgraded as they are read
 (``upgrade``), so that the report, the statistics and the methods know the current format
 only. A record lies in an untrusted runs directory: ``read`` checks its shape, and the parts
@@ -113,6 +115,7 @@ class SweepRecord(TypedDict, total=False):
     until_decided: UntilDecidedPart
     tuning: TuningPart
     ladder: LadderPart
+    claims: dict[str, str]  # normbench findings: each registered claim's content hash
 
 
 # ---------------------------------------------------------------------------- writing

@@ -23,7 +23,7 @@ def problems(runs: Path, folder: Path = registry.REGISTERED) -> list[str]:
     for claim in registry.claims(folder).values():
         if claim.study not in studies:  # each study's record and runs read once
             try:
-                record = records.sweep_record(runs, f"findings-{claim.study}")
+                record = records.latest_record(runs, f"findings-{claim.study}")
             except UsageError:  # no sweep of its study: no runs, nothing labelled
                 studies[claim.study] = None
             else:

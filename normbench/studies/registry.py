@@ -25,6 +25,7 @@ from pathlib import Path
 import yaml
 
 from normbench.core.errors import UsageError
+from normbench.core.files import YAML_LIMIT, read_bytes
 
 REGISTERED = Path(__file__).parent / "registered"
 PREDICTED = ("better", "worse", "not worse", "equivalent")
@@ -95,7 +96,7 @@ class Claim:
     def digest(self) -> str:
         """The claim's content hash (SHA-256 of its file's bytes): a sweep record keeps it when
         the study's sweep starts, so a later edit of the claim shows."""
-        return hashlib.sha256(self.path.read_bytes()).hexdigest()[:16]
+        return hashlib.sha256(read_bytes(self.path, YAML_LIMIT)).hexdigest()[:16]
 
 
 def power(n: int, effect: float, alpha: float, comparisons: int, predicted: str = "") -> float:
@@ -148,7 +149,7 @@ def read_claim(path: Path) -> Claim:
     choices."""
     where = f"{path.name}"
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.safe_load(read_bytes(path, YAML_LIMIT).decode())
     except yaml.YAMLError as err:
         problem = " ".join(str(getattr(err, "problem", "") or err).split())
         raise UsageError(

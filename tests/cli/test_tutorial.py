@@ -38,7 +38,8 @@ EXIT_CODES = {
         example.commands, example.exit_codes or (0,) * len(example.commands), strict=True
     )
 }
-# Appended to the tutorial's `run` and `sweep` commands (the last value of a key wins).
+# Appended to the tutorial's `run` and `sweep` commands, replacing the page's own value of a key
+# (a key given twice is refused).
 TINY = [
     "train.max_steps=12",
     "train.eval_every=6",
@@ -68,11 +69,12 @@ def argv(command: str) -> list[str]:
     program = {"normbench": [sys.executable, "-m", "normbench"], "python": [sys.executable]}
     line = program[words[0]] + words[1:]
     if words[:2] in (["normbench", "run"], ["normbench", "sweep"]):
-        line += TINY + (
+        tiny = TINY + (
             [] if any(w.startswith("data=") for w in words) else ["data.num_samples=600"]
         )
-    if words[:2] == ["normbench", "sweep"]:
-        line.append("seed=range(2)")
+        tiny += ["seed=range(2)"] if words[1] == "sweep" else []
+        replaced = {t.partition("=")[0] for t in tiny}
+        line = [w for w in line if w.partition("=")[0] not in replaced] + tiny
     return line
 
 

@@ -50,6 +50,7 @@ ALLOWED = {
     ("report/plots.py", "read_parquet("): "core.files.read_parquet, the bounded reader",
     ("report/diagnostics.py", "read_parquet("): "core.files.read_parquet, the bounded reader",
     ("store/rundir.py", "read_parquet("): "core.files.read_parquet: a run's metrics, diagnostics",
+    ("studies/registry.py", "yaml.safe_load("): "bytes from core.files.read_bytes: a claim file",
 }
 
 
