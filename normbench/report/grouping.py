@@ -1,7 +1,8 @@
 """Runs into groups: which config keys vary (and so name the groups; a user norm's own
-options folded into its name), each group's runs by the labels of those keys, as frames or row
-positions, and the runs of each status as masks. Every table of the report starts from these
-groups; what a group's runs are worth as results is normbench.report.results'.
+options folded into its name) and which of them split the report into settings, each group's
+runs by the labels of those keys, as frames or row positions, the runs of each status as masks,
+and a table's rows back into a frame keyed like its groups. Every table of the report starts
+from these groups; what a group's runs are worth as results is normbench.report.results'.
 """
 
 from __future__ import annotations
