@@ -307,7 +307,7 @@ def _selected(
 ) -> tuple[Path, pd.DataFrame, list[str]]:
     """The runs directory, the selected runs sorted by id, and the config keys that vary among
     them; a column no run lacks gets its values' dtype (int64 seeds), others keep None."""
-    from normbench.report.base import varying_keys
+    from normbench.report.grouping import varying_keys
     from normbench.store.catalog import select_runs
 
     where, filters = _where(runs_dir, filters)

@@ -20,7 +20,7 @@ import argparse
 import math
 from pathlib import Path
 
-from normbench.report.base import label
+from normbench.report.labels import label
 from normbench.report.tuning import group_values
 from normbench.store import catalog, records
 

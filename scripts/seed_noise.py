@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 
 from normbench.core.files import read_parquet
-from normbench.report.base import label, seeded_results
+from normbench.report.labels import label
+from normbench.report.results import seeded_results
 from normbench.report.sections import build
 from normbench.store import catalog
 from normbench.store.records import sweep_run_ids

@@ -1,6 +1,7 @@
 """report: runs into verdicts. Statistics as pure functions (stats; seeds until decided:
 sequential); what every table shares
-(base: the metric, the method, sections, grouping); one module per question, each computing
+(base: the metric, the method, sections; labels; grouping: runs into groups; results: each
+group's results by seed); one module per question, each computing
 its table from grouped runs through stats (convergence, batch, precision, stability,
 diagnostics; across workloads: aggregate and across), put into sections (sections); one
 renderer per output format: terminal (rich), markdown, tidy (CSV and JSON), html, with the

@@ -22,7 +22,8 @@ import pandas as pd
 
 from normbench.core.errors import UsageError
 from normbench.report import aggregate
-from normbench.report.base import Report, Section, label
+from normbench.report.base import Report, Section
+from normbench.report.labels import label
 
 GROUP_NAMES = ("model", "norm", "placement", "data", "precision")
 PROFILE_X = {"steps": "steps_to_target", "time": "time_to_target_s"}

@@ -12,17 +12,9 @@ import pandas as pd
 from normbench.core.errors import UsageError
 from normbench.layers.keys import NORM_TABLE
 from normbench.report import stats
-from normbench.report.base import (
-    RESULT_STATUSES,
-    Method,
-    Metric,
-    frame,
-    group_rows,
-    resolution,
-    result_columns,
-    scored,
-    seeded,
-)
+from normbench.report.base import Method, Metric
+from normbench.report.grouping import frame, group_rows
+from normbench.report.results import RESULT_STATUSES, resolution, result_columns, scored, seeded
 
 BATCH_KEYS = ("batch_size", "norm.ghost_batch")
 

@@ -12,24 +12,17 @@ import pandas as pd
 
 from normbench.core.errors import UsageError
 from normbench.report import stats
-from normbench.report.base import (
+from normbench.report.base import Method, Metric
+from normbench.report.grouping import frame, group_rows, groups, status_masks
+from normbench.report.labels import label, label_codes, label_count, labels
+from normbench.report.results import (
     RESULT_STATUSES,
     UNFINISHED_STATUSES,
-    Method,
-    Metric,
-    frame,
-    group_rows,
-    groups,
-    label,
-    label_codes,
-    label_count,
-    labels,
     numbers,
     resolution,
     scored,
     seed_array,
     seeded,
-    status_masks,
 )
 
 
@@ -232,7 +225,7 @@ class Columns:
         return self.numbers[column][at]
 
     def results(self, at: np.ndarray, column: str, metric: Metric, method: Method) -> stats.Results:
-        """base.seeded_results of the group's rows ``at``."""
+        """results.seeded_results of the group's rows ``at``."""
         return seeded(
             self.seeds[at],
             self.status[at],

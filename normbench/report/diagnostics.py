@@ -14,7 +14,8 @@ import pandas as pd
 from normbench.core.errors import StoreError, UsageError
 from normbench.core.files import read_parquet
 from normbench.core.text import plain
-from normbench.report.base import Report, labels
+from normbench.report.base import Report
+from normbench.report.labels import labels
 from normbench.store.rundir import DIAGNOSTICS_COLUMNS, LATER_DIAGNOSTICS, MAX_BYTES
 
 # The columns every diagnosed run has (the later ones are NaN for an older run).

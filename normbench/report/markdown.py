@@ -12,7 +12,8 @@ import pandas as pd
 from rich.text import Text
 
 from normbench.core.text import escape_markdown
-from normbench.report.base import Report, label
+from normbench.report.base import Report
+from normbench.report.labels import label
 from normbench.report.terminal import across_rich, rich_tables
 from normbench.report.text import JSON_ONLY, across_title, check_table, fmt, settings_text
 

@@ -27,7 +27,9 @@ import pandas as pd
 from normbench.core.errors import StoreError, UsageError
 from normbench.core.files import read_parquet
 from normbench.core.text import plain
-from normbench.report.base import Method, Report, Section, groups, label
+from normbench.report.base import Method, Report, Section
+from normbench.report.grouping import groups
+from normbench.report.labels import label
 from normbench.report.text import batch_sizes, bounded_interval, settings_text, short
 from normbench.store.rundir import MAX_BYTES, atomic_write
 

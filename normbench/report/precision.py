@@ -7,7 +7,9 @@ from __future__ import annotations
 import pandas as pd
 
 from normbench.report import stats
-from normbench.report.base import Method, Metric, frame, groups, resolution, scored, seeded_results
+from normbench.report.base import Method, Metric
+from normbench.report.grouping import frame, groups
+from normbench.report.results import resolution, scored, seeded_results
 
 
 def precision_table(

@@ -24,20 +24,11 @@ import pandas as pd
 
 from normbench.core.errors import UsageError
 from normbench.report import scaling
-from normbench.report.base import (
-    BITS_PER_BYTE,
-    Method,
-    fold_norm_options,
-    frame,
-    groups,
-    is_setting,
-    label,
-    labels,
-    metric_of,
-    numbers,
-    varying_keys,
-)
+from normbench.report.base import BITS_PER_BYTE, Method
 from normbench.report.convergence import reference_index
+from normbench.report.grouping import fold_norm_options, frame, groups, is_setting, varying_keys
+from normbench.report.labels import label, labels
+from normbench.report.results import metric_of, numbers
 
 COUNTS = ("parameters_non_embedding", "parameters")  # N of C = 6 N D, the first recorded
 

@@ -12,27 +12,21 @@ import numpy as np
 import pandas as pd
 
 from normbench.core.errors import UsageError
-from normbench.report.base import (
+from normbench.report.base import Method, Metric, Report, Section
+from normbench.report.batch import batch_table
+from normbench.report.convergence import best_over, convergence_table
+from normbench.report.grouping import (
     HEADLINE_KEYS,
-    RESULT_STATUSES,
-    UNFINISHED_STATUSES,
-    Method,
-    Metric,
-    Report,
-    Section,
     fold_norm_options,
     group_codes,
     groups,
     is_setting,
-    label_count,
-    labels,
-    metric_of,
     status_masks,
     varying_keys,
 )
-from normbench.report.batch import batch_table
-from normbench.report.convergence import best_over, convergence_table
+from normbench.report.labels import label_count, labels
 from normbench.report.precision import precision_table
+from normbench.report.results import RESULT_STATUSES, UNFINISHED_STATUSES, metric_of
 from normbench.report.stability import STRESS_AXES, stability_table
 from normbench.store.catalog import Selection, unknown_key
 
@@ -128,7 +122,7 @@ def build_section(
 def averaged_notes(runs: pd.DataFrame, keys: list[str]) -> list[str]:
     """A note when some group has several results of one seed (the grouping leaves out a key
     that varies, e.g. ``--by norm.name`` over batch sizes): each seed's result is then the
-    mean of its runs (base.seeded_results), and the note names the keys averaged over, with
+    mean of its runs (results.seeded_results), and the note names the keys averaged over, with
     their values, and the --by that would compare them instead. None when every group has one
     run per seed."""
     finished = status_masks(runs["status"]).any_of(RESULT_STATUSES)

@@ -14,22 +14,11 @@ import numpy as np
 import pandas as pd
 
 from normbench.report import stats
-from normbench.report.base import (
-    BITS_PER_BYTE,
-    Method,
-    Metric,
-    frame,
-    group_rows,
-    label,
-    label_codes,
-    label_count,
-    narrowed,
-    numbers,
-    result_columns,
-    seed_array,
-    seeded,
-)
+from normbench.report.base import BITS_PER_BYTE, Method, Metric
 from normbench.report.convergence import reference_indices
+from normbench.report.grouping import frame, group_rows, narrowed
+from normbench.report.labels import label, label_codes, label_count
+from normbench.report.results import numbers, result_columns, seed_array, seeded
 
 # Stress axes: the stability table gives, per group, the largest value at which every seed
 # still trains (Peri-LN's and nGPT's measure for the learning rate; the depth study's for depth).
@@ -97,7 +86,7 @@ def stability_table(
 
 def seeds_trained(seeds: np.ndarray, ran: np.ndarray) -> tuple[int, int]:
     """How many of a cell's seeds trained (a seed trained when each of its runs did), and how
-    many seeds the cell has. ``seeds`` as base.seed_array gives them."""
+    many seeds the cell has. ``seeds`` as results.seed_array gives them."""
     if seeds.dtype == np.int64:
         every = len(np.unique(seeds))
         return every - len(np.unique(seeds[~ran])), every
@@ -171,7 +160,7 @@ class SensitivityColumns:
     group's seeds cost 2.6 ms a seed (200 seeds x 50 groups at 100,000 runs), and filtering
     each group's runs by status 1-2 ms a group; the same numbers go through the same formula."""
 
-    seeds: np.ndarray  # base.seed_array
+    seeds: np.ndarray  # results.seed_array
     rates: np.ndarray  # the position of the run's train.lr label among the sorted labels
     finished: np.ndarray  # complete with a final loss, or diverged
     complete: np.ndarray

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from normbench.core.text import plain
-from normbench.report.base import Method, Report, Section, label
+from normbench.report.base import Method, Report, Section
+from normbench.report.labels import label
 from normbench.report.stats import ONE_RUN
 from normbench.report.text import (
     DIAGNOSTICS_WHEN,

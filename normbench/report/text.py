@@ -11,7 +11,8 @@ import pandas as pd
 
 from normbench.core.errors import UsageError
 from normbench.report import TABLE_NAMES
-from normbench.report.base import Method, Metric, Report, Section, label
+from normbench.report.base import Method, Metric, Report, Section
+from normbench.report.labels import label
 from normbench.report.stats import COMMON_SEEDS_NOTE
 from normbench.store.sweep_record import EVEN_SPLIT
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from normbench.report.base import label
+from normbench.report.labels import label
 from normbench.report.text import batch_sizes, ci_percent
 from normbench.studies import family, registry
 from normbench.studies.study import (

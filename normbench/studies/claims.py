@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from normbench.report.base import Section, label
+from normbench.report.base import Section
 from normbench.report.diagnostics import diagnostics_table
+from normbench.report.labels import label
 from normbench.report.markdown import to_markdown
 from normbench.store.rundir import RunDir
 from normbench.studies.study import (

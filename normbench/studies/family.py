@@ -31,7 +31,9 @@ from datetime import datetime
 import pandas as pd
 
 from normbench.report import stats
-from normbench.report.base import Method, label, metric_of, resolution, scored, seeded_results
+from normbench.report.base import Method
+from normbench.report.labels import label
+from normbench.report.results import metric_of, resolution, scored, seeded_results
 from normbench.studies.registry import Claim, Registration, registration
 
 LABELS = {True: "Reproduced", False: "Not reproduced", None: "Inconclusive"}

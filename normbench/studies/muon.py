@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from normbench.report import stats
-from normbench.report.base import label
+from normbench.report.labels import label
 from normbench.report.text import with_ci
 from normbench.studies import family, registry
 from normbench.studies.study import (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from normbench.report.base import label
+from normbench.report.labels import label
 from normbench.report.markdown import to_markdown
 from normbench.studies.study import (
     Context,

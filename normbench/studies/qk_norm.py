@@ -11,7 +11,9 @@ import numpy as np
 import pandas as pd
 
 from normbench.report import plots, stability, stats
-from normbench.report.base import Method, Section, label, seeded_results
+from normbench.report.base import Method, Section
+from normbench.report.labels import label
+from normbench.report.results import seeded_results
 from normbench.report.text import fmt, with_ci
 from normbench.store.rundir import RunDir
 from normbench.studies import family, registry

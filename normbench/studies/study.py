@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from normbench.report import base, pipeline, plots
+from normbench.report import pipeline, plots
 from normbench.report.base import Method, Report, Section
+from normbench.report.labels import label
 from normbench.report.markdown import to_markdown
 from normbench.store import catalog, records
 from normbench.store.catalog import Selection
@@ -137,7 +138,7 @@ def unregistered(ok: bool | None) -> str:
 def row_of(table: pd.DataFrame, **values) -> pd.Series:
     mask = pd.Series(True, index=table.index)
     for key, value in values.items():
-        mask &= table[key].map(base.label) == base.label(value)
+        mask &= table[key].map(label) == label(value)
     return table[mask].iloc[0]
 
 

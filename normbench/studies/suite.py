@@ -13,7 +13,8 @@ import pandas as pd
 from normbench.core.errors import UsageError
 from normbench.report import aggregate, plots
 from normbench.report.across import across
-from normbench.report.base import Report, label
+from normbench.report.base import Report
+from normbench.report.labels import label
 from normbench.report.tuning import group_values, tuning_of
 from normbench.studies import family, registry
 from normbench.studies.study import Context, Study, command_of, load, md, report

@@ -40,8 +40,9 @@ from normbench.core.errors import UsageError
 from normbench.experiment.probe import compose_checked
 from normbench.experiment.schema import experiment, flatten
 from normbench.report import pipeline, sequential, stats
-from normbench.report.base import Method, Report, Section, label
+from normbench.report.base import Method, Report, Section
 from normbench.report.batch import BATCH_KEYS
+from normbench.report.labels import label
 from normbench.store.rundir import run_id
 from normbench.sweeps.grid import Job, Sweep
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from normbench.core.errors import UsageError
 from normbench.experiment.schema import DEVICES, SCHEMA, experiment, flatten
-from normbench.report.base import label
 from normbench.report.convergence import reference_indices
+from normbench.report.labels import label
 from normbench.sweeps.adaptive import SequentialDesign, group_key
 from normbench.sweeps.grid import Sweep, grid_overrides
 

@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.text import Text
 
 from normbench.report import tuning
-from normbench.report.base import Method, label
+from normbench.report.base import Method
+from normbench.report.labels import label
 from normbench.store.rundir import FINISHED, Rerun, RunDir
 from normbench.sweeps import adaptive, halving
 from normbench.sweeps import plan as planning

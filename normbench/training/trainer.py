@@ -377,7 +377,8 @@ class Trainer:
             train_loss_auc=self.train_loss_auc(),
             parameters=count_parameters(self.model),
             parameters_non_embedding=count_non_embedding(self.model),
-            # what an accuracy is counted over: its resolution is 1 / size (report.base.resolution)
+            # what an accuracy is counted over: its resolution is 1 / size
+            # (normbench.report.results.resolution)
             val_size=self.tensors["val"]["y"].numel(),
             test_size=self.tensors["test"]["y"].numel(),
         )

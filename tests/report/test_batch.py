@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 from normbench.cli import app
 from normbench.core.errors import UsageError
 from normbench.report import stats
-from normbench.report.base import ACCURACY, Method, resolution
+from normbench.report.base import ACCURACY, Method
+from normbench.report.results import resolution
 from normbench.report.sections import build
 from normbench.store.catalog import load_runs
 

@@ -14,8 +14,9 @@ from typer.testing import CliRunner
 
 from normbench.cli import app
 from normbench.report import stats
-from normbench.report.base import ACCURACY, Method, resolution
+from normbench.report.base import ACCURACY, Method
 from normbench.report.markdown import markdown
+from normbench.report.results import resolution
 from normbench.report.sections import build
 from normbench.store.catalog import load_runs
 
@@ -157,7 +158,8 @@ def test_best_over_chooses_on_validation_and_reports_test(tmp_path):
 def test_an_exploded_bits_per_byte_run_counts_at_chance_never_beyond():
     """A run that ended complete at 1e10 bits per byte is as useless as a diverged one: it
     counts at chance (log2 256 = 8), like a diverged run, instead of swamping the mean."""
-    from normbench.report.base import BITS_PER_BYTE, seeded_results
+    from normbench.report.base import BITS_PER_BYTE
+    from normbench.report.results import seeded_results
 
     part = pd.DataFrame(
         {

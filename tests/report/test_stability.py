@@ -65,7 +65,7 @@ def test_seeds_trained_counts_as_the_seed_by_seed_definition():
     (floats, objects) seed by seed, both as the definition reads."""
     import numpy as np
 
-    from normbench.report.base import seed_array
+    from normbench.report.results import seed_array
     from normbench.report.stability import seeds_trained
 
     rng = np.random.default_rng(7)
