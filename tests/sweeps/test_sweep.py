@@ -542,3 +542,24 @@ def test_qk_norm_preset_crosses_qk_norm_with_a_learning_rate_grid_that_reaches_d
     assert all(c["diagnostics"] and c["data"]["name"] == "pysource" for c in configs)
     assert {c["train"]["z_loss"] for c in configs} == {1e-4}  # the same in every group
     assert len(sweep.jobs) == 3 * len(lrs) * 6
+
+
+def test_the_run_counts_a_preset_header_states_are_its_grids():
+    """A header's "N combinations, M distinct runs" / "N runs" is what the preset expands to
+    (a ladder's headers state estimates its own test checks against its plan)."""
+    import re
+
+    from normbench.sweeps.live import preset_header
+
+    for name in presets():
+        run = preset_header(name).partition(" Run: ")[2].partition(" Read: ")[0]
+        stated = dict(
+            (kind, int(count.replace(",", "")))
+            for count, kind in re.findall(r"(\d[\d,]*) (combinations|distinct runs|runs)", run)
+        )
+        if not stated or load_preset(name).get("ladder"):
+            continue
+        sweep = expand(name, [])
+        assert stated.get("runs", stated.get("distinct runs")) in (None, len(sweep.jobs)), name
+        assert stated.get("distinct runs", len(sweep.jobs)) == len(sweep.jobs), name
+        assert stated.get("combinations", sweep.combinations) == sweep.combinations, name
