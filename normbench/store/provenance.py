@@ -32,6 +32,8 @@ RESULT_MODULES = (
     "layers/norms.py",
     "layers/resnet.py",
     "layers/weight_std.py",
+    "training/batches.py",
+    "training/checkpoint.py",
     "training/optimizers.py",
     "training/trainer.py",
 )

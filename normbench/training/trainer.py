@@ -4,16 +4,20 @@
 loop keeps host synchronisation to logging steps: losses and accuracies accumulate on the
 device and are read every ``train.log_every`` steps.
 
-The optimizers and their schedule are ``normbench.training.optimizers``; the live line on
-the terminal is ``normbench.training.progress``.
+``fit`` reads as the loop: before each step a checkpoint when one is due, then train; at a
+logging step log a row, at an evaluation evaluate it, keep it, and check it for divergence.
+The order of the batches is ``normbench.training.batches``; saving and resuming the loop's
+state ``normbench.training.checkpoint``; the optimizers and their schedule
+``normbench.training.optimizers``; the live line on the terminal
+``normbench.training.progress``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-import sys
 import time
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
@@ -22,7 +26,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from normbench.core.text import plain
 from normbench.data.base import Split, Stream
 from normbench.data.datasets import input_shape, load
 from normbench.data.pysource import unigram_bits
@@ -31,6 +34,7 @@ from normbench.layers.models import count_non_embedding, count_parameters, seede
 from normbench.store.rundir import RunDir
 from normbench.trackers.tensorboard import RunEvents
 from normbench.training import checkpoint
+from normbench.training.batches import Batch, DataOrder, batches
 from normbench.training.diagnostics import Diagnostics, frozen_buffers
 from normbench.training.optimizers import build_optimizers, lr_factor, lr_scaling
 from normbench.training.progress import LiveLine, generating_note
@@ -44,8 +48,9 @@ def now(timespec: str = "seconds") -> str:
     return datetime.now(timezone.utc).isoformat(timespec=timespec)
 
 
-class Trainer:
-    """The training loop of one run, with its evaluation, logging and progress display."""
+class Trainer(checkpoint.Checkpointing):
+    """The training loop of one run, with its evaluation, logging and progress display (its
+    checkpoints: ``checkpoint.Checkpointing``)."""
 
     def __init__(self, cfg: dict, device: torch.device, run: RunDir, progress: bool):
         self.cfg, self.device, self.run, self.show_progress = cfg, device, run, progress
@@ -110,98 +115,137 @@ class Trainer:
         }
 
     # ------------------------------------------------------------------------------ loop
-    def batches(self):
-        """Endless shuffled training batches; each epoch is a fresh permutation from the seed.
-        A byte stream gives windows at random positions instead, drawn from the seed."""
-        data, size = self.tensors["train"], self.cfg["batch_size"]
-        if isinstance(self.data.train, Stream):
-            stream, context = data["bytes"], self.data.train.context
-            offsets = torch.arange(context, device=self.device)
-            while True:
-                starts = torch.randint(
-                    len(stream) - context, (size, 1), generator=self.data_order.generator
-                )
-                rows = starts.to(self.device) + offsets
-                yield stream[rows].long(), stream[rows + 1].long(), None
-        while True:
-            idx = self.data_order.next()
-            mask = None if data["mask"] is None else data["mask"][idx]
-            yield data["x"][idx], data["y"][idx], mask
+    def batches(self) -> Iterator[Batch]:
+        """Endless training batches in the run's data order (normbench.training.batches)."""
+        context = self.data.train.context if isinstance(self.data.train, Stream) else None
+        return batches(self.tensors["train"], context, self.data_order)
 
     def fit(self) -> str:
-        """Train to the budget. Returns the status: ``complete`` or ``diverged``."""
+        """Train to the budget: every step trains; every ``train.log_every`` steps logs a row;
+        every ``train.eval_every`` steps (and at the last) evaluates it; every row is checked
+        for divergence. Returns the status: ``complete`` or ``diverged``."""
+        first = self.begin()
+        try:
+            with self.live_line(first):
+                for step in range(first + 1, self.total_steps + 1):
+                    self.checkpoint_before(step, first)
+                    grad_norm = self.train_step(step)
+                    if not self.logs_at(step):
+                        continue
+                    row = self.log(step, grad_norm)
+                    if self.evaluates_at(step):
+                        self.evaluate_at(step, row)
+                    self.keep(step, row)
+                    if self.diverged(step, row):
+                        return "diverged"
+                    self.end_of_log(step)
+        finally:
+            self.finish()
+        self.evaluate_test()
+        return "complete"
+
+    def begin(self) -> int:
+        """Set up, resume from the run's checkpoint if it has one, open the live event file,
+        and at step 0 record the initial loss. Returns the step to continue after."""
         self.setup()
-        train = self.cfg["train"]
-        window = Window(self.device)
+        self.window = Window(self.device)
         self.summary = {
             "steps": 0,
             "steps_to_target": None,
             "time_to_target_s": None,
             "num_classes": self.data.num_classes,  # a diverged run counts at 1 / num_classes
         }
-        batches = self.batches()
-        first = self.resume(window)
+        first = self.resume()
+        self.training_batches = self.batches()  # after resume: it may set up afresh
         self.events = self.live_events()
         if first == 0:
             self.record_initial_loss()
         self.model.train()
-        try:
-            line = LiveLine(self.run.run_id, self.total_steps, first, self.data.next_byte)
-            with line.shown(self.show_progress):
-                tick = time.perf_counter()
-                for step in range(first + 1, self.total_steps + 1):
-                    if checkpoint.stop_requested():  # the job is about to end: save, stop
-                        self.save_checkpoint(step - 1, window, tick)
-                        raise checkpoint.StopRequested
-                    if self.checkpoint_due(step - 1) and step - 1 > first:
-                        tick = self.save_checkpoint(step - 1, window, tick)
-                    x, y, mask = next(batches)
-                    evaluate = step % train["eval_every"] == 0 or step == self.total_steps
-                    log = evaluate or step % train["log_every"] == 0
-                    # Diagnostics at every evaluation and at step 0: the first batch's
-                    # gradients and activations, taken before the first update.
-                    diagnose = self.diagnostics is not None and (evaluate or step == 1)
-                    with self.diagnostics.watch() if diagnose else contextlib.nullcontext():
-                        loss, logits, grad_norm = self.step(x, y, mask, log, diagnose)
-                    if diagnose and step == 1:
-                        self.diagnostics.record(0, None, math.nan)
-                    window.add(loss, logits, y)
-                    if step == 1:
-                        self.first_step = now("milliseconds")
-                    if not log:
-                        continue
-                    # Reading the window waits for the device, so the clock below counts the
-                    # steps a GPU still had queued (they would otherwise fall into evaluation).
-                    train_loss, train_acc = window.read()
-                    self.train_s += time.perf_counter() - tick
-                    row = self.train_row(step, train_loss, train_acc, grad_norm)
-                    if evaluate:
-                        row["val_loss"], row["val_acc"] = self.evaluate("val")
-                        if self.data.next_byte:
-                            row["val_bpb"] = row["val_loss"] / math.log(2)
-                        self.check_target(step, row)
-                        if diagnose:
-                            self.diagnose(step, row["val_acc"])
-                    self.rows.append(row)
-                    if self.events is not None:
-                        self.events.add(row)
-                    self.summary["steps"] = step
-                    line.update(step, row, self.train_s, evaluate)
-                    if not math.isfinite(row["train_loss"]) or (
-                        evaluate and not math.isfinite(row["val_loss"])
-                    ):
-                        return "diverged"
-                    if evaluate:
-                        self.write_logs()
-                    tick = time.perf_counter()
-        finally:
+        return first
+
+    def evaluates_at(self, step: int) -> bool:
+        """Every ``train.eval_every`` steps, and at the last."""
+        train = self.cfg["train"]
+        return step % train["eval_every"] == 0 or step == self.total_steps
+
+    def logs_at(self, step: int) -> bool:
+        """Every ``train.log_every`` steps, and at every evaluation."""
+        return self.evaluates_at(step) or step % self.cfg["train"]["log_every"] == 0
+
+    @contextlib.contextmanager
+    def live_line(self, first: int) -> Iterator[LiveLine]:
+        """The live line while the block trains; the training clock starts inside it."""
+        line = LiveLine(self.run.run_id, self.total_steps, first, self.data.next_byte)
+        with line.shown(self.show_progress) as self.line:
+            self.tick = time.perf_counter()  # training time runs from here to the next log
+            yield self.line
+
+    def train_step(self, step: int) -> torch.Tensor | None:
+        """One update on the next batch, its loss and accuracy added to the window. The
+        diagnostics watch it at every evaluation and at step 0: the first batch's gradients
+        and activations, taken before the first update. Returns the gradient norm, when the
+        step computed one (clipping or logging)."""
+        x, y, mask = next(self.training_batches)
+        diagnose = self.diagnostics is not None and (self.evaluates_at(step) or step == 1)
+        with self.diagnostics.watch() if diagnose else contextlib.nullcontext():
+            loss, logits, grad_norm = self.step(x, y, mask, self.logs_at(step), diagnose)
+        if diagnose and step == 1:
+            self.diagnostics.record(0, None, math.nan)
+        self.window.add(loss, logits, y)
+        if step == 1:
+            self.first_step = now("milliseconds")
+        return grad_norm
+
+    def log(self, step: int, grad_norm: torch.Tensor | None) -> dict:
+        """The row of a logging step, its training loss and accuracy read from the window.
+        Reading it waits for the device, so the clock counts the steps a GPU still had queued
+        (they would otherwise fall into evaluation)."""
+        train_loss, train_acc = self.window.read()
+        self.train_s += time.perf_counter() - self.tick
+        return self.train_row(step, train_loss, train_acc, grad_norm)
+
+    def evaluate_at(self, step: int, row: dict) -> None:
+        """The validation loss and accuracy (and bits per byte) into ``row``; the target
+        checked; the diagnostics recorded."""
+        row["val_loss"], row["val_acc"] = self.evaluate("val")
+        if self.data.next_byte:
+            row["val_bpb"] = row["val_loss"] / math.log(2)
+        self.check_target(step, row)
+        if self.diagnostics is not None:
+            self.diagnose(step, row["val_acc"])
+
+    def keep(self, step: int, row: dict) -> None:
+        """The row into the run's rows, the live event file and the live line."""
+        self.rows.append(row)
+        if self.events is not None:
+            self.events.add(row)
+        self.summary["steps"] = step
+        self.line.update(step, row, self.train_s, self.evaluates_at(step))
+
+    def diverged(self, step: int, row: dict) -> bool:
+        """A training loss, or at an evaluation a validation loss, that is not finite."""
+        return not math.isfinite(row["train_loss"]) or (
+            self.evaluates_at(step) and not math.isfinite(row["val_loss"])
+        )
+
+    def end_of_log(self, step: int) -> None:
+        """After a logging step: the logs written at an evaluation; the clock restarted."""
+        if self.evaluates_at(step):
             self.write_logs()
-            if self.events is not None:
-                self.events.close()
-            self.finish_summary()
+        self.tick = time.perf_counter()
+
+    def finish(self) -> None:
+        """What the loop leaves however it ended (complete, diverged, interrupted, failed):
+        its logs written, the live event file closed, the summary of the steps taken."""
+        self.write_logs()
+        if self.events is not None:
+            self.events.close()
+        self.finish_summary()
+
+    def evaluate_test(self) -> None:
+        """The test split's loss and accuracy (and bits per byte) into the summary."""
         self.summary["test_loss"], self.summary["test_acc"] = self.evaluate("test")
         self.summary["test_bpb"] = self.bits_per_byte(self.summary["test_loss"])
-        return "complete"
 
     def bits_per_byte(self, loss: float | None) -> float | None:
         """Next-byte tasks: a mean cross-entropy in nats, in bits per byte; else None."""
@@ -394,92 +438,6 @@ class Trainer:
         total = sum(w * row["train_loss"] for w, row in zip(steps, self.rows, strict=True))
         return total / self.rows[-1]["step"]
 
-    # ----------------------------------------------------------------------- checkpoints
-    @property
-    def checkpoint_path(self) -> Path:
-        return self.run.path / checkpoint.FILE_NAME
-
-    def checkpoint_due(self, step: int) -> bool:
-        every = self.cfg["train"]["checkpoint_every"]
-        return bool(every) and step % every == 0
-
-    def save_checkpoint(self, step: int, window: Window, tick: float) -> float:
-        """Save everything the steps after ``step`` depend on. Returns ``tick`` moved on by
-        the time the save took, so that saving is not counted as training time."""
-        started = time.perf_counter()
-        checkpoint.save(
-            self.checkpoint_path,
-            {
-                "step": step,
-                "model": self.model.state_dict(),
-                "optimizer": self.optimizer.state_dict(),
-                "scheduler": self.scheduler.state_dict(),
-                "scaler": self.scaler.state_dict(),
-                **self.muon_state(),
-                "rng": checkpoint.rng_state(self.device),
-                "data_order": self.data_order.state_dict(),
-                "window": window.state_dict(),
-                "rows": self.rows,
-                "diagnostics": self.diagnostics.rows if self.diagnostics else [],
-                "summary": self.summary,
-                "train_s": self.train_s + (started - tick),
-                "wall_s": self.wall_s + (started - self.attempt_start),
-                "first_step": self.first_step,
-            },
-        )
-        return tick + time.perf_counter() - started
-
-    def muon_state(self) -> dict:
-        """Muon's optimizer and schedule, beside the AdamW ones a checkpoint always holds (so
-        that the checkpoints of every other optimizer keep their layout)."""
-        if self.muon is None:
-            return {}
-        return {"muon": self.muon.state_dict(), "muon_scheduler": self.muon_scheduler.state_dict()}
-
-    def resume(self, window: Window) -> int:
-        """Load the run's checkpoint if it has one; returns the step to continue after. A
-        checkpoint that cannot be resumed from (unreadable, another format, without a model
-        state, of another model's shapes) means starting afresh, with a warning on stderr:
-        the same result, more time."""
-        try:
-            state = checkpoint.load(self.checkpoint_path)
-            if state is None:
-                return 0
-            self.restore(state, window)
-        except checkpoint.Unusable as err:
-            problem = str(err)
-        except (KeyError, TypeError, ValueError, RuntimeError, IndexError, AttributeError) as err:
-            problem = f"{self.checkpoint_path}: cannot resume from it ({type(err).__name__})"
-        else:
-            return state["step"]
-        sys.stderr.write(f"warning: {plain(problem)}; starting the run afresh\n")
-        self.setup()  # the model, optimiser and generators as they start (a restore may
-        window.clear()  # have changed some of them before it failed)
-        return 0
-
-    def restore(self, state: dict, window: Window) -> None:
-        """The training state of a checkpoint (``checkpoint.load`` checked its keys): the
-        model, optimiser, schedules and generators first, as they can fail on another model's
-        state; then the run's records so far."""
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        if self.muon is not None:  # a checkpoint without Muon's state cannot resume it
-            self.muon.load_state_dict(state["muon"])
-            self.muon_scheduler.load_state_dict(state["muon_scheduler"])
-        self.scaler.load_state_dict(state["scaler"])
-        checkpoint.set_rng_state(state["rng"], self.device)
-        self.data_order.load_state_dict(state["data_order"])
-        window.load_state_dict(state["window"])
-        self.loss_scale = self.scaler.get_scale()
-        self.rows = state["rows"]
-        if self.diagnostics is not None:
-            self.diagnostics.rows = state["diagnostics"]
-        self.summary = state["summary"]
-        self.train_s, self.wall_s = state["train_s"], state["wall_s"]
-        self.first_step = state.get("first_step")
-        self.resumed_from = state["step"]
-
 
 def z_loss(logits: torch.Tensor) -> torch.Tensor:
     """PaLM's auxiliary z-loss before its coefficient (Chowdhery et al. 2022, its training set-up):
@@ -488,49 +446,6 @@ def z_loss(logits: torch.Tensor) -> torch.Tensor:
     so that the logits cannot drift up together, the output-logit divergence Wortsman et al.
     (2023) see at high learning rates; PaLM's coefficient is 1e-4. ``logits``: (M, classes)."""
     return torch.logsumexp(logits, dim=-1).square().mean()
-
-
-class DataOrder:
-    """Which training samples each step takes: every epoch a fresh permutation, drawn from a
-    generator seeded with the run's seed (a byte stream draws its windows from the same
-    generator, without epochs). Its state (the generator now and as it was before this
-    epoch's draw, and the steps taken in this epoch) goes into a checkpoint."""
-
-    def __init__(self, samples: int, batch_size: int, seed: int, device: torch.device):
-        self.samples, self.batch_size, self.device = samples, batch_size, device
-        self.steps_per_epoch = samples // batch_size
-        self.generator = torch.Generator().manual_seed(seed)
-        self.epoch_start: torch.Tensor | None = None  # generator state before this epoch
-        self.order: torch.Tensor | None = None
-        self.position = 0  # steps taken in this epoch
-
-    def next(self) -> torch.Tensor:
-        """The indices of the next batch."""
-        if self.order is None or self.position == self.steps_per_epoch:
-            self.draw()
-        start = self.position * self.batch_size
-        self.position += 1
-        return self.order[start : start + self.batch_size]
-
-    def draw(self) -> None:
-        self.epoch_start = self.generator.get_state()
-        self.order = torch.randperm(self.samples, generator=self.generator).to(self.device)
-        self.position = 0
-
-    def state_dict(self) -> dict:
-        return {
-            "generator": self.generator.get_state(),
-            "epoch_start": self.epoch_start,
-            "position": self.position,
-        }
-
-    def load_state_dict(self, state: dict) -> None:
-        if state["epoch_start"] is None:  # before the first epoch, or a stream
-            self.generator.set_state(state["generator"])
-            return
-        self.generator.set_state(state["epoch_start"])
-        self.draw()  # the same permutation, and the generator where it was
-        self.position = state["position"]
 
 
 class Window:
