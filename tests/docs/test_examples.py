@@ -55,7 +55,9 @@ def test_a_changed_example_fails(blocks):
     """A number edited by hand in a copy of the README fails the check; a duration does not
     (it is masked)."""
     text = README.read_text()
-    match = re.search(r"(<!-- example: first-run -->.*?val acc )(\d\.\d+)", text, re.DOTALL)
+    match = re.search(
+        r"(<!-- example: first-run -->.*?complete  val acc )(\d\.\d+)", text, re.DOTALL
+    )
     assert match, "README.md's first run shows no val acc"
     edited = text[: match.end(1)] + "0.1234" + text[match.end(2) :]
     found = docs.differences(edited, blocks, "README.md (edited)")
