@@ -141,7 +141,8 @@ def complete_override(ctx: typer.Context, incomplete: str) -> list[str]:
         for option_keys in by_option.values():
             keys.update(option_keys)
     if not incomplete and args and _bash_word() == "=":  # bash, the cursor just after `norm=`
-        key, partial, prefix = args[-1], "", "="
+        # readline replaces the text after its last word break, `=`: the value alone
+        key, partial, prefix = args[-1], "", ""
     elif len(args) >= 2 and args[-1] == "=":  # bash, `norm=ba`
         key, partial, prefix = args[-2], incomplete, ""
     elif "=" in incomplete:

@@ -80,17 +80,30 @@ def findings(
 
 def check_order(runs_dir: Path) -> int:
     """`findings --check`: each claim registered after its runs, one line each; 1 if any."""
+    from normbench.cli.app import check_runs_dir
     from normbench.core.errors import UsageError
     from normbench.studies import order, registry
 
     try:
+        check_runs_dir(runs_dir, "--runs-dir")
+        if not runs_dir.is_dir():
+            raise UsageError(f"--runs-dir {runs_dir}: does not exist; valid: a runs directory")
         problems = order.problems(runs_dir)
-        count = len(registry.claims())
+        count, checked = len(registry.claims()), order.checked(runs_dir)
     except UsageError as err:
         raise fail(str(err)) from None
     for line in problems:
         typer.echo(line, err=True)
     if problems:
         return 1
-    typer.echo(f"{count} registered claims: each registered before the runs it reads")
+    if not checked:
+        typer.echo(
+            f"0 of {count} registered claims have runs in {runs_dir}: nothing to check "
+            "(normbench findings trains them)"
+        )
+        return 0
+    typer.echo(
+        f"{checked} of {count} registered claims have runs in {runs_dir}: each registered "
+        "before the runs it reads"
+    )
     return 0

@@ -52,6 +52,22 @@ def problems(runs: Path, folder: Path = registry.REGISTERED) -> list[str]:
     return found
 
 
+def checked(runs: Path, folder: Path = registry.REGISTERED) -> int:
+    """How many registered claims ``problems`` checks: those whose study has a sweep record
+    under ``runs`` (a claim without one labels nothing)."""
+    claims = registry.claims(folder).values()
+    present = {study for study in {c.study for c in claims} if _has_sweep(runs, study)}
+    return sum(claim.study in present for claim in claims)
+
+
+def _has_sweep(runs: Path, study: str) -> bool:
+    try:
+        records.latest_record(runs, f"findings-{study}")
+    except UsageError:
+        return False
+    return True
+
+
 def digests(study: str, folder: Path = registry.REGISTERED) -> dict[str, str]:
     """The content hash of each claim a study's runs test, for its sweep record."""
     return {claim.id: claim.digest() for claim in registry.of_study(study, folder)}

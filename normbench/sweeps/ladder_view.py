@@ -86,14 +86,16 @@ def print_plan(console: Console, plan: LadderPlan, runs_dir: Path, rerun: Rerun,
         how = f"tuned at {spec.key}={tuned} only; larger rungs train at that choice (transfer)"
     else:
         how = "each group tuned at every rung, then confirmed on fresh seeds"
-    console.print(Text(f"ladder {plan.name}: {rule}; {how}", style="bold"), soft_wrap=True)
+    console.print(
+        Text(f"ladder {plan.name}: {rule}; {how}", style="bold"), soft_wrap=not console.is_terminal
+    )
     console.print(rung_table(plan, runs_dir, rerun))
     console.print(
         "params: all trainable; non-emb: less the embedding and positions (the rule's N); "
         "tok/N: training tokens per non-emb parameter; epochs over the unique training data "
         "(*: it repeats); 6ND: training FLOPs; runs: at most, tuning included; to do: of a "
-        "plain rung's grid, not yet complete",
-        soft_wrap=True,
+        "plain rung's grid, not yet complete (-: a tuned rung, known once its tuning has chosen)",
+        soft_wrap=not console.is_terminal,
         highlight=False,
     )
     total = sum(rung.seconds() for rung in plan.rungs)
@@ -106,11 +108,11 @@ def print_plan(console: Console, plan: LadderPlan, runs_dir: Path, rerun: Rerun,
             run=SECONDS_PER_RUN,
             cuda=FLOPS_PER_S["cuda"],
         ),
-        soft_wrap=True,
+        soft_wrap=not console.is_terminal,
         highlight=False,
     )
     for note in plan.notes:
-        console.print(Text(note, style="yellow"), soft_wrap=True)
+        console.print(Text(note, style="yellow"), soft_wrap=not console.is_terminal)
 
 
 def choices_table(plan: LadderPlan, record: dict) -> Table | None:

@@ -137,3 +137,18 @@ def test_a_claim_missing_from_its_sweeps_recorded_claims_is_named(tmp_path):
     runs = store_started_at(tmp_path, "2026-02-01T00:00:00+00:00", digest={})
     (line,) = order.problems(runs, folder)
     assert line == "toy-claim: not among the claims its sweep recorded when it started"
+
+
+def test_findings_check_says_when_it_checked_nothing_and_refuses_a_runs_dir_that_is_not_one(
+    tmp_path,
+):
+    """A store with no study's runs passes, saying it checked none; a missing directory or a
+    file is refused in one line, as every command refuses it."""
+    (tmp_path / "empty").mkdir()
+    result = CliRunner().invoke(app, ["findings", "--check", "--runs-dir", str(tmp_path / "empty")])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("0 of ") and "nothing to check" in result.output
+    (tmp_path / "afile").write_text("x")
+    for where, says in (("afile", "a file, not a directory"), ("absent", "does not exist")):
+        out = CliRunner().invoke(app, ["findings", "--check", "--runs-dir", str(tmp_path / where)])
+        assert out.exit_code == 2 and out.output.count("\n") == 1 and says in out.output, out.output
