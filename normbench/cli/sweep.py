@@ -190,8 +190,7 @@ def sweep(
         _check_quick(preset, jobs, name, max_runs)
         _check_max_seeds(max_seeds, until_decided)
         settings = launcher_settings(launcher, settings_overrides)
-        # pandas and scipy: after the quick checks
-        from rich.console import Console
+        from rich.console import Console  # and pandas, scipy: after the quick checks
 
         from normbench.report.base import Method
         from normbench.sweeps.flow import SweepRequest, Tuning, run_sweep
@@ -206,14 +205,14 @@ def sweep(
         request = SweepRequest(
             preset,
             overrides,
-            name,
-            max_runs,
-            seeds,
-            method,
-            space,
-            Tuning(tune_seeds, eta, tune_trials, tune_extend),
-            spec,
-            arguments,
+            name=name,
+            max_runs=max_runs,
+            max_seeds=seeds,
+            method=method,
+            space=space,
+            tuning=Tuning(tune_seeds, eta, tune_trials, tune_extend),
+            ladder=spec,
+            arguments=arguments,
         )
         ask = bare and not yes
         code = run_sweep(request, runs_dir, launch, Console(), dry_run=dry_run, ask=ask)
