@@ -12,7 +12,6 @@ import gc
 import io
 import os
 import re
-import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -263,18 +262,6 @@ def fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
-def interrupt_on_sigterm() -> None:
-    """SIGTERM (a scheduler's kill, a preemption) ends a run like Ctrl-C: recorded, not lost.
-    SIGINT is Ctrl-C again whatever the shell did with it (a script's background job starts
-    with SIGINT ignored, and Python then leaves it ignored)."""
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
 def terminal():
     """A rich console; piped output honours COLUMNS (default 100) rather than 80, and its
     lines end where their text does (``StrippedLines``)."""
@@ -305,18 +292,6 @@ class StrippedLines(io.TextIOBase):
 
     def flush(self) -> None:
         self.out.flush()
-
-
-def board_note(log_dir: str, count: int, selection: str) -> str:
-    """``log.tensorboard`` given for runs that were already finished: they were not trained
-    again, so nothing reached the board; the export that puts them there."""
-    runs = "the run was" if count == 1 else f"{count} runs were"
-    them = "it" if count == 1 else "them"
-    return (
-        f"log.tensorboard: {runs} already finished, not trained again, so nothing was logged "
-        f"to {log_dir} for {them}; to add {them}: normbench runs export --to tensorboard "
-        f"{log_dir} {selection}"
-    )
 
 
 RunsFilters = Annotated[

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from normbench.cli.app import app, fail, interrupt_on_sigterm
+from normbench.cli.app import app, fail
+from normbench.core.interrupt import interrupt_on_sigterm
 
 
 @app.command(short_help="Reproduce the literature's claims: run the studies, write findings.md.")

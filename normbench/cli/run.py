@@ -19,12 +19,11 @@ from normbench.cli.app import (
     Overrides,
     RunsDir,
     app,
-    board_note,
     check_runs_dir,
     fail,
-    interrupt_on_sigterm,
     terminal,
 )
+from normbench.core.interrupt import interrupt_on_sigterm
 
 
 @app.command()
@@ -101,6 +100,8 @@ def board_unused(config: dict, runs_dir: Path, skipped_id: str) -> None:
     stderr, with the export that adds the finished run to the board."""
     if not config["log"]["tensorboard"]:
         return
+    from normbench.trackers.tensorboard import board_note
+
     where = "" if runs_dir == Path("runs") else f"{runs_dir} "
     note = board_note(config["log"]["tensorboard"], 1, f"{where}run_id={skipped_id}")
     typer.echo(note, err=True)

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import shlex
 import time
+from dataclasses import replace
 from datetime import date, datetime
 from pathlib import Path
 
 from rich.console import Console
 
 from normbench.core.errors import UsageError
-from normbench.report.base import Method
 from normbench.store import sweep_record
 from normbench.store.rundir import Rerun
 from normbench.studies import (
@@ -33,9 +33,10 @@ from normbench.studies import (
 from normbench.studies.study import Context, arguments, command_of, tune_of
 from normbench.sweeps import grid as grids
 from normbench.sweeps import plan as planning
-from normbench.sweeps import tuned, tuned_plan
+from normbench.sweeps import tuned_plan
+from normbench.sweeps.flow import Host, SweepRequest, Tuning, run_sweep
 from normbench.sweeps.local import LocalLauncher
-from normbench.sweeps.session import Fixed, Launch, Session, run_rounds
+from normbench.sweeps.session import Launch
 
 # The document's sections in order, and every study whose sweep they read.
 SECTIONS = (
@@ -66,19 +67,23 @@ STUDIES = (
 def run_studies(runs: Path, jobs: int, scale: str, console: Console) -> None:
     """Run every study's sweep, one after another in this process, on one pool of workers (a
     worker imports torch once for them all); a study whose runs are complete trains nothing.
-    Each goes the sweep's own path (normbench.sweeps.session: the device check, the plan, the
-    record, the live view) as the sweep ``findings-<study>``, and its record stores the
-    `normbench sweep` command it stands for, so that the command reproduces it. Every grid is
-    planned first, so the count of runs to train and, once some have, the time left are on
-    screen from the start."""
+    Each goes the sweep's own path (normbench.sweeps.flow.run_sweep: the design, tuned or
+    fixed, its checks, the session, the record, the live view) as the sweep
+    ``findings-<study>``, and its record stores the `normbench sweep` command it stands for,
+    so that the command reproduces it. Every grid is planned first, so the count of runs to
+    train and, once some have, the time left are on screen from the start."""
     launch = Launch("local", {}, jobs, Rerun())
     planned = []
     for study in STUDIES:
         args = arguments(study, scale)
         preset = None if "=" in args[0] else args[0]
-        grid = grids.expand(preset, [arg for arg in args if "=" in arg])
+        request = SweepRequest(preset, [arg for arg in args if "=" in arg])
+        if study.tune:  # each group at its own best: tuning, then confirmation
+            space = tuned_plan.parse_space(tune_of(study, scale), preset)
+            request = replace(request, space=space, tuning=Tuning(seeds=study.tune_seeds))
+        grid = grids.expand(preset, request.overrides)
         grid.name = f"findings-{study.name}"
-        planned.append((study, preset, grid, planning.plan(grid, runs, launch.rerun).todo))
+        planned.append((study, request, grid, planning.plan(grid, runs, launch.rerun).todo))
     total = sum(len(todo) for *_, todo in planned)
     runs_in_all = sum(len(grid.jobs) for _, _, grid, _ in planned)
     console.print(
@@ -87,7 +92,7 @@ def run_studies(runs: Path, jobs: int, scale: str, console: Console) -> None:
     )
     trained, start = 0, time.perf_counter()
     with LocalLauncher(jobs, runs, launch.rerun) as pool:
-        for index, (study, preset, grid, todo) in enumerate(planned, start=1):
+        for index, (study, request, grid, todo) in enumerate(planned, start=1):
             command = f"{command_of(study, scale)} --name {grid.name}"
             console.print(f"$ {command}", soft_wrap=not console.is_terminal)
             argv = shlex.split(command)
@@ -97,21 +102,8 @@ def run_studies(runs: Path, jobs: int, scale: str, console: Console) -> None:
                 f", about {eta / 60:.0f} min)" if eta is not None else ")"
             )
             claims = {"claims": order.digests(study.name)}  # what its claims were at the start
-            if study.tune:  # each group at its own best: tuning, then confirmation
-                space = tuned_plan.parse_space(tune_of(study, scale), preset)
-                plan = tuned_plan.design(grid, space, tuning_seeds=study.tune_seeds)
-                session = tuned.session(
-                    plan, runs, launch, console, runner=pool, command=argv, extra=claims
-                )
-                design = tuned.Tuned(plan, launch.rerun, None, Method(), heading=title)
-            else:
-                session = Session(
-                    grid, runs, launch, console, runner=pool, command=argv, extra=claims
-                )
-                design = Fixed(session.planned.todo, title, show_all=False)
-            with session:
-                run_rounds(session, design)
-                session.finish()
+            host = Host(grid, pool, argv, claims, title)
+            run_sweep(request, runs, launch, console, host=host)
             trained += len(todo)
 
 

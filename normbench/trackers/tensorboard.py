@@ -134,3 +134,15 @@ def writer_errors_raised() -> Iterator[None]:
         yield
     finally:
         threading.excepthook = previous
+
+
+def board_note(log_dir: str, count: int, selection: str) -> str:
+    """``log.tensorboard`` given for runs that were already finished: they were not trained
+    again, so nothing reached the board; the export that puts them there."""
+    runs = "the run was" if count == 1 else f"{count} runs were"
+    them = "it" if count == 1 else "them"
+    return (
+        f"log.tensorboard: {runs} already finished, not trained again, so nothing was logged "
+        f"to {log_dir} for {them}; to add {them}: normbench runs export --to tensorboard "
+        f"{log_dir} {selection}"
+    )
