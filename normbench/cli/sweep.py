@@ -180,7 +180,11 @@ def sweep(
 
     arguments = list(arguments or [])
     preset = arguments.pop(0) if arguments and "=" not in arguments[0] else None
-    bare = preset is None and not arguments  # the default preset: shown and asked first
+    from normbench.experiment.schema import EXECUTION_KEYS
+
+    # the default preset, shown and asked first: also with execution settings alone
+    # (`normbench sweep threads=1`, as the README advises on a shared machine)
+    bare = preset is None and all(a.partition("=")[0] in EXECUTION_KEYS for a in arguments)
     preset = DEFAULT_PRESET if bare else preset
     settings_overrides = [a for a in arguments if a.startswith("launcher.")]
     overrides = [a for a in arguments if not a.startswith("launcher.")]

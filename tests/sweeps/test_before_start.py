@@ -18,12 +18,12 @@ runner = CliRunner()
 
 def test_overrides_without_a_preset_say_how_to_add_them_to_the_default(tmp_path):
     result = runner.invoke(
-        app, ["sweep", "threads=1", "--dry-run", "--runs-dir", str(tmp_path / "runs")]
+        app, ["sweep", "norm=rmsnorm", "--dry-run", "--runs-dir", str(tmp_path / "runs")]
     )
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[-1].startswith("no preset named: the grid is these overrides alone")
-    assert lines[-1].endswith("normbench sweep batch_sensitivity threads=1")
+    assert lines[-1].endswith("normbench sweep batch_sensitivity norm=rmsnorm")
     assert "sweep grid: 1 combination" in lines and "1 combinations" not in result.output
     assert lines[-2] == "1 run: 1 missing; 1 to run"
 
@@ -54,6 +54,19 @@ def test_a_bare_sweep_shows_the_question_and_estimate_and_asks(tmp_path, monkeyp
     assert "39 runs to train, 23,400 steps; the preset measured 5 minutes on 2 cores" in (
         result.output
     )
+    assert result.output.rstrip().endswith("not started; nothing written")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_sweep_of_execution_settings_alone_is_the_default_preset_and_asks(tmp_path, monkeypatch):
+    """`normbench sweep threads=1` (the README's advice on a shared machine) is the default
+    preset at one thread, shown and asked first: not one default run started unasked."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(live, "interactive", lambda: True)
+    result = runner.invoke(app, ["sweep", "threads=1"], input="n\n")
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("batch_sensitivity: Does BatchNorm fall apart")
+    assert "39 runs to train" in result.output and "no preset named" not in result.output
     assert result.output.rstrip().endswith("not started; nothing written")
     assert list(tmp_path.iterdir()) == []
 
