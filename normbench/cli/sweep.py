@@ -180,11 +180,7 @@ def sweep(
 
     arguments = list(arguments or [])
     preset = arguments.pop(0) if arguments and "=" not in arguments[0] else None
-    from normbench.experiment.schema import EXECUTION_KEYS
-
-    # the default preset, shown and asked first: also with execution settings alone
-    # (`normbench sweep threads=1`, as the README advises on a shared machine)
-    bare = preset is None and all(a.partition("=")[0] in EXECUTION_KEYS for a in arguments)
+    bare = preset is None and _settings_alone(arguments)  # the default preset, asked first
     preset = DEFAULT_PRESET if bare else preset
     settings_overrides = [a for a in arguments if a.startswith("launcher.")]
     overrides = [a for a in arguments if not a.startswith("launcher.")]
@@ -225,6 +221,14 @@ def sweep(
     except OSError as err:  # a read-only or full runs directory: before any run trains
         raise fail(f"cannot write the sweep record in {runs_dir}: {err.strerror}") from None
     raise typer.Exit(code)
+
+
+def _settings_alone(arguments: list[str]) -> bool:
+    """Execution settings alone, or nothing (`normbench sweep threads=1`, as the README advises
+    on a shared machine): the default preset with them, not a grid of one default run."""
+    from normbench.experiment.schema import EXECUTION_KEYS
+
+    return all(argument.partition("=")[0] in EXECUTION_KEYS for argument in arguments)
 
 
 def _check_quick(preset: str | None, jobs: int | None, name: str | None, max_runs: int) -> None:
