@@ -15,6 +15,7 @@ from normbench.studies.study import (
     figures,
     load,
     md,
+    paragraphs,
     report,
 )
 
@@ -46,25 +47,19 @@ def greydanus(ctx: Context) -> str:
     selection = load(runs, "dyt", ["model=cnn", "norm=batchnorm"])
     test = selection.runs["test_acc"].astype(float)
     mean, half = stats.mean_ci(test.tolist())
-    return "\n".join(
-        [
-            "## A small CNN learns MNIST-1D (Greydanus 2020)",
-            "",
-            "**Claim.** On MNIST-1D a small CNN reaches 94% test accuracy (an MLP 68%).",
-            "",
-            f"**Command.** `{command_of(DYT, scale)}` (the CNN + BatchNorm runs).",
-            "",
-            f"Test accuracy over {len(test)} seeds: {mean:.3f} ± {half:.3f} (95% CI; min "
-            f"{test.min():.3f}), the paper's 0.94 "
-            + ("inside" if abs(mean - 0.94) <= half else "outside")
-            + " that interval. Not a registered claim: no label (a paper's accuracy on another "
-            "split of another size is no comparison the runs can decide).",
-            "",
-            "**What this does not show.** normbench's default MNIST-1D has 20,000 samples (the "
-            "paper's 4,000 train and 1,000 test), which makes it easier, and its CNN is "
-            "residual; at these defaults every norm, and no norm at all, reaches the ceiling "
-            "(which is why the stress presets exist).",
-        ]
+    return paragraphs(
+        "## A small CNN learns MNIST-1D (Greydanus 2020)",
+        "**Claim.** On MNIST-1D a small CNN reaches 94% test accuracy (an MLP 68%).",
+        f"**Command.** `{command_of(DYT, scale)}` (the CNN + BatchNorm runs).",
+        f"Test accuracy over {len(test)} seeds: {mean:.3f} ± {half:.3f} (95% CI; min "
+        f"{test.min():.3f}), the paper's 0.94 "
+        + ("inside" if abs(mean - 0.94) <= half else "outside")
+        + " that interval. Not a registered claim: no label (a paper's accuracy on another "
+        "split of another size is no comparison the runs can decide).",
+        "**What this does not show.** normbench's default MNIST-1D has 20,000 samples (the "
+        "paper's 4,000 train and 1,000 test), which makes it easier, and its CNN is "
+        "residual; at these defaults every norm, and no norm at all, reaches the ceiling "
+        "(which is why the stress presets exist).",
     )
 
 
@@ -85,41 +80,28 @@ def zhu(ctx: Context) -> str:
         model: family.claim_lines(registry.claim(claim_id), selection.runs)
         for model, (_, claim_id) in CLAIMS.items()
     }
-    return "\n".join(
-        [
-            "## DyT matches LayerNorm in the Transformer, trails BatchNorm in the CNN "
-            "(Zhu et al. 2025)",
-            "",
-            "**Claim.** Dynamic Tanh replaces LayerNorm in Transformers without loss; it does not "
-            "replace BatchNorm in CNNs.",
-            "",
-            f"**Command.** `{command_of(DYT, scale)}`. Each norm at its own learning rate, DyT "
-            "also at its own alpha_0, chosen on validation (mean over the tuning seeds) by "
-            f"successive halving ({budget}); the verdicts on test, from the confirmation seeds "
-            "only, paired by seed against the norm each registered claim names.",
-            "",
-            "Transformer, against LayerNorm:",
-            "",
-            md(tables["transformer"], COLUMNS),
-            "",
-            "CNN, against BatchNorm:",
-            "",
-            md(tables["cnn"], COLUMNS),
-            "",
-            *figures(ctx, result, "zhu", ("seed_results",)),
-            "",
-            f"Transformer: {tested['transformer']}",
-            "",
-            f"CNN: {tested['cnn']}",
-            "",
-            family.RULE,
-            "",
-            "**What this does not show.** Zhu et al. train ViTs, LLaMA and diffusion models for "
-            "hundreds of epochs; here 1,500 steps on MNIST-1D, and a choice among four "
-            "candidates on two tuning seeds: a best value between the grid's points is not "
-            "found, and two seeds see little of how a value's result scatters across seeds (a "
-            "value that won on them can spread on the confirmation seeds: the ci95 column).",
-        ]
+    return paragraphs(
+        "## DyT matches LayerNorm in the Transformer, trails BatchNorm in the CNN "
+        "(Zhu et al. 2025)",
+        "**Claim.** Dynamic Tanh replaces LayerNorm in Transformers without loss; it does not "
+        "replace BatchNorm in CNNs.",
+        f"**Command.** `{command_of(DYT, scale)}`. Each norm at its own learning rate, DyT "
+        "also at its own alpha_0, chosen on validation (mean over the tuning seeds) by "
+        f"successive halving ({budget}); the verdicts on test, from the confirmation seeds "
+        "only, paired by seed against the norm each registered claim names.",
+        "Transformer, against LayerNorm:",
+        md(tables["transformer"], COLUMNS),
+        "CNN, against BatchNorm:",
+        md(tables["cnn"], COLUMNS),
+        figures(ctx, result, "zhu", ("seed_results",)),
+        f"Transformer: {tested['transformer']}",
+        f"CNN: {tested['cnn']}",
+        family.RULE,
+        "**What this does not show.** Zhu et al. train ViTs, LLaMA and diffusion models for "
+        "hundreds of epochs; here 1,500 steps on MNIST-1D, and a choice among four "
+        "candidates on two tuning seeds: a best value between the grid's points is not "
+        "found, and two seeds see little of how a value's result scatters across seeds (a "
+        "value that won on them can spread on the confirmation seeds: the ci95 column).",
     )
 
 

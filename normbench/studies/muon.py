@@ -25,6 +25,7 @@ from normbench.studies.study import (
     load,
     max_logits,
     md,
+    paragraphs,
     report,
     section_of,
     subset,
@@ -53,15 +54,15 @@ def group_name(norm: str, placement: str, qk_norm: str) -> str:
 
 
 def muon(ctx: Context) -> str:
+    """The logit's growth per group and optimizer and the registered claims on it ((a), (a'),
+    (b)), and each group's LR sensitivity under Muon against AdamW ((c), a question)."""
     selection = load(ctx.runs, "muon")
     # the fused path (the qkv weight orthogonalised whole) is its own group of runs: its logit
     # growth is shown under "(fused QKV)"; the verdicts and claims read the split runs
     split = subset(selection, lambda r: ~r["train.muon_qkv"].map(label).eq("fused"))
     by = [*KEYS, "train.optimizer", "train.lr"]
-    result = report(split, by=by, reference=("train.optimizer=adamw",))
-    section = section_of(result)
-    table = section.tables["lr_stability"]
-    sensitivity = sensitivity_rows(table)
+    section = section_of(report(split, by=by, reference=("train.optimizer=adamw",)))
+    sensitivity = sensitivity_rows(section.tables["lr_stability"])
     growth = logit_growth(ctx.runs, selection.runs)
     claims = {name: registry.claim(claim_id) for name, claim_id in CLAIMS.items()}
     tested = {
@@ -71,70 +72,62 @@ def muon(ctx: Context) -> str:
         for name, claim in claims.items()
     }
     steps, every = (int(section.runs[k].max()) for k in ("train.max_steps", "train.eval_every"))
+    return paragraphs(
+        "## Norms under Muon: attention logits and LR sensitivity (Jordan et al. 2024; "
+        "Liu et al. 2025; Kimi Team 2025)",
+        "**Claims.** (a) Under Muon the largest attention logit of a Transformer without "
+        "QK-norm grows, and normalizing queries and keys holds it (Kimi Team 2025 report "
+        "exploding logits under Muon and clip them, MuonClip; Wortsman et al. 2023 hold "
+        "them with QK-norm under AdamW). (a') normbench's conjecture, not Kim et al.'s (theirs "
+        "is that Peri-LN bounds the hidden states' growth): Peri-LN, which normalizes each "
+        "sublayer's output too, holds the logit as well. (b) The logits explode more often "
+        "under Muon than under AdamW (Kimi Team 2025). (c) No claim, a question: is a "
+        "norm's LR sensitivity different under Muon than under AdamW?",
+        f"**Command.** `{command_of(MUON, ctx.scale)}` (pysource; Muon at train.lr with "
+        "Moonlight's RMS matching, on the 2-D weights of the residual sublayers with Q, K "
+        "and V orthogonalised apart (as the references; the fused qkv weight orthogonalised "
+        "whole is its own group, '(fused QKV)'), weight decay 0.1, AdamW (betas 0.9, 0.95) "
+        f"on the rest; PaLM's z-loss 1e-4 in every group, diagnostics every {every} steps).",
+        f"**Method.** Each claim is registered with its comparisons, margin and seeds "
+        f"(normbench/studies/registered/): {claims['qk'].measure}; groups compared on it "
+        f"paired by seed, each claim its own family, within a factor of "
+        f"{10 ** claims['qk'].margin:.3g} counting as no difference "
+        f"(+-{claims['qk'].margin:.3f} in log10).",
+        "The largest attention logit (over layers) at the last diagnosed step, per "
+        "learning rate (geometric mean over seeds), at step 0 (median over the group's "
+        "runs), and the seeds compared:",
+        md(
+            growth_table(growth), ["group", "optimizer", "step 0", *growth_columns(growth), "seeds"]
+        ),
+        f"(a) {tested['qk']}",
+        f"(a') {tested['peri']}",
+        f"(b) {tested['optimizer']}",
+        family.RULE,
+        md(pd.DataFrame(sensitivity), ["group", "AdamW", "Muon", "verdict", "Muon - AdamW"]),
+        sensitivity_text(sensitivity),
+        "**What this does not show.** Muon's claims are about large models and long runs "
+        "(Moonlight: 3B/16B parameters, 5.7T tokens; K2's logits exploded at 1T "
+        f"parameters); here a 4-block Transformer of width 64 for {steps} steps, where "
+        f"'grows' means over {steps} steps, not the blow-up that stops a run. Muon runs at "
+        "AdamW's rate "
+        "with RMS matching, so one rate axis moves both; Muon at its own tuned rate "
+        "(train.muon_lr) is not compared. The z-loss holds the output logits in every group.",
+    )
+
+
+def sensitivity_text(sensitivity: list[dict]) -> str:
+    """(c): in how many groups Muon's LR sensitivity is decided against AdamW's, and how."""
     decided = [row for row in sensitivity if row["verdict"] in ("better", "worse", "equivalent")]
-    return "\n".join(
-        [
-            "## Norms under Muon: attention logits and LR sensitivity (Jordan et al. 2024; "
-            "Liu et al. 2025; Kimi Team 2025)",
-            "",
-            "**Claims.** (a) Under Muon the largest attention logit of a Transformer without "
-            "QK-norm grows, and normalizing queries and keys holds it (Kimi Team 2025 report "
-            "exploding logits under Muon and clip them, MuonClip; Wortsman et al. 2023 hold "
-            "them with QK-norm under AdamW). (a') normbench's conjecture, not Kim et al.'s (theirs "
-            "is that Peri-LN bounds the hidden states' growth): Peri-LN, which normalizes each "
-            "sublayer's output too, holds the logit as well. (b) The logits explode more often "
-            "under Muon than under AdamW (Kimi Team 2025). (c) No claim, a question: is a "
-            "norm's LR sensitivity different under Muon than under AdamW?",
-            "",
-            f"**Command.** `{command_of(MUON, ctx.scale)}` (pysource; Muon at train.lr with "
-            "Moonlight's RMS matching, on the 2-D weights of the residual sublayers with Q, K "
-            "and V orthogonalised apart (as the references; the fused qkv weight orthogonalised "
-            "whole is its own group, '(fused QKV)'), weight decay 0.1, AdamW (betas 0.9, 0.95) "
-            f"on the rest; PaLM's z-loss 1e-4 in every group, diagnostics every {every} steps).",
-            "",
-            f"**Method.** Each claim is registered with its comparisons, margin and seeds "
-            f"(normbench/studies/registered/): {claims['qk'].measure}; groups compared on it "
-            f"paired by seed, each claim its own family, within a factor of "
-            f"{10 ** claims['qk'].margin:.3g} counting as no difference "
-            f"(+-{claims['qk'].margin:.3f} in log10).",
-            "",
-            "The largest attention logit (over layers) at the last diagnosed step, per "
-            "learning rate (geometric mean over seeds), at step 0 (median over the group's "
-            "runs), and the seeds compared:",
-            "",
-            md(
-                growth_table(growth),
-                ["group", "optimizer", "step 0", *growth_columns(growth), "seeds"],
-            ),
-            "",
-            f"(a) {tested['qk']}",
-            "",
-            f"(a') {tested['peri']}",
-            "",
-            f"(b) {tested['optimizer']}",
-            "",
-            family.RULE,
-            "",
-            md(pd.DataFrame(sensitivity), ["group", "AdamW", "Muon", "verdict", "Muon - AdamW"]),
-            "",
-            f"(c) LR sensitivity (Wortsman et al.'s, in bits per byte; lower is less "
-            f"sensitive) under Muon against AdamW in each group, paired by seed, Holm over the "
-            f"{len(sensitivity)} comparisons, margin 0.01: decided in {len(decided)} of "
-            f"{len(sensitivity)} groups"
-            + (
-                " (" + ", ".join(f"{r['group']}: {r['verdict']}" for r in decided) + ")."
-                if decided
-                else "."
-            ),
-            "",
-            "**What this does not show.** Muon's claims are about large models and long runs "
-            "(Moonlight: 3B/16B parameters, 5.7T tokens; K2's logits exploded at 1T "
-            f"parameters); here a 4-block Transformer of width 64 for {steps} steps, where "
-            f"'grows' means over {steps} steps, not the blow-up that stops a run. Muon runs at "
-            "AdamW's rate "
-            "with RMS matching, so one rate axis moves both; Muon at its own tuned rate "
-            "(train.muon_lr) is not compared. The z-loss holds the output logits in every group.",
-        ]
+    return (
+        f"(c) LR sensitivity (Wortsman et al.'s, in bits per byte; lower is less "
+        f"sensitive) under Muon against AdamW in each group, paired by seed, Holm over the "
+        f"{len(sensitivity)} comparisons, margin 0.01: decided in {len(decided)} of "
+        f"{len(sensitivity)} groups"
+        + (
+            " (" + ", ".join(f"{r['group']}: {r['verdict']}" for r in decided) + ")."
+            if decided
+            else "."
+        )
     )
 
 

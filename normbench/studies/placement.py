@@ -20,6 +20,7 @@ from normbench.studies.study import (
     figures,
     load,
     md,
+    paragraphs,
     report,
     row_of,
     section_of,
@@ -62,31 +63,62 @@ STUDIES = (
 
 
 def xiong(ctx: Context) -> str:
-    runs, scale = ctx.runs, ctx.scale
-    selection = load(runs, "placement")
+    """Post-LN without warm-up against Pre-LN and warmed-up Post-LN (the registered claim), and
+    the gradient profile at initialisation, PyTorch's default and Xavier's."""
+    selection = load(ctx.runs, "placement")
     keys = ["placement.name", "train.warmup_steps"]
     result = report(selection, by=keys, study=PLACEMENT)
-    section = section_of(result)
-    conv = section.tables["convergence"]
+    conv = section_of(result).tables["convergence"]
     post_cold = row_of(conv, **{"placement.name": "post", "train.warmup_steps": 0})
     post_warm = row_of(conv, **{"placement.name": "post", "train.warmup_steps": 300})
     pre_cold = row_of(conv, **{"placement.name": "pre", "train.warmup_steps": 0})
     warm_up = family.claim_lines(registry.claim("xiong-warmup"), selection.runs)
     cold = subset(selection, lambda r: r["train.warmup_steps"] == 0)
     cold_report = report(cold, by=["placement.name"], study=PLACEMENT)
-    xavier_report = report(load(runs, "xavier"), by=["placement.name"])
+    xavier_report = report(load(ctx.runs, "xavier"), by=["placement.name"])
     ratio = {
-        "default": init_gradient_ratios(cold_report, runs),
-        "xavier": init_gradient_ratios(xavier_report, runs),
-    }
-    grows = {
-        init: ratios[("post", "mlp")] > 1.2 and ratios[("post", "mlp")] > ratios[("pre", "mlp")]
-        for init, ratios in ratio.items()
+        "default": init_gradient_ratios(cold_report, ctx.runs),
+        "xavier": init_gradient_ratios(xavier_report, ctx.runs),
     }
     figs = figures(ctx, result, "xiong", ("learning_curves", "seed_results"))
     figs += figures(ctx, cold_report, "xiong", ("gradient_depth_init", "gradient_depth"))
     figs += figures(ctx, xavier_report, "xiong-xavier", ("gradient_depth_init",))
-    table = pd.DataFrame(
+    return paragraphs(
+        "## Post-LN needs warm-up at depth; Pre-LN does not (Xiong et al. 2020)",
+        "**Claim.** Without learning-rate warm-up, Post-LN Transformers train worse than "
+        "Pre-LN ones; warm-up closes the gap. At initialisation, Post-LN's gradient norm grows "
+        "toward the last layers while Pre-LN's stays flat or shrinks.",
+        f"**Command.** `{command_of(PLACEMENT, ctx.scale)}` (diagnostics on; each placement "
+        "and warm-up at its own learning rate, chosen on validation by successive halving, "
+        "the verdicts on test from the confirmation seeds).",
+        md(conv, [*keys, *CONVERGENCE_COLUMNS]),
+        figs,
+        f"Against the best group (the table): without warm-up Post-LN is "
+        f"{diff_text(post_cold)} (Pre-LN {diff_text(pre_cold)}); with 300 warm-up steps "
+        f"Post-LN is {diff_text(post_warm)}.",
+        warm_up,
+        family.RULE,
+        "Gradient norm of the last unit over the first, units of the same sublayer type only, "
+        "at initialisation (step 0: the first batch's gradients before any update, mean over "
+        "the seeds), at PyTorch's default initialisation (the runs above) and at the one "
+        "Xiong et al. analyse, Xavier-normal (`model.init=xavier`, "
+        f"`{command_of(XAVIER, ctx.scale)}`). The verdict is a threshold, not a test: "
+        "'grows' means the ratio exceeds 1.2 and Pre-LN's.",
+        to_markdown(ratio_table(ratio)),
+        profile(ratio["xavier"], "xavier"),
+        profile(ratio["default"], "default"),
+        "**What this does not show.** A 6-block Transformer classifying MNIST-1D patches, "
+        "not a 6- to 12-layer translation model; 'worse' is at each group's best of four "
+        "learning rates and one budget. "
+        "Xiong et al.'s gradient bound is for the last layers of a model at initialisation "
+        "in expectation; here three seeds of one first batch.",
+    )
+
+
+def ratio_table(ratio: dict[str, dict[tuple[str, str], float]]) -> pd.DataFrame:
+    """Per initialisation, placement and sublayer type: the last unit's gradient norm over
+    the first's at step 0."""
+    return pd.DataFrame(
         [
             {"init": init, "placement": p, "sublayer": s, "last_over_first_at_init": v}
             for init, ratios in ratio.items()
@@ -94,61 +126,20 @@ def xiong(ctx: Context) -> str:
         ]
     )
 
-    def profile(init: str) -> str:
-        post, pre = ratio[init][("post", "mlp")], ratio[init][("pre", "mlp")]
-        return (
-            f"{unregistered(grows[init])} At {init} initialisation Post-LN's MLP gradients go from "
-            f"the first to the last layer by a factor {post:.2f}, Pre-LN's by {pre:.2f}: "
-            + (
-                "Post-LN's grow toward the output and Pre-LN's do not."
-                if grows[init]
-                else "Post-LN's do not grow toward the output in this model."
-            )
-        )
 
-    return "\n".join(
-        [
-            "## Post-LN needs warm-up at depth; Pre-LN does not (Xiong et al. 2020)",
-            "",
-            "**Claim.** Without learning-rate warm-up, Post-LN Transformers train worse than "
-            "Pre-LN ones; warm-up closes the gap. At initialisation, Post-LN's gradient norm grows "
-            "toward the last layers while Pre-LN's stays flat or shrinks.",
-            "",
-            f"**Command.** `{command_of(PLACEMENT, scale)}` (diagnostics on; each placement "
-            "and warm-up at its own learning rate, chosen on validation by successive halving, "
-            "the verdicts on test from the confirmation seeds).",
-            "",
-            md(conv, [*keys, *CONVERGENCE_COLUMNS]),
-            "",
-            *figs,
-            "",
-            f"Against the best group (the table): without warm-up Post-LN is "
-            f"{diff_text(post_cold)} (Pre-LN {diff_text(pre_cold)}); with 300 warm-up steps "
-            f"Post-LN is {diff_text(post_warm)}.",
-            "",
-            warm_up,
-            "",
-            family.RULE,
-            "",
-            "Gradient norm of the last unit over the first, units of the same sublayer type only, "
-            "at initialisation (step 0: the first batch's gradients before any update, mean over "
-            "the seeds), at PyTorch's default initialisation (the runs above) and at the one "
-            "Xiong et al. analyse, Xavier-normal (`model.init=xavier`, "
-            f"`{command_of(XAVIER, scale)}`). The verdict is a threshold, not a test: "
-            "'grows' means the ratio exceeds 1.2 and Pre-LN's.",
-            "",
-            to_markdown(table),
-            "",
-            profile("xavier"),
-            "",
-            profile("default"),
-            "",
-            "**What this does not show.** A 6-block Transformer classifying MNIST-1D patches, "
-            "not a 6- to 12-layer translation model; 'worse' is at each group's best of four "
-            "learning rates and one budget. "
-            "Xiong et al.'s gradient bound is for the last layers of a model at initialisation "
-            "in expectation; here three seeds of one first batch.",
-        ]
+def profile(ratios: dict[tuple[str, str], float], init: str) -> str:
+    """Whether Post-LN's MLP gradients grow toward the output at an initialisation: a
+    threshold (the ratio exceeds 1.2 and Pre-LN's), not a test."""
+    post, pre = ratios[("post", "mlp")], ratios[("pre", "mlp")]
+    grows = post > 1.2 and post > pre
+    return (
+        f"{unregistered(grows)} At {init} initialisation Post-LN's MLP gradients go from "
+        f"the first to the last layer by a factor {post:.2f}, Pre-LN's by {pre:.2f}: "
+        + (
+            "Post-LN's grow toward the output and Pre-LN's do not."
+            if grows
+            else "Post-LN's do not grow toward the output in this model."
+        )
     )
 
 

@@ -24,6 +24,7 @@ from normbench.studies.study import (
     load,
     max_logits,
     md,
+    paragraphs,
     report,
     section_of,
     unregistered,
@@ -47,7 +48,6 @@ def qk_norm(ctx: Context) -> str:
     result = report(selection, by=by, reference=("model.qk_norm=none",))
     section = section_of(result)
     stability = section.tables["lr_stability"].set_index("model.qk_norm")
-    shown = stability.reset_index()
     rows = [name for name in stability.index if name != "none"]
     lower = {name: stability.loc[name, "lr_sensitivity_verdict"] for name in rows}
     claim = registry.claim("wortsman-qk-norm")
@@ -58,47 +58,35 @@ def qk_norm(ctx: Context) -> str:
     growth = logit_growth(runs, section)
     figure_lines = figures_of(ctx, section, stable_none)
     before = growth_verdict(growth)
-    shown = compact(shown)
-    columns = list(shown.columns)
+    shown = compact(stability.reset_index())
     words = ", ".join(
         f"{name}: {lower[name]} ({stability.loc[name, 'lr_sensitivity_diff']:+.3f} "
         f"[{stability.loc[name, 'lr_sensitivity_diff_ci_low']:+.3f}, "
         f"{stability.loc[name, 'lr_sensitivity_diff_ci_high']:+.3f}] bits per byte, 90% CI)"
         for name in rows
     )
-    return "\n".join(
-        [
-            "## QK-norm lowers learning-rate sensitivity; attention logits grow before "
-            "training fails without it (Wortsman et al. 2023)",
-            "",
-            "**Claims.** (a) Normalizing queries and keys (QK-norm) keeps a Transformer "
-            "trainable over a wider range of learning rates: its LR sensitivity (their summary "
-            "of a learning-rate sweep) is lower. (b) Without it, at high learning rates the "
-            "largest attention logit grows by orders of magnitude before training fails.",
-            "",
-            f"**Command.** `{command_of(QK_NORM, scale)}` (pysource, PaLM's z-loss 1e-4 in "
-            "every group, diagnostics every 50 steps).",
-            "",
-            md(shown, columns),
-            "",
-            *figure_lines,
-            "",
-            f"(a) LR sensitivity against qk_norm=none in the report, paired by seed (Holm over "
-            f"the comparisons; a positive difference is more sensitive): {words}.",
-            "",
-            f"(a) {sensitivity}",
-            "",
-            f"{unregistered(before)} (b) {growth_text(growth)}",
-            "",
-            family.RULE,
-            "",
-            "**What this does not show.** Wortsman et al. train models of 10M to 1.2B "
-            "parameters for 10,000 or more steps; here a 4-block model of width 64 for 400 "
-            "steps, so instabilities that need scale or long training (output-logit divergence "
-            "is held off by the z-loss in every group) cannot appear. (b) is a threshold on "
-            f"the diagnostics ({GROWTH:g}x the step-0 logit), not a test, and 'before' means "
-            "by the first diagnosed step (50), when the runs that fail have not yet failed.",
-        ]
+    return paragraphs(
+        "## QK-norm lowers learning-rate sensitivity; attention logits grow before "
+        "training fails without it (Wortsman et al. 2023)",
+        "**Claims.** (a) Normalizing queries and keys (QK-norm) keeps a Transformer "
+        "trainable over a wider range of learning rates: its LR sensitivity (their summary "
+        "of a learning-rate sweep) is lower. (b) Without it, at high learning rates the "
+        "largest attention logit grows by orders of magnitude before training fails.",
+        f"**Command.** `{command_of(QK_NORM, scale)}` (pysource, PaLM's z-loss 1e-4 in "
+        "every group, diagnostics every 50 steps).",
+        md(shown, list(shown.columns)),
+        figure_lines,
+        f"(a) LR sensitivity against qk_norm=none in the report, paired by seed (Holm over "
+        f"the comparisons; a positive difference is more sensitive): {words}.",
+        f"(a) {sensitivity}",
+        f"{unregistered(before)} (b) {growth_text(growth)}",
+        family.RULE,
+        "**What this does not show.** Wortsman et al. train models of 10M to 1.2B "
+        "parameters for 10,000 or more steps; here a 4-block model of width 64 for 400 "
+        "steps, so instabilities that need scale or long training (output-logit divergence "
+        "is held off by the z-loss in every group) cannot appear. (b) is a threshold on "
+        f"the diagnostics ({GROWTH:g}x the step-0 logit), not a test, and 'before' means "
+        "by the first diagnosed step (50), when the runs that fail have not yet failed.",
     )
 
 

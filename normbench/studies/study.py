@@ -121,6 +121,18 @@ def md(frame: pd.DataFrame, columns: list[str]) -> str:
     return to_markdown(frame[[c for c in columns if c in frame.columns]])
 
 
+def paragraphs(*blocks: str | list[str]) -> str:
+    """A section's blocks (a heading, a paragraph, a table), a blank line between each; a list
+    is one block of lines (a section's figures), and an empty one still leaves its blank line,
+    so that a section reads as what it loads, what it computes, and the blocks it writes."""
+    lines: list[str] = []
+    for index, block in enumerate(blocks):
+        if index:
+            lines.append("")
+        lines += [block] if isinstance(block, str) else block
+    return "\n".join(lines)
+
+
 def figures(ctx: Context, result: Report, name: str, only: tuple[str, ...] = ()) -> list[str]:
     """The report's figures as PNG files under docs/img/NAME, as markdown image links."""
     drawings = plots.draw(result, ctx.runs, only=only)

@@ -17,7 +17,7 @@ from normbench.report.base import Report
 from normbench.report.labels import label
 from normbench.report.tuning import group_values, tuning_of
 from normbench.studies import family, registry
-from normbench.studies.study import Context, Study, command_of, load, md, report
+from normbench.studies.study import Context, Study, command_of, load, md, paragraphs, report
 
 # Each norm at its own best (normbench.sweeps.tuned): the learning rate for every norm, DyT's
 # and Derf's alpha_0 too (the one key they add; a group samples 4 of its 12 candidates, the
@@ -72,15 +72,16 @@ ALPHA = 0.05  # the across-workload call's family-wise error rate over the norms
 
 
 def suite(ctx: Context) -> str:
-    runs, scale = ctx.runs, ctx.scale
-    selection = load(runs, "suite")
+    """Each norm's tuned choices, the aggregate across the workloads (probability of
+    improvement over LayerNorm, IQM, the performance profile), the verdicts per workload and
+    the registered claims; or why it could not aggregate."""
+    selection = load(ctx.runs, "suite")
     result = report(selection, by=["norm.name"], study=SUITE, reference=("norm=layernorm",))
-    chosen = choices_table(runs)
+    chosen = choices_table(ctx.runs)
     try:
         result.across = across(result, ["data"])
     except UsageError as err:  # fewer than two workloads trained past chance: a finding too
-        return "\n".join([*_opening(scale), "", f"Not aggregated: {err}.", "", LIMITS])
-    table = result.across.table
+        return paragraphs(_opening(ctx.scale), f"Not aggregated: {err}.", LIMITS)
     out = ctx.img / "suite"
     out.mkdir(parents=True, exist_ok=True)
     (drawing,) = plots.across_drawings(result)
@@ -89,7 +90,36 @@ def suite(ctx: Context) -> str:
     above = [named(n) for n, (low, _) in calls.items() if low > 0.5]
     below = [named(n) for n, (_, high) in calls.items() if high < 0.5]
     found = verdicts_by_task(result)
-    per_task = [
+    claims = [family.claim_lines(registry.claim(claim_id), selection.runs) for claim_id in CLAIMS]
+    return paragraphs(
+        _opening(ctx.scale),
+        "Chosen on validation (tuning seed 1000000; rows the norms, columns the workloads; "
+        "gap: the chosen value's validation lead over the runner-up at the last rung, in "
+        "the workload's metric, accuracy or bits per byte on pysource; one tuning seed, so "
+        "no resampled win rate):",
+        md(chosen, list(chosen.columns)),
+        "Across the workloads, on test, from the confirmation seeds only:",
+        md(result.across.table, COLUMNS),
+        f"![performance profile](img/suite/{drawing.name}.png)",
+        "Decided per workload (paired by seed against LayerNorm at its own tuned rate, "
+        "Holm over the norms; inconclusive ones left out): " + per_task_text(found) + ".",
+        f"**Found.** Norms whose probability of improvement over LayerNorm has a "
+        f"{confidence_of(len(calls))} BCa interval (Bonferroni over the {len(calls)} norms: "
+        f"family-wise {ALPHA:g}; stratified by workload) above 1/2 across the workloads: "
+        f"{', '.join(above) or 'none'}; below 1/2: {', '.join(below) or 'none'}"
+        + "".join(f"; {named(n)} [{lo:.3f}, {hi:.3f}]" for n, (lo, hi) in calls.items())
+        + ". On pysource: "
+        + pysource_line(found.get("pysource", {}))
+        + ".",
+        *claims,
+        family.RULE,
+        LIMITS,
+    )
+
+
+def per_task_text(found: dict[str, dict[str, str]]) -> str:
+    """Per workload, the norms decided against LayerNorm there and how ('nothing decided')."""
+    return "; ".join(
         f"{task}: "
         + (
             ", ".join(
@@ -98,46 +128,6 @@ def suite(ctx: Context) -> str:
             or "nothing decided"
         )
         for task, words in found.items()
-    ]
-    claims = [
-        line
-        for claim_id in CLAIMS
-        for line in ("", family.claim_lines(registry.claim(claim_id), selection.runs))
-    ]
-    return "\n".join(
-        [
-            *_opening(scale),
-            "",
-            "Chosen on validation (tuning seed 1000000; rows the norms, columns the workloads; "
-            "gap: the chosen value's validation lead over the runner-up at the last rung, in "
-            "the workload's metric, accuracy or bits per byte on pysource; one tuning seed, so "
-            "no resampled win rate):",
-            "",
-            md(chosen, list(chosen.columns)),
-            "",
-            "Across the workloads, on test, from the confirmation seeds only:",
-            "",
-            md(table, COLUMNS),
-            "",
-            f"![performance profile](img/suite/{drawing.name}.png)",
-            "",
-            "Decided per workload (paired by seed against LayerNorm at its own tuned rate, "
-            "Holm over the norms; inconclusive ones left out): " + "; ".join(per_task) + ".",
-            "",
-            f"**Found.** Norms whose probability of improvement over LayerNorm has a "
-            f"{confidence_of(len(calls))} BCa interval (Bonferroni over the {len(calls)} norms: "
-            f"family-wise {ALPHA:g}; stratified by workload) above 1/2 across the workloads: "
-            f"{', '.join(above) or 'none'}; below 1/2: {', '.join(below) or 'none'}"
-            + "".join(f"; {named(n)} [{lo:.3f}, {hi:.3f}]" for n, (lo, hi) in calls.items())
-            + ". On pysource: "
-            + pysource_line(found.get("pysource", {}))
-            + ".",
-            *claims,
-            "",
-            family.RULE,
-            "",
-            LIMITS,
-        ]
     )
 
 
