@@ -79,7 +79,7 @@ class Method:
     reference: tuple[str, ...] = ()  # --reference KEY=VALUE ...: the group named before looking
     # --until-decided: the information fraction of each look the design can take, the look
     # this report is, and how alpha was spent over them (normbench.report.sequential.SPENDING;
-    # a record of an earlier version names its own: normbench.store.sweep_record.upgrade)
+    # a record of an earlier version names its own: normbench.store.upgrade)
     fractions: tuple[float, ...] = ()
     look: int = 1
     spending: str = sequential.SPENDING

@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 
 from normbench.report.stats import Difference
-from normbench.store.sweep_record import EVEN_SPLIT, OBRIEN_FLEMING
+from normbench.store.upgrade import EVEN_SPLIT, OBRIEN_FLEMING
 
 SHAPE = 6  # spending alpha t^6: almost nothing early, most at the last looks
 # Scale of the per-look levels measured to keep the whole procedure's family-wise error at

@@ -14,7 +14,7 @@ from normbench.report import TABLE_NAMES
 from normbench.report.base import Method, Metric, Report, Section
 from normbench.report.labels import label
 from normbench.report.stats import COMMON_SEEDS_NOTE
-from normbench.store.sweep_record import EVEN_SPLIT
+from normbench.store.upgrade import EVEN_SPLIT
 
 TABLES = tuple(name for name in TABLE_NAMES if name != "tuning")  # a report's, not a sweep's
 JSON_ONLY = ("values", "lr_sensitivity_values")  # lists: JSON keeps them, CSV, markdown not

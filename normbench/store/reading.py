@@ -33,7 +33,7 @@ from normbench.core.files import (
     read_bytes,
 )
 from normbench.core.text import plain
-from normbench.experiment.schema import LATER_KEYS, ignored_by_optimizer, later_option_keys
+from normbench.store import upgrade
 from normbench.store.rundir import FINISHED, MAX_BYTES, check_config, check_meta
 
 RUN_FILES = ("config.yaml", "meta.json", "metrics.parquet")
@@ -151,19 +151,9 @@ def read_run(runs_dir: Path, name: str, files: Stamp) -> tuple[Record, dict]:
     clash = [key for key in config if key in RUN_FIELDS]
     if clash:
         raise StoreError(f"{path}/config.yaml: {clash[0]} is a run's field, not a config key")
-    for key, old in LATER_KEYS.items():  # a built-in group's run made before the key existed
-        if f"{key.partition('.')[0]}._target_" not in config:
-            config.setdefault(key, old)
-    for key, old in later_option_keys(config).items():
-        config.setdefault(key, old)
-    for key in ignored_by_optimizer(config):  # a run made before they were nulled: as now
-        config[key] = None
     summary = meta.get("summary") or {}
     numbers = {key: finite(summary.get(key)) for key in SUMMARY_FIELDS}
-    for classes in (numbers["num_classes"], config.get("data.num_classes"), 10):
-        if isinstance(classes, (int, float)) and 2 <= classes < 2**63:  # chance is 1/classes
-            numbers["num_classes"] = classes  # (the summary's; a run made before it had one)
-            break
+    upgrade.upgrade_run(config, numbers)
     code, versions = meta.get("code") or {}, meta.get("versions") or {}
     fields = {
         "run_id": name,

@@ -1,5 +1,5 @@
-"""A sweep's record, runs/sweeps/<name>-<time>-<id>.json: its one format, written, updated,
-read and upgraded here only.
+"""A sweep's record, runs/sweeps/<name>-<time>-<id>.json: its one format, written, updated and
+read here only (an older version's upgraded as it is read: normbench.store.upgrade).
 
 A record says what a sweep ran (its runs and their overrides), the command that made it and,
 for a sweep of a kind, its state: ``until_decided`` (the sequential design: its looks'
@@ -8,10 +8,10 @@ phase, design and choices), ``ladder`` (a scaling ladder's axis and rungs), ``cl
 content hash of each registered claim a `normbench findings` study tests, when it started) and
 ``reference`` (the group the sweep named before looking).
 The shapes are the TypedDicts below. Records of older versions are upgraded as they are read
-(``upgrade``), so that the report, the statistics and the methods know the current format
-only. A record lies in an untrusted runs directory: ``read`` checks its shape, and the parts
-the report uses (``sequential_design``, ``recorded_reference``, ``tuning_part``) check every
-field as they are taken.
+(normbench.store.upgrade), so that the report, the statistics and the methods know the
+current format only. A record lies in an untrusted runs directory: ``read`` checks its shape,
+and the parts the report uses (``sequential_design``, ``recorded_reference``,
+``tuning_part``) check every field as they are taken.
 """
 
 from __future__ import annotations
@@ -32,18 +32,12 @@ from typing import Any, TypedDict
 from normbench.core.errors import StoreError, UsageError
 from normbench.core.files import read_json
 from normbench.core.text import plain
+from normbench.store import upgrade
 from normbench.store.rundir import MAX_BYTES, atomic_write, real_directory
+from normbench.store.upgrade import MAX_LOOKS
 
 RECORD_STAMP = re.compile(r"\d{8}-\d{6}(-[0-9a-f]+)?")  # <time>-<id> after the sweep's name
-MAX_LOOKS = 10_000  # a sequential design's looks: one per seed added, far fewer in practice
 MAX_COUNT = 10**15  # trials, steps, seeds: far beyond any sweep, within a float's integers
-
-# How the alpha of a sweep's looks was spent, in the records of earlier versions (the current
-# labels are normbench.report.sequential.SPENDING and BINDING_SPENDING): normbench 0.3 named
-# none, and its levels were O'Brien-Fleming type; before it a record kept only its number of
-# looks, and alpha was split evenly over them.
-OBRIEN_FLEMING = "O'Brien-Fleming type (Lan-DeMets)"
-EVEN_SPLIT = "alpha split evenly over the looks"
 
 
 class RunEntry(TypedDict):
@@ -194,27 +188,7 @@ def read(path: Path) -> SweepRecord | None:
         isinstance(r, dict) and isinstance(r.get("run_id"), str) for r in runs
     ):
         return None
-    return upgrade(record)
-
-
-def upgrade(record: dict) -> SweepRecord:
-    """An older version's record in the current format: a design that kept only its number of
-    looks (``looks``, alpha split evenly) becomes an ``until_decided`` part whose looks fall
-    at even fractions, and an ``until_decided`` part that names no spending (normbench 0.3)
-    names O'Brien-Fleming type spending. A malformed field is left as it is, for the part's
-    reader to refuse."""
-    looks = record.get("looks")
-    if "until_decided" not in record and _whole(looks, 2, MAX_LOOKS):
-        fractions = [k / looks for k in range(1, looks + 1)]
-        record["until_decided"] = {
-            "fractions": fractions,
-            "looks_taken": looks,
-            "spending": EVEN_SPLIT,
-        }
-    design = record.get("until_decided")
-    if isinstance(design, dict) and design.get("spending") in (None, ""):
-        design["spending"] = OBRIEN_FLEMING
-    return record
+    return upgrade.upgrade_record(record)
 
 
 def sweep_name(stem: str) -> str:
