@@ -190,3 +190,17 @@ def one_line(result, *words: str) -> None:
     assert len(lines) == 1 and lines[0].startswith("normbench: error: "), result.output
     for word in words:
         assert word in result.output, (word, result.output)
+
+
+def scaling_report(runs, key: str = "model.width", reference: str = "norm=layernorm") -> dict:
+    """`report RUNS --scaling KEY --reference REF --format json`, parsed (exit 0 asserted)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from normbench.cli import app
+
+    args = ["report", str(runs), "--scaling", key, "--reference", reference, "--format", "json"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)

@@ -3,12 +3,11 @@ the causal LM, 4 steps each), then ``report --scaling model.width --format json`
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from typer.testing import CliRunner
 
 from normbench.cli import app
+from tests.helpers import scaling_report
 from tests.report.test_scaling_section import ROW_KEYS
 
 runner = CliRunner()
@@ -37,21 +36,7 @@ def test_a_trained_width_ladder_reports_its_scaling_section(tmp_path):
         ],
     )
     assert trained.exit_code == 0, trained.output
-    result = runner.invoke(
-        app,
-        [
-            "report",
-            str(runs),
-            "--scaling",
-            "model.width",
-            "--reference",
-            "norm=layernorm",
-            "--format",
-            "json",
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    payload = json.loads(result.stdout)
+    payload = scaling_report(runs)
     rows = {row["group"]: row for row in payload["scaling"]}
     assert set(rows) == {"norm=layernorm", "norm=rmsnorm"}
     for row in rows.values():

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from normbench import api
 from normbench.cli import app
-from tests.helpers import make_run
+from tests.helpers import make_run, scaling_report
 
 runner = CliRunner()
 WIDTHS = (8, 16, 32, 64)
@@ -58,21 +58,7 @@ def ladder_store(tmp_path_factory):
 
 
 def test_the_json_rows_carry_the_fit_the_multiplier_and_the_trend(ladder_store):
-    result = runner.invoke(
-        app,
-        [
-            "report",
-            str(ladder_store),
-            "--scaling",
-            "model.width",
-            "--reference",
-            "norm=layernorm",
-            "--format",
-            "json",
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    payload = json.loads(result.stdout)
+    payload = scaling_report(ladder_store)
     rows = {row["group"]: row for row in payload["scaling"]}
     assert set(rows) == {"norm=batchnorm", "norm=layernorm"}
     bn = rows["norm=batchnorm"]
