@@ -34,6 +34,15 @@ def findings(
             show_default=False,
         ),
     ] = None,
+    study: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--study",
+            help="Train only this study and rewrite only the sections that read it, keeping "
+            "the document's other sections as they are (repeat for several).",
+            show_default=False,
+        ),
+    ] = None,
     check: Annotated[
         bool,
         typer.Option(
@@ -57,6 +66,11 @@ def findings(
         raise fail("--quick and --smoke: choose one scale")
     if jobs < 1:
         raise fail(f"--jobs {jobs}: must be at least 1")
+    only = tuple(dict.fromkeys(study or ()))
+    names = document.study_names()
+    for name in only:
+        if name not in names:
+            raise fail(f"--study {name}: no such study; valid: {', '.join(names)}")
     scale = "smoke" if smoke else "quick" if quick else "full"
     if out is None:
         out = Path("docs/findings.md") if scale == "full" else runs_dir / f"findings-{scale}.md"
@@ -68,7 +82,7 @@ def findings(
         raise fail(str(err)) from None
     interrupt_on_sigterm()
     try:
-        complete = document.write(runs_dir, out, jobs, scale, Console(stderr=True))
+        complete = document.write(runs_dir, out, jobs, scale, Console(stderr=True), only)
     except UsageError as err:
         raise fail(str(err)) from None
     except KeyboardInterrupt:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import shlex
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import date, datetime
 from pathlib import Path
 
 from rich.console import Console
 
+from normbench import __version__
 from normbench.core.errors import UsageError
 from normbench.store import sweep_record
 from normbench.store.rundir import Rerun
@@ -30,7 +32,7 @@ from normbench.studies import (
     qk_norm,
     suite,
 )
-from normbench.studies.study import Context, arguments, command_of, tune_of
+from normbench.studies.study import Context, Study, arguments, command_of, tune_of
 from normbench.sweeps import grid as grids
 from normbench.sweeps import plan as planning
 from normbench.sweeps import tuned_plan
@@ -38,19 +40,19 @@ from normbench.sweeps.flow import Host, SweepRequest, Tuning, run_sweep
 from normbench.sweeps.local import LocalLauncher
 from normbench.sweeps.session import Launch
 
-# The document's sections in order, and every study whose sweep they read.
+# The document's sections in order, each with the studies whose runs it reads.
 SECTIONS = (
-    batch.wu_he,
-    batch.luo_qiao,
-    placement.xiong,
-    dyt.greydanus,
-    dyt.zhu,
-    precision.fp16,
-    claims.claims,
-    depth.lns,
-    qk_norm.qk_norm,
-    muon.muon,
-    suite.suite,
+    (batch.wu_he, ("batch",)),
+    (batch.luo_qiao, ("batch",)),
+    (placement.xiong, ("placement", "xavier")),
+    (dyt.greydanus, ("dyt",)),
+    (dyt.zhu, ("dyt",)),
+    (precision.fp16, ("fp16",)),
+    (claims.claims, ("lr", "depth", "claims")),
+    (depth.lns, ("depth",)),
+    (qk_norm.qk_norm, ("qk_norm",)),
+    (muon.muon, ("muon",)),
+    (suite.suite, ("suite",)),
 )
 STUDIES = (
     *batch.STUDIES,
@@ -64,7 +66,9 @@ STUDIES = (
 )
 
 
-def run_studies(runs: Path, jobs: int, scale: str, console: Console) -> None:
+def run_studies(
+    runs: Path, jobs: int, scale: str, console: Console, only: tuple[str, ...] = ()
+) -> None:
     """Run every study's sweep, one after another in this process, on one pool of workers (a
     worker imports torch once for them all); a study whose runs are complete trains nothing.
     Each goes the sweep's own path (normbench.sweeps.flow.run_sweep: the design, tuned or
@@ -74,7 +78,7 @@ def run_studies(runs: Path, jobs: int, scale: str, console: Console) -> None:
     train and, once some have, the time left are on screen from the start."""
     launch = Launch("local", {}, jobs, Rerun())
     planned = []
-    for study in STUDIES:
+    for study in selected(only):
         args = arguments(study, scale)
         preset = None if "=" in args[0] else args[0]
         request = SweepRequest(preset, [arg for arg in args if "=" in arg])
@@ -107,6 +111,65 @@ def run_studies(runs: Path, jobs: int, scale: str, console: Console) -> None:
             trained += len(todo)
 
 
+def study_names() -> list[str]:
+    """Every study's name, in the order the document trains them (`findings --study`'s choices)."""
+    return [study.name for study in STUDIES]
+
+
+def selected(only: tuple[str, ...]) -> tuple[Study, ...]:
+    """The studies `--study` named (all of them when it named none), in the document's order."""
+    return tuple(study for study in STUDIES if not only or study.name in only)
+
+
+def section_key(finding: Callable[[Context], str]) -> str:
+    """A section's name in the document's markers: its study module and function."""
+    return f"{finding.__module__.rsplit('.', 1)[-1]}.{finding.__name__}"
+
+
+def marker(key: str) -> str:
+    """The line that opens a section in the document, so that a later `findings --study`
+    rewrites its own sections and finds every other one where it left it."""
+    return f"<!-- normbench findings section: {key} -->"
+
+
+def kept_sections(out: Path) -> dict[str, str]:
+    """The sections of the document already at OUT, by key (none when it has no markers): what
+    `--study` keeps of the studies it does not run."""
+    if not out.is_file():
+        return {}
+    kept, key, lines = {}, None, []
+    for line in out.read_text(encoding="utf-8", errors="replace").splitlines():
+        if line.startswith("<!-- normbench findings section: ") and line.endswith(" -->"):
+            if key:
+                kept[key] = "\n".join(lines).strip("\n")
+            key, lines = line.removeprefix("<!-- normbench findings section: ")[:-4], []
+        elif key:
+            lines.append(line)
+    if key:
+        kept[key] = "\n".join(lines).strip("\n")
+    return kept
+
+
+def stamped(text: str, studies: tuple[str, ...], scale: str, walls: dict[str, float]) -> str:
+    """A computed section with the line that dates it, under its heading: when, by which
+    version, from which studies and how long they trained (a document is regenerated study by
+    study, so each section says its own)."""
+    heading, _, body = text.partition("\n")
+    took = [f"{walls[name] / 60:.0f} min" for name in studies if name in walls]
+    trained = f", trained in {' + '.join(took)}" if took else ""
+    line = (
+        f"*Section generated on {date.today().isoformat()} by normbench {__version__} "
+        f"(`{study_command(studies, scale)}`{trained}).*"
+    )
+    return f"{heading}\n\n{line}\n{body}"
+
+
+def study_command(studies: tuple[str, ...], scale: str) -> str:
+    """The `normbench findings` command that trains STUDIES and rewrites their sections."""
+    flag = {"full": "", "quick": " --quick", "smoke": " --smoke"}[scale]
+    return f"normbench findings{flag} " + " ".join(f"--study {name}" for name in studies)
+
+
 def training_walls(runs: Path) -> dict[str, float]:
     """Each study's wall time when it trained, in seconds: its first sweep record's start to
     finish (a later call finds the runs complete and only reports)."""
@@ -130,33 +193,42 @@ def _took(record: dict) -> float | None:
         return None
 
 
-def write(runs: Path, out: Path, jobs: int, scale: str, console: Console) -> bool:
-    """Run the studies, compute every section and write the document; False when a section
-    could not be computed (its study's runs are missing or failed)."""
-    start = time.perf_counter()
-    run_studies(runs, jobs, scale, console)
+def write(
+    runs: Path, out: Path, jobs: int, scale: str, console: Console, only: tuple[str, ...] = ()
+) -> bool:
+    """Run the studies (those ONLY names, else all), compute the sections that read only
+    them and write the document, keeping every other section of the one already at OUT;
+    False when a section could not be computed (its study's runs are missing or failed)."""
+    run_studies(runs, jobs, scale, console, only)
     walls = training_walls(runs)
     ctx = Context(runs, scale, out.parent / "img")
-    sections = []
-    for finding in SECTIONS:
-        try:
-            sections.append(finding(ctx))
-        except (KeyError, IndexError, ValueError, TypeError, UsageError) as err:
+    kept = kept_sections(out) if only else {}
+    sections, complete = [], True
+    for finding, studies in SECTIONS:
+        key = section_key(finding)
+        if only and not set(studies) <= set(only):
+            command = study_command(studies, scale)
             sections.append(
-                f"## {finding.__name__}\n\nNot computed: {type(err).__name__}: "
+                marker(key)
+                + "\n"
+                + kept.get(key, f"## {key}\n\nNot computed yet: `{command}` computes it.")
+            )
+            continue
+        try:
+            sections.append(marker(key) + "\n" + stamped(finding(ctx), studies, scale, walls))
+        except (KeyError, IndexError, ValueError, TypeError, UsageError) as err:
+            complete = False
+            sections.append(
+                f"{marker(key)}\n## {key}\n\nNot computed: {type(err).__name__}: "
                 f"{err} (a study's runs are missing or failed)."
             )
-    total = time.perf_counter() - start
-    flag = {"full": "", "quick": " --quick", "smoke": " --smoke"}[scale]
-    timing = ", ".join(f"{name} {seconds / 60:.1f}" for name, seconds in walls.items())
     header = [
         "# Findings",
         "",
-        f"Generated by `normbench findings{flag}` on {date.today().isoformat()} "
-        f"({scale} scale, 2-core CPU, {jobs} worker processes). Training took "
-        f"{sum(walls.values()) / 60:.0f} minutes (studies, minutes: {timing}); this report "
-        f"{total / 60:.0f}. Every number below comes from runs in the run "
-        "store; every verdict is computed with the statistics of docs/statistics.md (alpha "
+        "Generated by `normbench findings` (2-core CPU, "
+        f"{jobs} worker processes), study by study: each section's first line says when, at "
+        "which scale and how long its study trained. Every number below comes from runs in "
+        "the run store; every verdict is computed with the statistics of docs/statistics.md (alpha "
         "0.05, margin 0.01), not written. A registered claim (normbench/studies/registered/) is "
         "labelled by the rule its section states, and only when it was registered before its "
         "runs began (`normbench findings --check`); any other claim is exploratory. "
@@ -167,4 +239,4 @@ def write(runs: Path, out: Path, jobs: int, scale: str, console: Console) -> boo
     ]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(header) + "\n\n".join(sections) + "\n")
-    return not any("Not computed" in s for s in sections)
+    return complete

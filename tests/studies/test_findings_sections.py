@@ -1,0 +1,95 @@
+"""`normbench findings --study`: a document regenerated study by study. The named studies train
+and their sections are rewritten, dated; every other section of the document stays as it was,
+word for word, so that a section's numbers always come from the runs its own line names."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from typer.testing import CliRunner
+
+from normbench.cli import app
+from normbench.studies import findings
+from normbench.studies.study import Context, Study
+from tests.studies.test_findings_progress import InstantPool
+
+ALPHA = Study("alpha", ["model=cnn", "norm=batchnorm"], [])
+BETA = Study("beta", ["model=cnn", "norm=groupnorm"], [])
+CALLS: list[str] = []
+
+
+def alpha_section(ctx: Context) -> str:
+    CALLS.append("alpha")
+    return f"## Alpha\n\nalpha body {len(CALLS)}"
+
+
+def beta_section(ctx: Context) -> str:
+    CALLS.append("beta")
+    return f"## Beta\n\nbeta body {len(CALLS)}"
+
+
+def both_section(ctx: Context) -> str:
+    CALLS.append("both")
+    return f"## Both\n\nboth body {len(CALLS)}"
+
+
+def designed(monkeypatch) -> None:
+    """Two studies and three sections: one reads alpha, one beta, one both."""
+    CALLS.clear()
+    monkeypatch.setattr(findings, "STUDIES", (ALPHA, BETA))
+    monkeypatch.setattr(
+        findings,
+        "SECTIONS",
+        (
+            (alpha_section, ("alpha",)),
+            (beta_section, ("beta",)),
+            (both_section, ("alpha", "beta")),
+        ),
+    )
+    monkeypatch.setattr(findings, "LocalLauncher", InstantPool)
+
+
+def write(tmp_path, only=()) -> str:
+    out = tmp_path / "docs" / "findings.md"
+    console = Console(file=io.StringIO(), width=200)
+    assert findings.write(tmp_path / "runs", out, 1, "smoke", console, only)
+    return out.read_text()
+
+
+def test_a_study_rewrites_its_sections_and_keeps_the_others_word_for_word(tmp_path, monkeypatch):
+    designed(monkeypatch)
+    first = write(tmp_path)
+    assert CALLS == ["alpha", "beta", "both"]
+    assert "alpha body 1" in first and "beta body 2" in first and "both body 3" in first
+    assert first.count("*Section generated on ") == 3
+    assert "`normbench findings --smoke --study alpha --study beta`" in first
+
+    second = write(tmp_path, only=("beta",))
+    assert CALLS[3:] == ["beta"]  # alpha's and both's sections are not recomputed
+    assert "beta body 4" in second and "beta body 2" not in second
+    kept = [line for line in first.splitlines() if "alpha body" in line or "both body" in line]
+    assert kept == [line for line in second.splitlines() if "body 1" in line or "body 3" in line]
+    for key in ("alpha_section", "beta_section", "both_section"):
+        assert second.count(findings.marker(f"test_findings_sections.{key}")) == 1
+    assert second.index("## Alpha") < second.index("## Beta") < second.index("## Both")
+
+
+def test_a_section_never_written_says_which_studies_compute_it(tmp_path, monkeypatch):
+    designed(monkeypatch)
+    text = write(tmp_path, only=("alpha",))
+    assert "alpha body 1" in text and "beta body" not in text
+    assert "Not computed yet: `normbench findings --smoke --study beta` computes it." in text
+    assert "`normbench findings --smoke --study alpha --study beta` computes it." in text
+
+
+def test_an_unknown_study_is_refused_in_one_line_and_nothing_is_written(tmp_path):
+    runs, out = tmp_path / "runs", tmp_path / "findings.md"
+    result = CliRunner().invoke(
+        app, ["findings", "--study", "sweet", "--runs-dir", str(runs), "--out", str(out)]
+    )
+    assert result.exit_code == 2
+    line = result.output.strip()
+    assert "--study sweet: no such study; valid: batch, placement" in line
+    assert "\n" not in line and "Traceback" not in result.output
+    assert not runs.exists() and not out.exists()
