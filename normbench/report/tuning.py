@@ -79,17 +79,20 @@ class Tuning:
             metric, "validation accuracy" if metric == "val_acc" else "validation metric"
         )
 
-    def caption(self) -> str:
+    def method(self) -> str:
+        """How the candidates were compared: every one at the full budget, or by halving."""
         rungs = ", ".join(f"{r['keep']} x {r['steps']} steps" for r in self.rungs)
+        return "the full grid" if len(self.rungs) == 1 else f"successive halving (rungs: {rungs})"
+
+    def caption(self) -> str:
         seeds = ", ".join(map(str, self.tuning_seeds))
         budget = "equal budgets" if self.equal else "UNEQUAL BUDGETS"
         done = "" if self.phase == "done" else f" (the sweep stopped in its {self.phase} phase)"
-        how = "the full grid" if len(self.rungs) == 1 else f"successive halving (rungs: {rungs})"
         return (
             f"Tuned sweep {self.sweep}{done}: each group's value chosen on the final "
-            f"{self.chosen_on()} (mean over tuning seeds {seeds}) by {how}; {budget}; steps: "
-            "the group's "
-            "tuning steps (full_grid_steps: every candidate at the full budget); val_gap: the "
+            f"{self.chosen_on()} (mean over tuning seeds {seeds}) by {self.method()}; "
+            f"{budget}; steps: the group's tuning steps (full_grid_steps: every candidate at "
+            "the full budget); val_gap: the "
             "chosen candidate's lead over the runner-up at the last rung, in the metric's "
             "units; regret_bound: a 90% upper bound on how much better another candidate "
             "trained at the full budget could be (paired t over the tuning seeds, Bonferroni "

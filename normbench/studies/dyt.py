@@ -86,8 +86,8 @@ def zhu(ctx: Context) -> str:
         "**Claim.** Dynamic Tanh replaces LayerNorm in Transformers without loss; it does not "
         "replace BatchNorm in CNNs.",
         f"**Command.** `{command_of(DYT, scale)}`. Each norm at its own learning rate, DyT "
-        "also at its own alpha_0, chosen on validation (mean over the tuning seeds) by "
-        f"successive halving ({budget}); the verdicts on test, from the confirmation seeds "
+        "also at its own alpha_0, chosen on the validation loss (mean over the tuning seeds) "
+        f"by {budget}; the verdicts on test, from the confirmation seeds "
         "only, paired by seed against the norm each registered claim names.",
         "Transformer, against LayerNorm:",
         md(tables["transformer"], COLUMNS),
@@ -118,7 +118,7 @@ def chosen_values(runs) -> tuple[dict[tuple[str, str], str], str]:
     trials = sorted({t for t in tuning.table["trials"] if t is not None})
     spaces = sorted({s for s in tuning.table["space"] if s is not None})
     budget = (
-        f"{', '.join(map(str, trials))} candidates per norm out of spaces of "
+        f"{tuning.method()}, {', '.join(map(str, trials))} candidates per norm out of spaces of "
         f"{', '.join(map(str, spaces))}: "
         + ("an equal budget" if tuning.equal else "UNEQUAL BUDGETS")
     )

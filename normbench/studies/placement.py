@@ -10,6 +10,7 @@ import pandas as pd
 from normbench.report.base import Report
 from normbench.report.diagnostics import diagnostics_table, last_over_first
 from normbench.report.markdown import to_markdown
+from normbench.report.tuning import tuning_of
 from normbench.studies import family, registry
 from normbench.studies.study import (
     CONVERGENCE_COLUMNS,
@@ -89,8 +90,9 @@ def xiong(ctx: Context) -> str:
         "Pre-LN ones; warm-up closes the gap. At initialisation, Post-LN's gradient norm grows "
         "toward the last layers while Pre-LN's stays flat or shrinks.",
         f"**Command.** `{command_of(PLACEMENT, ctx.scale)}` (diagnostics on; each placement "
-        "and warm-up at its own learning rate, chosen on validation by successive halving, "
-        "the verdicts on test from the confirmation seeds).",
+        "and warm-up at its own learning rate, chosen on the validation loss of the tuning "
+        f"seeds by {method_of(ctx.runs, 'findings-placement')}, the verdicts on test from the "
+        "confirmation seeds).",
         md(conv, [*keys, *CONVERGENCE_COLUMNS]),
         figs,
         f"Against the best group (the table): without warm-up Post-LN is "
@@ -153,3 +155,9 @@ def init_gradient_ratios(result: Report, runs: Path) -> dict[tuple[str, str], fl
         (r["placement.name"], r["sublayer"]): r["grad_norm_last_over_first"]
         for _, r in ratios.iterrows()
     }
+
+
+def method_of(runs: Path, sweep: str) -> str:
+    """How a tuned study's sweep compared its candidates, from its record."""
+    tuning = tuning_of(runs, sweep)
+    return "no tuning recorded" if tuning is None else tuning.method()
