@@ -193,7 +193,7 @@ def _names(table: pd.DataFrame, filters: tuple[str, ...], column: str) -> pd.Ser
             mask &= table[key].map(label) == value
         else:
             word = f"{key.removesuffix('.name')}={value}"
-            mask &= table[column].map(lambda name, w=word: w in str(name).split(" "))
+            mask &= table[column].map(lambda name, w=word: w in str(name).split(" ")).astype(bool)
     return mask
 
 
