@@ -19,6 +19,7 @@ from normbench.core.errors import UsageError
 from normbench.report import plots, scaling, stability
 from normbench.report.base import Report
 from normbench.report.labels import label
+from normbench.report.results import metric_of
 from normbench.report.scaling_plots import scaling_drawings
 from normbench.report.scaling_section import caption
 from normbench.store import records
@@ -119,7 +120,7 @@ def ladder_lm(ctx: Context) -> str:
         md(per_rung(result, key), [key, *RUNG_COLUMNS]),
         "Scaling (the report's rows; final validation bits per byte):",
         md(fit.table, SCALING_COLUMNS),
-        md(fit_rows(fit.rungs, key), [key, *FIT_COLUMNS]),
+        md(fit_rows(fit.rungs), [key, *FIT_COLUMNS]),
         caption(fit, result.method),
         scaling_figures(ctx, result, "ladder_lm"),
         lines,
@@ -244,7 +245,7 @@ def per_rung(result: Report, key: str) -> pd.DataFrame:
     return frame.sort_values(key, key=lambda column: column.astype(float), kind="stable")
 
 
-def fit_rows(rungs: pd.DataFrame, key: str) -> pd.DataFrame:
+def fit_rows(rungs: pd.DataFrame) -> pd.DataFrame:
     """The scaling report's per-rung rows that are runs (the extrapolated ones left out)."""
     return rungs[~rungs["extrapolated"].astype(bool)]
 
@@ -285,8 +286,6 @@ def sensitivity_rungs(runs: pd.DataFrame, comparison, key: str) -> pd.DataFrame:
     """Per rung and seed, the group's and the reference's LR sensitivity over train.lr (the
     stability table's, per seed) and their gap, group minus reference; a seed counts where
     both have one."""
-    from normbench.report.results import metric_of
-
     metric = metric_of(runs)
     rows = []
     for value, part in runs.groupby(runs[key].map(label)):
