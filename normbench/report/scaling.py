@@ -364,15 +364,20 @@ def trend(
     slope = slopes(point)
     samples = slopes(refits)
     low, high = (float(v) for v in widened_interval(slope, samples, cells, dof, 1 - alpha))
-    if low > -TREND_MARGIN and high < TREND_MARGIN:
-        verdict = "constant"
-    elif high < 0:
-        verdict = "shrinking"
-    elif low > 0:
-        verdict = "growing"
-    else:
-        verdict = "inconclusive"
-    return Trend(float(slope), low, high, verdict)
+    return Trend(float(slope), low, high, trend_verdict(low, high, TREND_MARGIN))
+
+
+def trend_verdict(low: float, high: float, margin: float) -> str:
+    """The trend verdict of a slope's 1 - alpha interval [low, high] (of a gap's size, per
+    decade): *constant* inside +-margin, else *shrinking* or *growing* below or above 0, else
+    *inconclusive* (one rule for the scaling report and a study's own measure)."""
+    if low > -margin and high < margin:
+        return "constant"
+    if high < 0:
+        return "shrinking"
+    if low > 0:
+        return "growing"
+    return "inconclusive"
 
 
 def crossings(curves: Curves, group: int, reference: int, low_c: float, high_c: float):

@@ -19,6 +19,13 @@ reproduced* when one comparison is decided against; *Reproduced* when every one 
 and a false *Reproduced* (one prediction false at its null's edge) each happen at most alpha of
 the time (tests/studies/test_family.py simulates both).
 
+A trend comparison (``scaling: KEY``: the group's gap to the reference along a ladder) is
+decided by its trend verdict (normbench.report.scaling.trend_verdict, read from the scaling
+report's row or a study's own measure): for when the verdict is the one predicted, against
+when it is another of shrinking, growing or constant, undecided when inconclusive; the same
+label rule reads it. Its error rate is the trend verdict's (at most alpha each way), with no
+Holm step: a claim of one trend comparison is a family of one.
+
 A claim registered after the earliest run it reads is shown *exploratory*, never labelled.
 """
 
@@ -30,11 +37,11 @@ from datetime import datetime
 
 import pandas as pd
 
-from normbench.report import stats
+from normbench.report import scaling, stats
 from normbench.report.base import Method
 from normbench.report.labels import label
 from normbench.report.results import metric_of, resolution, scored, seeded_results
-from normbench.studies.registry import Claim, Registration, registration
+from normbench.studies.registry import TRENDS, Claim, Comparison, Registration, registration
 
 LABELS = {True: "Reproduced", False: "Not reproduced", None: "Inconclusive"}
 EXPLORATORY = "Exploratory"
@@ -142,6 +149,52 @@ def label_of(tested: list[Tested]) -> bool | None:
     if False in decisions:
         return False
     return True if decisions and all(decisions) else None
+
+
+# ------------------------------------------------------------------------ trend comparisons
+def trend_tested(comparison: Comparison, trend: scaling.Trend | None, unit: str) -> Tested:
+    """A trend comparison decided by its trend verdict (the module docstring); ``trend``: the
+    verdict with its slope and interval (None: no trend computed), ``unit``: the slope's."""
+    if trend is None:
+        return Tested(comparison.name, comparison.predicted, None, why="no trend computed")
+    decided = trend.verdict == comparison.predicted if trend.verdict in TRENDS else None
+    why = (
+        f"trend {trend.verdict}, slope {trend.slope:+.3g} [{trend.low:+.3g}, {trend.high:+.3g}] "
+        f"{unit} along {comparison.scaling}"
+    )
+    return Tested(comparison.name, comparison.predicted, None, decided=decided, why=why)
+
+
+def scaling_tested(claim: Claim, table: pd.DataFrame) -> list[Tested]:
+    """Each trend comparison of ``claim`` read from a scaling report's group rows
+    (normbench.report.scaling_section's ``table``): the row of the group its filters name
+    against the reference its filters name (a filter matches a setting column, or a
+    ``key=value`` word of the row's group name, ``.name`` dropped as the report drops it)."""
+    tested = []
+    for comparison in claim.comparisons:
+        found = table[_names(table, comparison.group, "group")]
+        found = found[_names(found, comparison.reference, "reference")]
+        trend = None
+        if len(found) == 1:
+            row = found.iloc[0]
+            slope = (row["trend_slope"], row["trend_ci_low"], row["trend_ci_high"])
+            trend = scaling.Trend(*map(float, slope), verdict=str(row["trend"]))
+        unit = "log10 compute multiplier per decade of compute"
+        tested.append(trend_tested(comparison, trend, unit))
+    return tested
+
+
+def _names(table: pd.DataFrame, filters: tuple[str, ...], column: str) -> pd.Series:
+    """The rows of a scaling table whose ``column`` (group or reference) every filter names."""
+    mask = pd.Series(True, index=table.index)
+    for item in filters:
+        key, value = item.split("=", 1)
+        if key in table.columns:
+            mask &= table[key].map(label) == value
+        else:
+            word = f"{key.removesuffix('.name')}={value}"
+            mask &= table[column].map(lambda name, w=word: w in str(name).split(" ")).astype(bool)
+    return mask
 
 
 # ------------------------------------------------------------------ the claim on its runs

@@ -10,7 +10,6 @@ from __future__ import annotations
 import shlex
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import date, datetime
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from normbench.studies import (
     claims,
     depth,
     dyt,
+    ladders,
     muon,
     order,
     placement,
@@ -32,11 +32,20 @@ from normbench.studies import (
     qk_norm,
     suite,
 )
-from normbench.studies.study import Context, Study, arguments, command_of, tune_of
+from normbench.studies.study import (
+    Context,
+    Study,
+    arguments,
+    command_of,
+    preset_of,
+    tune_of,
+    tune_seeds_of,
+)
 from normbench.sweeps import grid as grids
+from normbench.sweeps import ladder_plan, tuned_plan
 from normbench.sweeps import plan as planning
-from normbench.sweeps import tuned_plan
 from normbench.sweeps.flow import Host, SweepRequest, Tuning, run_sweep
+from normbench.sweeps.grid import Sweep
 from normbench.sweeps.local import LocalLauncher
 from normbench.sweeps.session import Launch
 
@@ -53,6 +62,9 @@ SECTIONS = (
     (qk_norm.qk_norm, ("qk_norm",)),
     (muon.muon, ("muon",)),
     (suite.suite, ("suite",)),
+    (ladders.ladder_lm, ("ladder_lm",)),
+    (ladders.data_regime, ("data_regime",)),
+    (ladders.lr_sensitivity_scaling, ("lr_sensitivity_scaling",)),
 )
 STUDIES = (
     *batch.STUDIES,
@@ -63,6 +75,7 @@ STUDIES = (
     *qk_norm.STUDIES,
     *muon.STUDIES,
     *suite.STUDIES,
+    *ladders.STUDIES,
 )
 
 
@@ -79,15 +92,9 @@ def run_studies(
     launch = Launch("local", {}, jobs, Rerun())
     planned = []
     for study in selected(only):
-        args = arguments(study, scale)
-        preset = None if "=" in args[0] else args[0]
-        request = SweepRequest(preset, [arg for arg in args if "=" in arg])
-        if study.tune:  # each group at its own best: tuning, then confirmation
-            space = tuned_plan.parse_space(tune_of(study, scale), preset)
-            request = replace(request, space=space, tuning=Tuning(seeds=study.tune_seeds))
-        grid = grids.expand(preset, request.overrides)
-        grid.name = f"findings-{study.name}"
-        planned.append((study, request, grid, planning.plan(grid, runs, launch.rerun).todo))
+        request = request_of(study, scale)
+        grid, todo = planned_of(request, runs, launch.rerun)
+        planned.append((study, request, grid, todo))
     total = sum(len(todo) for *_, todo in planned)
     runs_in_all = sum(len(grid.jobs) for _, _, grid, _ in planned)
     console.print(
@@ -109,6 +116,48 @@ def run_studies(
             host = Host(grid, pool, argv, claims, title)
             run_sweep(request, runs, launch, console, host=host)
             trained += len(todo)
+
+
+def request_of(study: Study, scale: str) -> SweepRequest:
+    """The sweep a study is at a scale, built as `normbench sweep` builds it from the same
+    arguments (normbench.cli.sweep): the preset's ``ladder:`` or the study's ``--ladder``, the
+    preset's ``tune:`` with the study's ``--tune`` replacing a key (each group at its own best:
+    tuning, then confirmation), under the name ``findings-<study>``."""
+    args = arguments(study, scale)
+    preset = preset_of(study)
+    overrides = [arg for arg in args if "=" in arg]
+    spec, overrides = ladder_plan.parse(study.ladder.get(scale), None, preset, overrides)
+    return SweepRequest(
+        preset,
+        overrides,
+        name=f"findings-{study.name}",
+        space=tuned_plan.parse_space(tune_of(study, scale), preset),
+        tuning=Tuning(seeds=tune_seeds_of(study, scale)),
+        ladder=spec,
+    )
+
+
+def planned_of(request: SweepRequest, runs: Path, rerun: Rerun) -> tuple[Sweep, list]:
+    """A request's grid (a ladder's: every rung's runs, under one name) and its runs still to
+    train (a tuned design's confirmation runs; its tuning runs are not counted)."""
+    if request.ladder is None:
+        grid = grids.expand(request.preset, request.overrides)
+        grid.name = request.name
+        return grid, planning.plan(grid, runs, rerun).todo
+    tuning = request.tuning
+    plan = ladder_plan.design(
+        request.ladder,
+        request.preset,
+        request.overrides,
+        request.max_runs,
+        request.space,
+        (tuning.seeds, tuning.eta, tuning.trials, tuning.extend),
+        request.name,
+    )
+    jobs = [job for rung in plan.rungs for job in rung.grid.jobs]
+    first = plan.rungs[0].grid
+    grid = Sweep(plan.name, plan.version, jobs, first.axes)
+    return grid, planning.plan(grid, runs, rerun).todo
 
 
 def study_names() -> list[str]:

@@ -7,7 +7,11 @@ with no parsing of line ranges, and editing one claim never re-registers another
 
 A claim names its source, what it says, the study whose sweep it reads, the metric and split,
 the margin, and its comparisons: each a group against a reference (setting filters,
-``KEY=VALUE``) with the predicted outcome (better, worse, not worse, equivalent). Its seed count
+``KEY=VALUE``) with the predicted outcome (better, worse, not worse, equivalent), or, with
+``scaling: KEY`` (a ladder's size key), the trend of the group's gap to the reference along
+that ladder (shrinking, growing, constant: normbench.studies.family reads it from the scaling
+report's trend verdict, or a study's own measure's). A claim about one rung of a ladder is a
+paired comparison whose filters name the rung (``data.train_samples=64000``). Its seed count
 comes with the power calculation that justifies it (``power``): the effect the paper reports, in
 standard deviations of the paired per-seed difference, and the power that count reaches.
 """
@@ -29,6 +33,7 @@ from normbench.core.files import YAML_LIMIT, read_bytes
 
 REGISTERED = Path(__file__).parent / "registered"
 PREDICTED = ("better", "worse", "not worse", "equivalent")
+TRENDS = ("shrinking", "growing", "constant")  # a trend comparison's (``scaling: KEY``)
 SPLITS = ("val", "test")
 FIELDS = {
     "source",
@@ -50,12 +55,14 @@ POWER_FIELDS = {"effect", "basis", "target"}
 @dataclass(frozen=True)
 class Comparison:
     """One comparison a claim makes: ``group`` against ``reference`` (filters KEY=VALUE on the
-    study's runs, or group names of a study's own measure), and the outcome it predicts."""
+    study's runs, or group names of a study's own measure), and the outcome it predicts; with
+    ``scaling`` (a ladder's size key) the trend of the group's gap to the reference along it."""
 
     name: str
     group: tuple[str, ...]
     reference: tuple[str, ...]
     predicted: str
+    scaling: str = ""  # empty: a paired comparison; else a trend along this key (TRENDS)
 
 
 @dataclass(frozen=True)
@@ -171,9 +178,13 @@ def read_claim(path: Path) -> Claim:
         at = f"{where}: comparisons[{index}]"
         if not isinstance(item, dict) or not isinstance(item.get("name"), str):
             raise UsageError(f"{at}: a mapping with name, group, reference, predicted")
-        if item.get("predicted") not in PREDICTED:
+        scaling = item.get("scaling", "")
+        if not isinstance(scaling, str) or (scaling and "=" in scaling):
+            raise UsageError(f"{at}: scaling {scaling!r}: a ladder's size key, e.g. model.width")
+        choices, of = (TRENDS, f" for a trend (scaling {scaling})") if scaling else (PREDICTED, "")
+        if item.get("predicted") not in choices:
             raise UsageError(
-                f"{at}: predicted {item.get('predicted')!r}: valid: {', '.join(PREDICTED)}"
+                f"{at}: predicted {item.get('predicted')!r}: valid{of}: {', '.join(choices)}"
             )
         reference = item.get("reference", default_reference)
         comparisons.append(
@@ -182,6 +193,7 @@ def read_claim(path: Path) -> Claim:
                 _filters(item.get("group"), f"{at}: group"),
                 _filters(reference, f"{at}: reference"),
                 item["predicted"],
+                scaling,
             )
         )
     if not comparisons:

@@ -9,7 +9,7 @@ registration (normbench.studies.registry) by normbench.studies.family, and nowhe
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -22,6 +22,7 @@ from normbench.store import catalog, records
 from normbench.store.catalog import Selection
 from normbench.store.rundir import RunDir
 from normbench.studies import registry
+from normbench.sweeps.presets import load_preset
 
 # --smoke: the quick settings on a tiny model and a few steps, for the test suite.
 SMOKE = [
@@ -52,6 +53,12 @@ class Study:
     # before its confirmation runs, which are the study's runs; its verdicts are on test.
     tune: tuple[str, ...] = ()
     tune_seeds: int = 2  # tuning seeds per candidate (--tune-seeds)
+    smoke_tune_seeds: int | None = None  # --smoke's, where it differs
+    # A ladder (a preset's ``ladder:``, normbench.sweeps.ladder): ``--ladder KEY=v1,...`` per
+    # scale where it replaces the preset's, and the keys each rung sets (its axis, its steps
+    # under a budget rule), which the smoke settings then leave to it.
+    ladder: dict[str, str] = field(default_factory=dict)
+    owned: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -76,9 +83,14 @@ def arguments(study: Study, scale: str) -> list[str]:
     presets = [arg for arg in study.args if "=" not in arg]
     merged: dict[str, str] = {}
     for arg in [*study.args, *extra]:
-        if "=" in arg:
+        if "=" in arg and arg.split("=", 1)[0] not in study.owned:
             merged[arg.split("=", 1)[0]] = arg
     return presets + list(merged.values())
+
+
+def preset_of(study: Study) -> str | None:
+    """The study's sweep preset (its first argument when that is no KEY=VALUE), or None."""
+    return study.args[0] if study.args and "=" not in study.args[0] else None
 
 
 def load(runs: Path, study: str, filters: list[str] = ()) -> Selection:
@@ -91,30 +103,65 @@ def subset(selection: Selection, keep: Callable[[pd.DataFrame], pd.Series]) -> S
 
 
 def report(
-    selection: Selection, by: list[str] | None = None, study: Study | None = None, **method
+    selection: Selection,
+    by: list[str] | None = None,
+    study: Study | None = None,
+    scaling: str | None = None,
+    **method,
 ) -> Report:
     """The study's report; a tuned study's verdicts are on test (its values were chosen on
-    validation), ``method``: Method fields (``reference=("norm=layernorm",)``)."""
-    tuned = tuple(item.split("=", 1)[0] for item in study.tune) if study else ()
-    request = pipeline.Request(None, by=tuple(by or ()), method=Method(**method), tuned=tuned)
+    validation); ``scaling``: a ladder's size key, for its scaling section; ``method``: Method
+    fields (``reference=("norm=layernorm",)``)."""
+    tuned = tuned_keys(study) if study else ()
+    request = pipeline.Request(
+        None, by=tuple(by or ()), method=Method(**method), tuned=tuned, scaling=scaling
+    )
     return pipeline.verdicts(request, pipeline.given(selection, request))
 
 
+def tuned_keys(study: Study) -> tuple[str, ...]:
+    """The keys the study's sweep tunes: its own ``tune`` and its preset's ``tune:``."""
+    preset = preset_of(study)
+    own = load_preset(preset).get("tune") or {} if preset else {}
+    keys = [item.split("=", 1)[0] for item in study.tune] + list(own)
+    return tuple(dict.fromkeys(keys))
+
+
 def tune_of(study: Study, scale: str) -> list[str]:
-    """The study's tuned keys at a scale: at --smoke each key's first two values (two
+    """The study's ``--tune`` values at a scale: its own tuned keys (a preset's ``tune:`` comes
+    with the preset); at --smoke each tuned key's first two values, the preset's too (two
     candidates: one rung, the least a tuned comparison runs)."""
     if scale != "smoke":
         return list(study.tune)
+    preset = preset_of(study)
+    own = load_preset(preset).get("tune") or {} if preset else {}
+    items = list(study.tune) or [f"{key}={values}" for key, values in own.items()]
     return [
         f"{key}={','.join(values.split(',')[:2])}"
-        for key, _, values in (item.partition("=") for item in study.tune)
+        for key, _, values in (item.partition("=") for item in items)
     ]
 
 
+def tunes(study: Study) -> bool:
+    """Whether the study's sweep is tuned: by its own ``tune`` or its preset's ``tune:``."""
+    preset = preset_of(study)
+    return bool(study.tune or (preset and load_preset(preset).get("tune")))
+
+
+def tune_seeds_of(study: Study, scale: str) -> int:
+    """Tuning seeds per candidate at a scale."""
+    smoke = study.smoke_tune_seeds if scale == "smoke" else None
+    return smoke if smoke is not None else study.tune_seeds
+
+
 def command_of(study: Study, scale: str) -> str:
+    """The `normbench sweep` command the study's runs at a scale are (findings runs it through
+    the same request: normbench.studies.findings.request_of)."""
+    ladder = f" --ladder {study.ladder[scale]}" if scale in study.ladder else ""
     tune = "".join(f" --tune {value}" for value in tune_of(study, scale))
-    seeds = f" --tune-seeds {study.tune_seeds}" if study.tune and study.tune_seeds != 2 else ""
-    return "normbench sweep " + " ".join(arguments(study, scale)) + tune + seeds
+    count = tune_seeds_of(study, scale)
+    seeds = f" --tune-seeds {count}" if tunes(study) and count != 2 else ""
+    return "normbench sweep " + " ".join(arguments(study, scale)) + ladder + tune + seeds
 
 
 def md(frame: pd.DataFrame, columns: list[str]) -> str:

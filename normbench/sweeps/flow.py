@@ -119,7 +119,7 @@ def run_sweep(
     submission (nothing is written unless a round ran)."""
     args = (request, runs_dir, launch, console, dry_run)
     if request.ladder is not None:
-        opened = _open_ladder(*args)
+        opened = _open_ladder(*args, host)
     elif request.space:
         opened = _open_tuned(*args, host)
     else:
@@ -276,9 +276,10 @@ def _open_tuned(request, runs_dir, launch, console, dry_run, host) -> Opened | N
     return Opened(session, design, notes, interrupted, closing)
 
 
-def _open_ladder(request, runs_dir, launch, console, dry_run) -> Opened | None:
+def _open_ladder(request, runs_dir, launch, console, dry_run, host) -> Opened | None:
     """A ladder: every rung checked before any trains (``--dry-run`` prints the plan), then
-    the rungs smallest first (normbench.sweeps.ladder)."""
+    the rungs smallest first (normbench.sweeps.ladder); inside a host (`normbench findings`)
+    on its pool, with its command and record parts."""
     from normbench.sweeps import ladder_plan, ladder_view
     from normbench.sweeps.ladder import Ladder
     from normbench.sweeps.ladder import session as ladder_session
@@ -307,7 +308,8 @@ def _open_ladder(request, runs_dir, launch, console, dry_run) -> Opened | None:
     if dry_run:
         workers = launch.jobs or os.cpu_count() or 1
         return ladder_view.print_plan(console, plan, runs_dir, launch.rerun, workers)
-    session = ladder_session(plan, runs_dir, launch, console, _reference(method))
+    hosted = _hosted(host, _reference(method))
+    session = ladder_session(plan, runs_dir, launch, console, **hosted)
     design = Ladder(plan, launch.rerun, max_seeds, method)
 
     def interrupted() -> str:

@@ -66,17 +66,24 @@ class RungSession:
 
 
 def session(
-    plan: LadderPlan, runs_dir: Path, launch: Launch, console: Console, extra: dict, runner=None
+    plan: LadderPlan,
+    runs_dir: Path,
+    launch: Launch,
+    console: Console,
+    extra: dict,
+    runner=None,
+    command: list[str] | None = None,
 ) -> Session:
     """The ladder's session: its record lists no run until the first rung's are known
-    (``runner``: a launcher the caller keeps, as for any session)."""
+    (``runner``: a launcher the caller keeps, as for any session; ``command``: the one its
+    record stores, where a host runs it)."""
     jobs = [job for rung in plan.rungs for job in rung.grid.jobs]
     if launch.launcher == "local":
         check_devices({job.cfg["device"] for job in jobs})
     first = plan.rungs[0].grid
     shell = Sweep(plan.name, plan.version, [], first.axes)
     start = {"ladder": plan.record(), **extra}
-    return Session(shell, runs_dir, launch, console, runner=runner, extra=start)
+    return Session(shell, runs_dir, launch, console, runner=runner, command=command, extra=start)
 
 
 @dataclass

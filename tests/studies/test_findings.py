@@ -4,6 +4,7 @@ computed (a verdict, a table), and the figures are written beside the document."
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -46,6 +47,9 @@ def test_findings_script_at_smoke_scale(tmp_path):
         "QK-norm lowers learning-rate sensitivity",
         "Norms under Muon",
         "One answer across workloads",
+        "DyT's gap to LayerNorm along a width ladder",
+        "DyT against LayerNorm as the unique data grows",
+        "LR sensitivity with and without QK-norm along a width ladder",
     ):
         assert title in text, title
     assert "Not computed" not in text
@@ -54,7 +58,9 @@ def test_findings_script_at_smoke_scale(tmp_path):
     assert sum(text.count(v) for v in labels) == claims
     assert text.count("registered at") + text.count("not registered (") == claims
     assert text.count("*Exploratory (not a registered claim)") >= 8  # the other measures
-    assert text.count("**What this does not show.**") >= 11
+    assert text.count("**What this does not show.**") >= 14
+    # the scaling presets' trend claims, decided from their trend verdicts
+    assert re.search(r"trend (shrinking|growing|constant|inconclusive), slope", text)
     images = list((tmp_path / "docs" / "img").rglob("*.png"))
     assert len(images) >= 5
     for link in [line for line in text.splitlines() if line.startswith("![")]:

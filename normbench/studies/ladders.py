@@ -1,0 +1,361 @@
+"""The scaling presets as studies (issue 49, item 6): ladder_lm (Zhu et al. 2025: DyT's gap to
+LayerNorm shrinks as the model grows), data_regime (Verma 2026: DyT's effect against
+LayerNorm with the amount of unique data) and lr_sensitivity_scaling (Wortsman et al. 2023:
+without QK-norm the sensitivity to the learning rate grows with width). Each runs as
+`normbench sweep <preset>` does (a ladder, tuned where the preset tunes:
+normbench.studies.findings.request_of), and each preset's prediction is a registered claim
+(normbench/studies/registered/), written before its numbers; its label is the rule's
+(normbench.studies.family), a trend comparison decided by the trend verdict.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from normbench.core.errors import UsageError
+from normbench.report import plots, scaling, stability
+from normbench.report.base import Report
+from normbench.report.labels import label
+from normbench.report.results import metric_of
+from normbench.report.scaling_plots import scaling_drawings
+from normbench.report.scaling_section import caption
+from normbench.store import records
+from normbench.studies import family, registry
+from normbench.studies.study import (
+    Context,
+    Study,
+    command_of,
+    load,
+    md,
+    paragraphs,
+    report,
+)
+
+# --smoke: three rungs (the least a trend reads) at the smallest widths, a tenth of a token
+# per parameter (a few steps a rung), one tuning seed, two groups
+SMOKE_WIDTHS = "model.width=8,16,24"
+SMOKE_RULE = "train.tokens_per_param=0.1"
+LADDER_LM = Study(
+    "ladder_lm",
+    ["ladder_lm"],
+    ["seed=0,1"],
+    data="pysource",
+    smoke=("norm=layernorm,dyt", SMOKE_RULE),
+    smoke_tune_seeds=1,
+    ladder={"smoke": SMOKE_WIDTHS},
+    owned=("model.width", "train.max_steps"),
+)
+DATA_REGIME = Study(
+    "data_regime",
+    ["data_regime"],
+    ["seed=0,1", "train.max_steps=300"],
+    data="pysource",
+    smoke_tune_seeds=1,
+    ladder={"smoke": "data.train_samples=50,100,200"},
+)
+LR_SCALING = Study(
+    "lr_sensitivity_scaling",
+    ["lr_sensitivity_scaling"],
+    ["seed=0,1"],
+    data="pysource",
+    smoke=("train.lr=0.01,1.0", SMOKE_RULE),
+    ladder={"smoke": SMOKE_WIDTHS},
+    owned=("model.width", "train.max_steps"),
+)
+STUDIES = (LADDER_LM, DATA_REGIME, LR_SCALING)
+RUNG_COLUMNS = [
+    "norm.name",
+    "n",
+    "test_bpb_mean",
+    "test_bpb_ci95",
+    "verdict",
+    "diff_vs_reference",
+    "diff_ci_low",
+    "diff_ci_high",
+    "diverged",
+]
+SCALING_COLUMNS = [
+    "group",
+    "rungs",
+    "seeds",
+    "exponent",
+    "E",
+    "E_mode",
+    "multiplier_top",
+    "multiplier_ci_low",
+    "multiplier_ci_high",
+    "trend",
+    "trend_slope",
+    "trend_ci_low",
+    "trend_ci_high",
+    "crossing",
+]
+FIT_COLUMNS = ["group", "parameters", "tokens", "seeds", "loss_mean", "loss_fit", "multiplier"]
+NOT_SHOWN = "**What this does not show.**"
+
+
+def ladder_lm(ctx: Context) -> str:
+    """Zhu et al.'s DyT gap along a width ladder: the paired verdict at each rung, the scaling
+    fit and its trend, and the registered trend claim read from the report's own row."""
+    key = "model.width"
+    result = ladder_report(ctx, LADDER_LM, key, "norm=layernorm")
+    fit = result.scaling
+    claim = registry.claim("zhu-dyt-ladder")
+    runs = load(ctx.runs, LADDER_LM.name).runs
+    lines = family.claim_lines(claim, runs, family.scaling_tested(claim, fit.table))
+    return paragraphs(
+        "## DyT's gap to LayerNorm along a width ladder (Zhu et al. 2025)",
+        "**Claim.** Dynamic Tanh's gap to LayerNorm on a causal language model shrinks as the "
+        "model grows (Zhu et al. report it vanishes at scale). The preset's prediction, written "
+        "before any number: DyT worse than LayerNorm at every rung here, the gap shrinking; no "
+        "norm worst, not shrinking.",
+        f"**Command.** `{command_of(LADDER_LM, ctx.scale)}`: each rung trains 20 tokens per "
+        "non-embedding parameter (at --smoke a tenth of one), each norm tuned at each rung on "
+        "validation, confirmed on fresh seeds; the verdicts per rung on test, paired by seed "
+        "against LayerNorm.",
+        f"Per rung ({chosen_text(ctx, LADDER_LM)}):",
+        md(per_rung(result, key), [key, *RUNG_COLUMNS]),
+        "Scaling (the report's rows; final validation bits per byte):",
+        md(fit.table, SCALING_COLUMNS),
+        md(fit_rows(fit.rungs), [key, *FIT_COLUMNS]),
+        caption(fit, result.method),
+        scaling_figures(ctx, result, "ladder_lm"),
+        lines,
+        family.RULE,
+        trend_rule(),
+        f"{NOT_SHOWN} Widths 16 to 64 at depth 2 (2k to 100k non-embedding parameters) span "
+        "under two decades of compute, four orders of magnitude below Zhu et al.'s smallest "
+        "LLaMA: a trend here is the trend over these widths, and the fit's extrapolation (x ref "
+        "@10x, @100x) is no prediction at their scale. Three confirmation seeds a rung decide "
+        "only large trends (the claim's power says how few).",
+    )
+
+
+def data_regime(ctx: Context) -> str:
+    """Verma's data regime: DyT against LayerNorm at each amount of unique data, paired by
+    seed; the registered claim is the paired comparison at the largest rung. No scaling fit:
+    every rung trains the same model for the same steps (the compute does not grow)."""
+    key = "data.train_samples"
+    result = report(
+        load(ctx.runs, DATA_REGIME.name),
+        by=["norm.name"],
+        study=DATA_REGIME,
+        reference=("norm=layernorm",),
+    )
+    runs = load(ctx.runs, DATA_REGIME.name).runs
+    lines = family.claim_lines(registry.claim("verma-dyt-data-regime"), runs)
+    return paragraphs(
+        "## DyT against LayerNorm as the unique data grows (Verma 2026)",
+        "**Claim.** Removing LayerNorm (DyT in its place) helps with little unique data and "
+        'hurts with much (Verma 2026, "When Does Removing LayerNorm Help?": at 64M '
+        "parameters DyT lowers validation loss 27% with 1M training tokens and raises it 19% "
+        "with 118M). The preset's prediction, written before any number: DyT no better than "
+        "LayerNorm with the most data, and closer to it (or better) where the data repeats "
+        "most; no flip of sign at a size 2,500 times smaller than Verma's.",
+        f"**Command.** `{command_of(DATA_REGIME, ctx.scale)}`: one model, the same steps at "
+        "every rung, the unique training data a nested subset of the train split; each norm "
+        "tuned at each rung on validation, confirmed on fresh seeds; the verdicts on test, "
+        "paired by seed against LayerNorm (a negative difference: DyT worse).",
+        f"Per rung ({chosen_text(ctx, DATA_REGIME)}):",
+        md(per_rung(result, key), [key, *RUNG_COLUMNS]),
+        "No scaling fit: the compute 6 N D is the same at every rung (the same model and "
+        "steps), so the report's multiplier and trend do not apply; the sign of DyT's "
+        "difference per rung above is the measure.",
+        lines,
+        family.RULE,
+        f"{NOT_SHOWN} One model of width 32 (about 2,500 times smaller than Verma's) and one "
+        "budget of steps: where the data repeats 64 times both norms may overfit alike. "
+        "The registered claim reads the largest rung only; the rungs below it are exploratory "
+        "(no label), and three confirmation seeds reach a power of about 0.3.",
+    )
+
+
+def lr_sensitivity_scaling(ctx: Context) -> str:
+    """Wortsman et al.'s LR sensitivity with and without QK-norm at each width, and the trend
+    of their gap along the ladder: the registered claim, decided by the trend rule on the
+    per-seed gaps (a study's own measure)."""
+    key = "model.width"
+    selection = load(ctx.runs, LR_SCALING.name)
+    runs = selection.runs
+    claim = registry.claim("wortsman-lr-sensitivity-scaling")
+    (comparison,) = claim.comparisons
+    table = sensitivity_rungs(runs, comparison, key)
+    trend = gap_trend(table, key, claim.alpha, claim.margin)
+    unit = "bits per byte per decade of width"
+    lines = family.claim_lines(claim, runs, [family.trend_tested(comparison, trend, unit)])
+    result = report(selection, by=["model.qk_norm", "train.lr"], reference=("model.qk_norm=none",))
+    figure_lines = figures_of(ctx, result)
+    return paragraphs(
+        "## LR sensitivity with and without QK-norm along a width ladder (Wortsman et al. 2023)",
+        "**Claim.** Without QK-norm a Transformer's sensitivity to its learning rate grows with "
+        'its width; with it, it stays about flat (Wortsman et al. 2023, "Small-scale proxies '
+        "for large-scale Transformer training instabilities\", figure 1). The preset's "
+        "prediction, written before any number: the sensitivity without QK-norm grows with "
+        "width, with it stays about flat, the gap widening.",
+        f"**Command.** `{command_of(LR_SCALING, ctx.scale)}`: every group over the same "
+        "learning rates (not tuned: the sensitivity is the curve over them), 20 tokens per "
+        "non-embedding parameter per rung (at --smoke a tenth of one), z-loss and clipping in "
+        "every group.",
+        "Per rung, each group's LR sensitivity (normbench.report.stability's, bits per byte, "
+        "mean over seeds) and the gap (without QK-norm minus with it, mean of the per-seed "
+        "gaps):",
+        md(rung_means(table, key), [key, "seeds", *table.columns[2:]]),
+        f"Trend of the gap: least-squares slope of the per-seed gaps against log10 {key}, "
+        f"{trend_text(trend, claim.alpha, unit)}.",
+        figure_lines,
+        lines,
+        family.RULE,
+        trend_rule(),
+        f"{NOT_SHOWN} Two seeds a rung and widths 16 to 64 at depth 2: Wortsman et al. scale "
+        "to over a billion parameters, and their sensitivity is over a wider grid of rates. "
+        "A gap that grows over these widths says nothing of where it stops; the slope is "
+        "linear in log width by assumption.",
+    )
+
+
+# ------------------------------------------------------------------------------- helpers
+def ladder_report(ctx: Context, study: Study, key: str, reference: str) -> Report:
+    """The study's report by norm with its scaling section along ``key`` (refused when the
+    ladder could not be fitted: the section then says why it was not computed)."""
+    result = report(
+        load(ctx.runs, study.name),
+        by=["norm.name"],
+        study=study,
+        scaling=key,
+        reference=(reference,),
+    )
+    if result.scaling is None:
+        raise UsageError(f"{study.name}: no scaling section along {key}")
+    return result
+
+
+def per_rung(result: Report, key: str) -> pd.DataFrame:
+    """Each rung's convergence table (one report section per rung: its setting may name the
+    steps that follow the rung rather than the rung), the rung in front."""
+    frames = []
+    for section in result.sections:
+        table = section.tables["convergence"].copy()
+        (value,) = section.runs[key].map(label).unique()
+        table.insert(0, key, value)
+        frames.append(table)
+    frame = pd.concat(frames, ignore_index=True)
+    return frame.sort_values(key, key=lambda column: column.astype(float), kind="stable")
+
+
+def fit_rows(rungs: pd.DataFrame) -> pd.DataFrame:
+    """The scaling report's per-rung rows that are runs (the extrapolated ones left out)."""
+    return rungs[~rungs["extrapolated"].astype(bool)]
+
+
+def chosen_text(ctx: Context, study: Study) -> str:
+    """What the tuning chose at each rung, from the ladder's record."""
+    try:
+        record = records.latest_record(ctx.runs, f"findings-{study.name}")
+    except UsageError:
+        return "no record"
+    ladder = record.get("ladder") or {}
+    parts = []
+    for rung in ladder.get("rungs") or []:
+        chosen = rung.get("chosen") or {}
+        said = "; ".join(
+            f"{group}: {' '.join(f'{k}={v}' for k, v in values.items())}"
+            for group, values in sorted(chosen.items())
+        )
+        parts.append(f"{ladder.get('key')}={rung.get('value')}: {said or 'none'}")
+    return "chosen on validation: " + " | ".join(parts) if parts else "nothing tuned"
+
+
+def scaling_figures(ctx: Context, result: Report, name: str) -> list[str]:
+    """The scaling section's figures (fit and multiplier per ladder) under docs/img/NAME."""
+    drawn = scaling_drawings(result)
+    paths = plots.write_pngs(result, [[] for _ in result.sections], ctx.img / name, drawn)
+    return [f"![{p.stem.replace('_', ' ')}](img/{name}/{p.name})" for p in paths]
+
+
+def figures_of(ctx: Context, result: Report) -> list[str]:
+    """The per-seed results of each rung's report section."""
+    drawings = plots.draw(result, ctx.runs, only=("seed_results",))
+    paths = plots.write_pngs(result, drawings, ctx.img / "lr_sensitivity_scaling")
+    return [f"![{p.stem.replace('_', ' ')}](img/lr_sensitivity_scaling/{p.name})" for p in paths]
+
+
+def sensitivity_rungs(runs: pd.DataFrame, comparison, key: str) -> pd.DataFrame:
+    """Per rung and seed, the group's and the reference's LR sensitivity over train.lr (the
+    stability table's, per seed) and their gap, group minus reference; a seed counts where
+    both have one."""
+    metric = metric_of(runs)
+    rows = []
+    for value, part in runs.groupby(runs[key].map(label)):
+        group, reference = (
+            stability.lr_sensitivity_by_seed(family.group_runs(part, f), metric)
+            for f in (comparison.group, comparison.reference)
+        )
+        for seed in sorted(set(group) & set(reference)):
+            rows.append(
+                {
+                    key: float(value),
+                    "seed": seed,
+                    "group": group[seed],
+                    "reference": reference[seed],
+                    "gap": group[seed] - reference[seed],
+                }
+            )
+    table = pd.DataFrame(rows, columns=[key, "seed", "group", "reference", "gap"])
+    return table.rename(
+        columns={
+            "group": " ".join(comparison.group),
+            "reference": " ".join(comparison.reference),
+        }
+    )
+
+
+def rung_means(table: pd.DataFrame, key: str) -> pd.DataFrame:
+    """The per-seed sensitivities' means per rung, the seeds counted, the rung as its label."""
+    means = table.drop(columns="seed").groupby(key, as_index=False).mean()
+    means.insert(1, "seeds", table.groupby(key)["seed"].count().to_numpy())
+    means[key] = means[key].map(label)
+    return means
+
+
+def gap_trend(table: pd.DataFrame, key: str, alpha: float, margin: float) -> scaling.Trend | None:
+    """The trend of the gap along the ladder: the least-squares slope of the signed gap (group
+    minus reference, as the claim's measure registers it: a gap growing the other way is no
+    growth of the gap the claim names) on log10 of the rung, its 1 - alpha t interval (n - 2
+    degrees of freedom: each point a seed's gap at a rung, independent runs), the verdict by
+    scaling.trend_verdict. None with fewer than 3 rungs or 4 points."""
+    from scipy import stats as distributions
+
+    x = np.log10(table[key].to_numpy(dtype=float))
+    y = table["gap"].to_numpy(dtype=float)
+    if len(set(x)) < 3 or len(x) < 4:
+        return None
+    centred = x - x.mean()
+    slope = float((centred * y).sum() / (centred**2).sum())
+    residuals = y - y.mean() - slope * centred
+    se = math.sqrt((residuals**2).sum() / (len(x) - 2) / (centred**2).sum())
+    half = float(distributions.t.ppf(1 - alpha / 2, len(x) - 2)) * se
+    low, high = slope - half, slope + half
+    return scaling.Trend(slope, low, high, scaling.trend_verdict(low, high, margin))
+
+
+def trend_text(trend: scaling.Trend | None, alpha: float, unit: str) -> str:
+    if trend is None:
+        return "not computed (fewer than 3 rungs or 4 seeds' gaps)"
+    return (
+        f"{trend.slope:+.3g} [{trend.low:+.3g}, {trend.high:+.3g}] {unit} "
+        f"({100 * (1 - alpha):g}% interval): {trend.verdict}"
+    )
+
+
+def trend_rule() -> str:
+    """How a trend comparison is labelled, and its error rate (the trend verdict's)."""
+    return (
+        "A trend comparison is decided by its trend verdict: for when the verdict is the one "
+        "predicted, against when it is another of shrinking, growing or constant, undecided "
+        "when inconclusive. Its error rate is the trend verdict's: a false shrinking or "
+        "growing at most alpha (alpha/2 each way) when the gap is constant, a false constant "
+        "at most alpha when the slope's size is at least the margin."
+    )
