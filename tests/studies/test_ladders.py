@@ -131,7 +131,7 @@ def test_each_scaling_study_is_the_presets_sweep_with_its_ladder_and_tuning():
     assert full.ladder.values == ["16", "24", "32", "48", "64"]
     assert list(full.space) == ["train.lr"] and full.tuning.seeds == 2
     assert (
-        findings.command_of(ladders.LADDER_LM, "full") == "normbench sweep ladder_lm seed=range(3)"
+        findings.command_of(ladders.LADDER_LM, "full") == "normbench sweep ladder_lm seed=range(8)"
     )
     smoke = findings.request_of(ladders.LADDER_LM, "smoke")
     assert smoke.ladder.values == ["8", "16", "24"] and smoke.tuning.seeds == 1
