@@ -1,4 +1,5 @@
-"""Low precision: where float32 statistics matter in fp16, for the norm alone and in training."""
+"""Low precision: where float32 statistics matter in fp16, for the norm alone and in training;
+in training, the registered claim (micikevicius-fp32-statistics) that a norm needs them."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import pandas as pd
 
 from normbench.report.labels import label
 from normbench.report.markdown import to_markdown
+from normbench.studies import family, registry
 from normbench.studies.study import (
     Context,
     Study,
@@ -52,9 +54,11 @@ def fp16(ctx: Context) -> str:
     float64, and fp16 against fp32 in training, per norm and statistics precision."""
     from normbench.layers.numerics import SCALES, fused_kernel_errors, norm_errors
 
-    precision = section_of(
+    section = section_of(
         report(load(ctx.runs, "fp16"), by=["norm.name", "norm.fp32_stats", "precision.name"])
-    ).tables["precision"]
+    )
+    precision = section.tables["precision"]
+    claim = registry.claim("micikevicius-fp32-statistics")
     rows = precision.assign(
         change=precision["fp16_delta"],
         ci=(precision["fp16_delta_ci_high"] - precision["fp16_delta_ci_low"]) / 2,
@@ -68,7 +72,8 @@ def fp16(ctx: Context) -> str:
     return paragraphs(
         "## Which norms need float32 statistics in fp16?",
         "**Question.** Under fp16 autocast (with a gradient scaler), which norms lose accuracy "
-        "when their statistics are computed in fp16 rather than float32?",
+        "when their statistics are computed in fp16 rather than float32? Registered: "
+        f"{claim.source}.",
         "**Where statistics are low precision at all.** On CPU, PyTorch's fused kernels "
         "(layer_norm, group_norm, rms_norm; batch_norm and instance_norm with a float32 "
         "affine, which is how normbench calls them) accumulate in float32 whatever their "
@@ -95,8 +100,10 @@ def fp16(ctx: Context) -> str:
         "cell):",
         md(rows, TRAINING_COLUMNS),
         decided_text(rows),
+        family.claim_lines(claim, section.runs),
+        family.RULE,
         "**What this does not show.** At normbench's activation scales (standardised inputs, "
-        "a normalised residual stream) no norm needed float32 statistics in training; the "
+        "a normalised residual stream) the statistics stay far from fp16's limits; the "
         f"norm-alone table tries scales up to {max(scales):g}, where SwitchNorm's and masked "
         "InstanceNorm's fp16 statistics overflow or lose their digits. A CPU's autocast is "
         "not a GPU's: fused CUDA kernels may differ.",

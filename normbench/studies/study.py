@@ -12,17 +12,23 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from normbench.report import pipeline, plots
+from normbench.report import pipeline, plots, stability, stats
 from normbench.report.base import Method, Report, Section
 from normbench.report.labels import label
 from normbench.report.markdown import to_markdown
 from normbench.store import catalog, records
 from normbench.store.catalog import Selection
 from normbench.store.rundir import RunDir
+<<<<<<< HEAD
 from normbench.studies import registry
 from normbench.sweeps.presets import load_preset
+=======
+from normbench.studies import family, registry
+from normbench.studies.registry import Claim
+>>>>>>> register-rest
 
 # --smoke: the quick settings on a tiny model and a few steps, for the test suite.
 SMOKE = [
@@ -192,6 +198,37 @@ def unregistered(ok: bool | None) -> str:
     for registered claims only: normbench.studies.family), only what the measure computed."""
     said = {True: "holds", False: "does not hold", None: "decides nothing"}[ok]
     return f"*Exploratory (not a registered claim): the measure {said}.*"
+
+
+def seed_pairs(
+    claim: Claim, values: pd.DataFrame, lower_is_better: bool = True
+) -> list[tuple[stats.Results, stats.Results]]:
+    """Per comparison of a registered claim on a study's own measure, its group's and its
+    reference's per-seed values, higher better (negated where lower is better). ``values``: a
+    row per run (or per seed) with the columns the claim's filters name, ``seed`` and
+    ``value``; a seed's value is the mean of its finite rows, a seed without one is left out."""
+    sign = -1.0 if lower_is_better else 1.0
+
+    def results(filters: tuple[str, ...]) -> stats.Results:
+        part = family.group_runs(values, filters)
+        part = part[np.isfinite(part["value"].to_numpy(dtype=float))]
+        means = part.groupby(part["seed"].astype(int))["value"].mean()
+        return {int(seed): sign * float(value) for seed, value in means.items()}
+
+    return [(results(c.group), results(c.reference)) for c in claim.comparisons]
+
+
+def sensitivity_pairs(claim: Claim, section: Section) -> list[tuple[stats.Results, stats.Results]]:
+    """Per comparison of a registered claim on LR sensitivity, the group's and the reference's
+    per-seed LR sensitivity (report.stability.lr_sensitivity_by_seed) over the section's
+    runs, negated: lower is better."""
+
+    def results(filters: tuple[str, ...]) -> stats.Results:
+        runs = family.group_runs(section.runs, filters)
+        by_seed = stability.lr_sensitivity_by_seed(runs, section.metric) if len(runs) else {}
+        return {seed: -value for seed, value in by_seed.items()}
+
+    return [(results(c.group), results(c.reference)) for c in claim.comparisons]
 
 
 def row_of(table: pd.DataFrame, **values) -> pd.Series:

@@ -79,10 +79,14 @@ def suite(ctx: Context) -> str:
     selection = load(ctx.runs, "suite")
     result = report(selection, by=["norm.name"], study=SUITE, reference=("norm=layernorm",))
     chosen = choices_table(ctx.runs)
+    # every registered claim is shown, labelled by the rule, whether or not the suite aggregates
+    claims = [family.claim_lines(registry.claim(claim_id), selection.runs) for claim_id in CLAIMS]
     try:
         result.across = across(result, ["data"])
     except UsageError as err:  # fewer than two workloads trained past chance: a finding too
-        return paragraphs(_opening(ctx.scale), f"Not aggregated: {err}.", LIMITS)
+        return paragraphs(
+            _opening(ctx.scale), f"Not aggregated: {err}.", *claims, family.RULE, LIMITS
+        )
     out = ctx.img / "suite"
     out.mkdir(parents=True, exist_ok=True)
     (drawing,) = plots.across_drawings(result)
@@ -91,7 +95,6 @@ def suite(ctx: Context) -> str:
     above = [named(n) for n, (low, _) in calls.items() if low > 0.5]
     below = [named(n) for n, (_, high) in calls.items() if high < 0.5]
     found = verdicts_by_task(result)
-    claims = [family.claim_lines(registry.claim(claim_id), selection.runs) for claim_id in CLAIMS]
     return paragraphs(
         _opening(ctx.scale),
         f"Chosen on the validation loss of {SUITE.tune_seeds} tuning seeds (1000000 and up; "
