@@ -22,13 +22,9 @@ from normbench.report.markdown import to_markdown
 from normbench.store import catalog, records
 from normbench.store.catalog import Selection
 from normbench.store.rundir import RunDir
-<<<<<<< HEAD
-from normbench.studies import registry
-from normbench.sweeps.presets import load_preset
-=======
 from normbench.studies import family, registry
 from normbench.studies.registry import Claim
->>>>>>> register-rest
+from normbench.sweeps.presets import load_preset
 
 # --smoke: the quick settings on a tiny model and a few steps, for the test suite.
 SMOKE = [
