@@ -17,6 +17,7 @@ from normbench.studies.study import (
     md,
     paragraphs,
     report,
+    tuning_block,
 )
 
 DYT = Study(
@@ -89,6 +90,7 @@ def zhu(ctx: Context) -> str:
         "also at its own alpha_0, chosen on the validation loss (mean over the tuning seeds) "
         f"by {budget}; the verdicts on test, from the confirmation seeds "
         "only, paired by seed against the norm each registered claim names.",
+        tuning_block(runs, "findings-dyt"),
         "Transformer, against LayerNorm:",
         md(tables["transformer"], COLUMNS),
         "CNN, against BatchNorm:",

@@ -287,5 +287,5 @@ def write(
         "",
     ]
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(header) + "\n\n".join(sections) + "\n")
+    out.write_text("\n".join(header) + "\n" + "\n\n".join(sections) + "\n")
     return complete

@@ -26,6 +26,7 @@ from normbench.studies.study import (
     row_of,
     section_of,
     subset,
+    tuning_block,
     unregistered,
 )
 
@@ -93,6 +94,7 @@ def xiong(ctx: Context) -> str:
         "and warm-up at its own learning rate, chosen on the validation loss of the tuning "
         f"seeds by {method_of(ctx.runs, 'findings-placement')}, the verdicts on test from the "
         "confirmation seeds).",
+        tuning_block(ctx.runs, "findings-placement"),
         md(conv, [*keys, *CONVERGENCE_COLUMNS]),
         figs,
         f"Against the best group (the table): without warm-up Post-LN is "

@@ -19,6 +19,7 @@ from normbench.report import pipeline, plots, stability, stats
 from normbench.report.base import Method, Report, Section
 from normbench.report.labels import label
 from normbench.report.markdown import to_markdown
+from normbench.report.tuning import tuning_of
 from normbench.store import catalog, records
 from normbench.store.catalog import Selection
 from normbench.store.rundir import RunDir
@@ -279,3 +280,21 @@ def max_logits(runs: Path, frame: pd.DataFrame) -> Iterator[tuple[object, pd.Ser
             continue
         if "max_logit" in frame and frame["step"].nunique() >= 2:
             yield index, run, frame.groupby("step")["max_logit"].max()
+
+
+TUNING_COLUMNS = ["group", "chosen", "tried", "edge", "val_gap", "regret_bound"]
+
+
+def tuning_block(runs: Path, sweep: str) -> list[str]:
+    """A tuned study's choices as its sweep record holds them: per group the chosen value,
+    every value it tried, a choice at an edge of the grid and what lay beyond it, and how firm
+    the choice is (issue 46: which values each group tried, in every output)."""
+    tuning = tuning_of(runs, sweep)
+    if tuning is None:
+        return ["No tuning recorded."]
+    table = tuning.table.assign(edge=tuning.table["edge"].fillna("-"))
+    return [
+        f"Tuning, from the sweep record: {tuning.caption()}",
+        "",
+        md(table, TUNING_COLUMNS),
+    ]
