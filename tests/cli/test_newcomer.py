@@ -199,3 +199,12 @@ def test_a_pasted_run_path_is_explained(runs):
         )
     shown = runner.invoke(app, ["runs", "show", rid, "--runs-dir", str(runs)])
     assert shown.exit_code == 0, shown.output
+
+
+@pytest.mark.parametrize("command", ["run", "sweep"])
+def test_a_mistyped_sweep_function_names_key_value_and_the_functions(command, tmp_path):
+    runs = tmp_path / "runs"
+    line = one_line(runner.invoke(app, [command, "seed=rnage(3)", "--runs-dir", str(runs)]))
+    assert line.startswith("normbench: error: seed=rnage(3): unknown function rnage()")
+    assert "(did you mean range()?)" in line and "range(), choice(), glob()" in line
+    assert "key=value" not in line and not runs.exists()
