@@ -89,7 +89,7 @@ def usage_exit(err: TyperException) -> typer.Exit:
     context = getattr(err, "ctx", None)
     command = context.command_path if context else "normbench"
     message = _override_hint(err, " ".join(err.format_message().split()))
-    typer.echo(f"normbench: error: {message} (see {command} --help)", err=True)
+    echo_error(f"normbench: error: {message} (see {command} --help)")
     return typer.Exit(getattr(err, "exit_code", 2))
 
 
@@ -258,8 +258,30 @@ def fail(message: str) -> typer.Exit:
     stored value shown as escapes); the caller raises the returned Exit(2)."""
     from normbench.core.text import plain
 
-    typer.echo(f"normbench: error: {plain(message)}", err=True)
+    echo_error(f"normbench: error: {plain(message)}")
     return typer.Exit(2)
+
+
+def echo_error(line: str) -> None:
+    """An error's one line on stderr. On a terminal it is broken between words at the
+    terminal's width (COLUMNS, else the terminal's own), its later lines indented: the
+    terminal itself would break it mid-word. Piped, it stays one line, for grep and logs."""
+    import textwrap
+
+    if sys.stderr.isatty():
+        columns = os.environ.get("COLUMNS", "")
+        try:
+            width = int(columns) if columns.isdigit() else os.get_terminal_size(2).columns
+        except OSError:  # a terminal that does not say its size
+            width = 80
+        line = textwrap.fill(
+            line,
+            width=max(width, 40),
+            subsequent_indent="  ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+    typer.echo(line, err=True)
 
 
 def terminal():

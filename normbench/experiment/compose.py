@@ -65,11 +65,33 @@ def parse_overrides(overrides: Iterable[str], with_group_options: bool = False) 
             loader = GlobalHydra.instance().config_loader()
             return OverridesParser.create(config_loader=loader).parse_overrides(overrides)
     except OverrideParseException as err:
-        first = str(err).splitlines()[0]
-        raise UsageError(
-            f"{first}: overrides look like key=value, e.g. norm=groupnorm "
-            "batch_size=8 train.lr=1e-3"
-        ) from None
+        raise UsageError(_parse_error(str(err))) from None
+
+
+# Hydra's functions that a grid can use: interval() needs an optimising sweeper
+SWEEP_FUNCTIONS = (
+    "range(), choice(), glob(), sort(), shuffle(), tag(), int(), float(), str(), bool()"
+)
+
+
+def _parse_error(message: str) -> str:
+    """One line for Hydra's parse error: an unknown function (``seed=rnage(3)``) names the key,
+    the value and the functions there are, since ``key=value`` is what the user wrote; any
+    other malformed override says what an override looks like."""
+    lines = message.splitlines()
+    unknown = re.search(r"Unknown function '([^']*)'", message)
+    given = re.match(r"Error parsing override '(.*)'$", lines[0])
+    if unknown and given:
+        key, _, value = given.group(1).partition("=")
+        name = unknown.group(1)
+        hint = did_you_mean(f"{name}()", SWEEP_FUNCTIONS.split(", "))
+        return (
+            f"{key}={value}: unknown function {name}(){hint}; the functions a value can use "
+            f"are {SWEEP_FUNCTIONS}"
+        )
+    return (
+        f"{lines[0]}: overrides look like key=value, e.g. norm=groupnorm batch_size=8 train.lr=1e-3"
+    )
 
 
 def refuse_repeated(overrides: Iterable[str]) -> None:

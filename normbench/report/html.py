@@ -55,7 +55,13 @@ h3 { margin-top: 1.6em; }
 code, pre { font: 13px/1.4 ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }
 pre { background: #f6f8fa; padding: .7em 1em; overflow-x: auto; white-space: pre-wrap;
       word-break: break-all; border-radius: 6px; }
-.scroll { overflow-x: auto; max-width: 100%; }
+.scroll { overflow-x: auto; max-width: 100%;
+          background: linear-gradient(to right, #fff 40%, rgba(255,255,255,0)) left / 3em 100%,
+                      linear-gradient(to left, #fff 40%, rgba(255,255,255,0)) right / 3em 100%,
+                      linear-gradient(to right, rgba(0,0,0,.3), rgba(0,0,0,0)) left / 1.5em 100%,
+                      linear-gradient(to left, rgba(0,0,0,.3), rgba(0,0,0,0)) right / 1.5em 100%;
+          background-repeat: no-repeat; background-attachment: local, local, scroll, scroll; }
+.scroll th { background: rgba(246,248,250,.6); }
 table { border-collapse: collapse; margin: .5em 0; font-size: 14px; }
 th, td { padding: .25em .7em; border-bottom: 1px solid #d0d7de; vertical-align: top;
          white-space: nowrap; }

@@ -110,6 +110,8 @@ def select(request: Request, scanning: Scan | None = None, warn: Warn = _quiet) 
             "phase, with no confirmation run yet; run the same sweep command again to "
             "continue it"
         )
+    if selection.runs.empty and not selection.warnings:
+        refuse_empty(request.runs_dir)
     if tuning:  # unequal budgets, choices at an edge: said in every output
         selection.warnings.extend(tuning.notes)
         for note in tuning.notes:
@@ -117,6 +119,17 @@ def select(request: Request, scanning: Scan | None = None, warn: Warn = _quiet) 
     selected = _resolved(selection, request, design, tuning, commands)
     selected.ladder = records.ladder_key(request.runs_dir, request.sweep) if request.sweep else None
     return selected
+
+
+def refuse_empty(runs_dir: Path) -> None:
+    """A runs directory with no runs at all is named, with what writes runs there: "no runs
+    match" sent a newcomer looking at filters they never gave. Read again only when nothing
+    was selected (the index makes it quick)."""
+    if catalog.load_runs(runs_dir).runs.empty:
+        raise UsageError(
+            f"runs directory {runs_dir} has no runs; normbench run or normbench sweep writes "
+            f"runs there (--runs-dir {runs_dir}), or name the directory that has them"
+        )
 
 
 def given(selection: Selection, request: Request) -> Selected:

@@ -38,6 +38,13 @@ if TYPE_CHECKING:
 
 MAX_CURVES = 12  # more lines than this on one axis is noise, not a figure
 DPI = 110
+# Legible in the HTML page in an 800-pixel window, where a figure shrinks to about 770 pixels:
+# no text under 10 points and no figure over 10 inches (1100 pixels at DPI) keeps every
+# letter at 10.7 pixels or more (10 * DPI / 72 * 770 / 1100); the page's own small text is
+# 13 pixels. Legends, footers and annotations were 7 to 9 points on figures up to 13 inches,
+# 5 to 7 pixels at that width.
+SMALLEST_FONT = 10
+WIDEST = 10  # inches
 # --x: the metrics column each choice plots, and its axis label.
 X_AXES = {
     "steps": ("step", "step"),
@@ -193,12 +200,18 @@ def finish(fig: Figure, section: Section, handles: list | None = None) -> Figure
     handles = handles or fig.axes[0].get_legend_handles_labels()[0]
     if handles:
         fig.axes[-1].legend(
-            handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0, fontsize=8
+            handles=handles,
+            loc="upper left",
+            bbox_to_anchor=(1.02, 1),
+            borderaxespad=0,
+            fontsize=SMALLEST_FONT,
         )
     text = settings_text({**section.setting, **section.fixed})
     if text:
-        width = int(fig.get_figwidth() * 13)  # characters of 9-point text per figure width
-        fig.supxlabel(textwrap.fill(plain(f"fixed: {text}"), width), fontsize=9, color="0.3")
+        width = int(fig.get_figwidth() * 12)  # characters of 10-point text per figure width
+        fig.supxlabel(
+            textwrap.fill(plain(f"fixed: {text}"), width), fontsize=SMALLEST_FONT, color="0.3"
+        )
     for ax in fig.axes:
         plain_ticks(ax)
     return fig
@@ -272,7 +285,7 @@ def learning_curves(
         f"Learning curves against {x}: training loss and validation {metric_word(section)}, "
         "mean over seeds, band from the lowest to the highest seed present at each point"
     )
-    fig = new_figure(13, 5.2, about)
+    fig = new_figure(WIDEST, 5.2, about)
     ax_loss, ax_val = fig.subplots(1, 2)
     from matplotlib import colormaps
 
@@ -377,7 +390,7 @@ def mark_seed_changes(ax, band: pd.DataFrame, colour) -> None:
             point,
             xytext=(4, 4),
             textcoords="offset points",
-            fontsize=7,
+            fontsize=SMALLEST_FONT,
             color=colour,
         )
 
@@ -395,7 +408,7 @@ def seed_results(section: Section, method: Method) -> Figure | None:
     measure = f"final {split} {metric_word(section)}"
     about = f"{measure.capitalize()} of each seed (dots) and the group's mean with its 95% CI"
     about += " (clipped to [0, 1])" * section.metric.higher_is_better
-    fig = new_figure(10, 1.6 + 0.45 * len(table), about)
+    fig = new_figure(WIDEST, 1.6 + 0.45 * len(table), about)
     ax = fig.subplots()
     positions = np.arange(len(table))[::-1]
     for y, (_, row) in zip(positions, table.iterrows(), strict=True):
@@ -416,7 +429,7 @@ def seed_results(section: Section, method: Method) -> Figure | None:
     names = [
         group_name(section.keys, {k: row[k] for k in section.keys}) for _, row in table.iterrows()
     ]
-    ax.set_yticks(positions, names, fontsize=8)
+    ax.set_yticks(positions, names, fontsize=SMALLEST_FONT)
     ax.set_ylim(-0.7, len(table) - 0.3)
     ax.set(xlabel=measure, title=textwrap.fill(f"{about}; best group on top", 80))
     ax.grid(axis="x", alpha=0.3)
@@ -443,7 +456,7 @@ def batch_curve(section: Section) -> Figure:
         f"seeds, bars 95% CI{clipped}, one line per group (its batch-sensitivity verdict in "
         "the legend)"
     )
-    fig = new_figure(10, 5.2, about)
+    fig = new_figure(WIDEST, 5.2, about)
     ax = fig.subplots()
     for number, (_, row) in enumerate(table.iterrows()):
         mean = np.array([row[f"b{s}_mean"] for s in sizes], dtype=float)
@@ -478,7 +491,7 @@ def gradient_depth(
         f"Gradient norm of each residual unit's sublayer against its depth {when} "
         "(mean over seeds; one line per group and sublayer type)"
     )
-    fig = new_figure(10, 5.2, about)
+    fig = new_figure(WIDEST, 5.2, about)
     ax = fig.subplots()
     styles = {"attention": "-", "mlp": "--", "convblock": ":"}
     for values, part in groups(table, [*section.keys, "sublayer"]):
@@ -519,7 +532,7 @@ def performance_profile(result) -> Figure:
         title=textwrap.fill(about, 80),
     )
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    ax.legend(fontsize=SMALLEST_FONT, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     return fig
 
 

@@ -14,7 +14,14 @@ import numpy as np
 from normbench.core.text import plain
 from normbench.report import scaling
 from normbench.report.base import Report
-from normbench.report.plots import MAX_CURVES, Drawing, new_figure, plain_ticks, to_png
+from normbench.report.plots import (
+    MAX_CURVES,
+    SMALLEST_FONT,
+    Drawing,
+    new_figure,
+    plain_ticks,
+    to_png,
+)
 from normbench.report.text import settings_text
 
 if TYPE_CHECKING:
@@ -117,7 +124,7 @@ def multiplier_figure(result, ladder, alpha: float) -> Figure:
 
 def _finish(fig: Figure, ax) -> Figure:
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    ax.legend(fontsize=SMALLEST_FONT, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
     plain_ticks(ax)
     from matplotlib.ticker import FuncFormatter, NullFormatter
 

@@ -192,7 +192,7 @@ def convergence_caption(
         "delta": f"{delta} ± its {ci_percent(method)} CI (1 - 2 alpha: the TOST interval, "
         f"inside ±{method.margin} when equivalent)",
         "params": "params: trainable parameters (a difference may come from capacity)",
-        "target": "target: median steps to target, runs that reached it",
+        "target": f"target: median steps until {target_text(section)}, and runs that reached it",
         "d/f": "d/f: diverged/failed runs",
         "reason": "reason: how each verdict was reached (paired by seed or Welch), or why none was",
     }
@@ -202,6 +202,25 @@ def convergence_caption(
         + UNADJUSTED.format(margin=method.margin)
         + (CLIPPED if clipped else "")
         + narrow(left_out)
+    )
+
+
+def target_text(section: Section) -> str:
+    """The target the convergence table's ``target`` column counts steps to, as the trainer
+    tests it (the first evaluation with val acc >= value, a loss or bpb <= value): ``target``
+    alone told a reader neither the metric nor the value. Runs of several targets are said to
+    be so, with the keys that hold them."""
+    runs = section.runs
+    columns = ("target.metric", "target.value")
+    if runs is None or runs.empty or any(c not in runs for c in columns):
+        return "target (target.metric, target.value)"
+    pairs = set(zip(runs["target.metric"], runs["target.value"], strict=True))
+    if len(pairs) != 1:
+        return "each run's target (target.metric, target.value differ between runs)"
+    ((metric, value),) = pairs
+    comparison = ">=" if metric == "val_acc" else "<="
+    return (
+        f"{str(metric).replace('_', ' ')} {comparison} {label(value)} (target.metric, target.value)"
     )
 
 

@@ -179,6 +179,8 @@ def select(
 
         from normbench.experiment.compose import parse_overrides
     for override in parse_overrides(filters) if filters else ():
+        if selection.runs.empty:  # no runs, so no keys: the caller names the empty directory
+            break
         key = override.key_or_group
         (column,) = as_columns([key], runs)
         if column not in runs.columns:

@@ -45,6 +45,7 @@ from normbench.report.batch import BATCH_KEYS
 from normbench.report.labels import label
 from normbench.store.rundir import run_id
 from normbench.sweeps.grid import Job, Sweep
+from normbench.sweeps.plan import plural
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -210,25 +211,34 @@ class Open:
     stopped: tuple[str, ...] = ()
 
     def stop_text(self, look: int, plan: SequentialDesign) -> str:
-        """The line of the look after which the sweep stops."""
+        """The line of the look after which the sweep stops: every verdict decided, or the
+        groups left open and why no seed is added (at --max-seeds, or stopped for futility,
+        each such comparison named)."""
+        done = f"after round {look}:"
         if not self.undecided:
-            return f"round {look}: every verdict decided"
+            return f"{done} every verdict decided"
+        still = f"{done} {plural(self.undecided, 'group')} in open comparisons"
         if not self.stopped:
-            return (
-                f"round {look}: {self.undecided} group(s) undecided, all at --max-seeds "
-                f"{plan.max_seeds}"
-            )
+            return f"{still}, all at --max-seeds {plan.max_seeds}; no more rounds"
         names = "; ".join(self.stopped[:6]) + ("; ..." if len(self.stopped) > 6 else "")
         return (
-            f"round {look}: {self.undecided} group(s) undecided; stopped for futility, "
-            f"{len(self.stopped)} comparison(s) that cannot be decided by --max-seeds "
-            f"{plan.max_seeds} (conditional power below {FUTILITY}): {names}"
+            f"{still}, no more rounds; {plural(len(self.stopped), 'comparison')} stopped for "
+            f"futility (not decidable by --max-seeds {plan.max_seeds}: conditional power "
+            f"below {FUTILITY}): {names}"
         )
 
-    def next_text(self, look: int, seeds: int) -> str:
-        futile = f" ({len(self.stopped)} stopped for futility)" if self.stopped else ""
+    def next_text(self, look: int, seeds: int, plan: SequentialDesign) -> str:
+        """The line between two rounds: what the look after round ``look`` left open and what
+        the next round trains (one more seed for each of ``seeds`` groups). A group counts
+        as open while it is in an inconclusive comparison, as either side; a comparison
+        stopped for futility draws no seed of its own, but its groups may still draw one for
+        another comparison."""
+        futile = len(self.stopped)
+        stopped = f" ({plural(futile, 'comparison')} stopped for futility)" if futile else ""
         return (
-            f"round {look + 1}: {self.undecided} group(s) undecided{futile}; {seeds} more seed(s)"
+            f"after round {look} of at most {plan.looks}: {plural(self.undecided, 'group')} "
+            f"in open comparisons{stopped}; round {look + 1} adds one seed to "
+            f"{'each of ' * (seeds != 1)}{plural(seeds, 'group')}"
         )
 
 

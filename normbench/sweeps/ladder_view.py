@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich import box
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -27,10 +29,24 @@ ESTIMATE_NOTE = (
 )
 
 
-def rung_table(plan: LadderPlan, runs_dir: Path | None = None, rerun: Rerun | None = None):
-    """One row per rung, smallest first."""
+def rung_table(
+    plan: LadderPlan,
+    runs_dir: Path | None = None,
+    rerun: Rerun | None = None,
+    console: Console | None = None,
+):
+    """One row per rung, smallest first. Columns two spaces apart, a rule under the header and
+    no vertical lines (a box of twelve columns without padding ran its cells into its lines,
+    ``│  16│   14k│``); one space apart where two would not fit ``console``'s width (80
+    columns: twelve columns of up to eight characters)."""
     table = Table(
-        title=f"ladder {plan.name}: {plan.spec.key}", title_justify="left", padding=(0, 0)
+        title=f"ladder {plan.name}: {plan.spec.key}",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 1),
+        collapse_padding=True,
     )
     columns = ("rung", "params", "non-emb", "steps", "tokens", "tok/N", "epochs", "6ND")
     for column in (*columns, "runs", "to do", "est.", "tuned"):
@@ -54,6 +70,10 @@ def rung_table(plan: LadderPlan, runs_dir: Path | None = None, rerun: Rerun | No
             estimate_text(rung.seconds()),
             tuned,
         )
+    if console is not None:  # measured unclamped: rich caps a measurement at the width
+        natural = Measurement.get(console, console.options.update_width(10_000), table)
+        if natural.maximum > console.width:
+            table.padding = (0, 0)  # the box's blank separator alone: one space
     return table
 
 
@@ -89,7 +109,7 @@ def print_plan(console: Console, plan: LadderPlan, runs_dir: Path, rerun: Rerun,
     console.print(
         Text(f"ladder {plan.name}: {rule}; {how}", style="bold"), soft_wrap=not console.is_terminal
     )
-    console.print(rung_table(plan, runs_dir, rerun))
+    console.print(rung_table(plan, runs_dir, rerun, console))
     console.print(
         "params: all trainable; non-emb: less the embedding and positions (the rule's N); "
         "tok/N: training tokens per non-emb parameter; epochs over the unique training data "

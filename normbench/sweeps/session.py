@@ -242,7 +242,7 @@ class UntilDecided:
                 )
                 break
             session.console.print(
-                left.next_text(look, len(todo)), soft_wrap=not session.console.is_terminal
+                left.next_text(look, len(todo), plan), soft_wrap=not session.console.is_terminal
             )
             session.jobs += todo
             session.save(until_decided=plan.record(look + 1))

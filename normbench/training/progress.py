@@ -91,9 +91,9 @@ def generating_note(data: dict, show: bool) -> contextlib.AbstractContextManager
 
 
 class RunIdColumn(ProgressColumn):
-    """The run id in what the line leaves of the terminal's width, shortened from the left
-    (``…-s0-35545803``: the seed and hash that tell runs apart), dropped when not even the hash
-    fits: the steps and speed come first."""
+    """The run id in what the line leaves of the terminal's width, shortened from the left by
+    whole parts (``…pre-fp32-b32-s0-35545803`` at 100 columns, the hash alone, ``…35545803``,
+    at 80), dropped when not even the hash fits: the steps and speed come first."""
 
     def __init__(self, console: Console):
         super().__init__()

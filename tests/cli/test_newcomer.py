@@ -3,6 +3,10 @@ or grouping key written as the group, a typo in a filter's value, a wrong type i
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 from typer.testing import CliRunner
 
@@ -199,3 +203,50 @@ def test_a_pasted_run_path_is_explained(runs):
         )
     shown = runner.invoke(app, ["runs", "show", rid, "--runs-dir", str(runs)])
     assert shown.exit_code == 0, shown.output
+
+
+@pytest.mark.parametrize("command", ["run", "sweep"])
+def test_a_mistyped_sweep_function_names_key_value_and_the_functions(command, tmp_path):
+    runs = tmp_path / "runs"
+    line = one_line(runner.invoke(app, [command, "seed=rnage(3)", "--runs-dir", str(runs)]))
+    assert line.startswith("normbench: error: seed=rnage(3): unknown function rnage()")
+    assert "(did you mean range()?)" in line and "range(), choice(), glob()" in line
+    assert "key=value" not in line and not runs.exists()
+
+
+def _stderr_of(argv: list[str], tmp_path, terminal: bool) -> str:
+    """What ``normbench ARGV`` writes to stderr, a terminal 100 columns wide (a pty) or a pipe."""
+    env = {**os.environ, "COLUMNS": "100", "PYTHONPATH": os.getcwd()}
+    reader, writer = os.openpty() if terminal else os.pipe()
+    with os.fdopen(reader, "rb") as out:
+        subprocess.run(
+            [sys.executable, "-m", "normbench", *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=writer,
+            env=env,
+            cwd=tmp_path,
+            check=False,
+            timeout=120,
+        )
+        os.close(writer)
+        chunks = []
+        while True:
+            try:
+                chunk = out.read1(4096)
+            except OSError:  # a pty's reader after its writer closed
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    return b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+def test_a_long_error_breaks_between_words_on_a_terminal_and_stays_one_line_piped(tmp_path):
+    argv = ["run", "seed=rnage(3)", "--runs-dir", str(tmp_path / "runs")]
+    piped = _stderr_of(argv, tmp_path, terminal=False)
+    assert piped.count("\n") == 1 and len(piped) > 100, piped
+    shown = _stderr_of(argv, tmp_path, terminal=True)
+    lines = shown.splitlines()
+    assert len(lines) > 1 and all(len(line) <= 100 for line in lines), shown
+    assert " ".join(line.strip() for line in lines) == piped.strip()  # broken at spaces only

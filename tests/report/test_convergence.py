@@ -289,3 +289,21 @@ def test_a_report_of_several_sections_is_written_in_every_format(tmp_path):
     from normbench import api
 
     assert len(api.report(runs)["convergence"]) == 4
+
+
+def test_the_target_column_names_the_target_it_counts_steps_to(tmp_path):
+    # newcomer friction: "target" named neither the metric nor the value
+    runs = tmp_path / "runs"
+    for norm, seed in [(n, s) for n in ("batchnorm", "groupnorm") for s in (0, 1)]:
+        make_run(runs, [f"norm={norm}", f"seed={seed}", "target.value=0.7"], steps_to_target=100)
+    shown = runner.invoke(app, ["report", str(runs), "--format", "markdown"])
+    assert shown.exit_code == 0, shown.output
+    said = " ".join(shown.output.split())
+    assert "target: median steps until val acc >= 0.7 (target.metric, target.value)" in said
+    make_run(runs, ["norm=layernorm", "seed=0", "target.value=0.8"], steps_to_target=100)
+    mixed = runner.invoke(
+        app, ["report", str(runs), "norm=batchnorm,layernorm", "--format", "markdown"]
+    )
+    assert "until each run's target (target.metric, target.value differ" in " ".join(
+        mixed.output.split()
+    )

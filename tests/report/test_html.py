@@ -241,3 +241,65 @@ def test_the_page_in_a_real_browser(hostile, tmp_path):
     bottom = narrow[-16:, :-20, :3]  # the vertical scroll bar's column left aside
     grey_rows = ((bottom < 0.985).all(axis=-1).mean(axis=1) > 0.9).sum()
     assert grey_rows == 0, grey_rows
+
+
+# ------------------------------------------------------------------ an 800-pixel window
+PAGE_AT_800 = 770  # pixels a figure shrinks to: 800 less the body's padding and a scroll bar
+
+
+def test_figure_text_stays_legible_in_an_800_pixel_window(tmp_path, monkeypatch):
+    """Every text of every figure (titles, ticks, legends, footers, annotations) is 10 pixels
+    or more once the page shrinks the figure to an 800-pixel window's width; legends and
+    footers were 5 to 7 pixels (7 to 9 points on figures up to 13 inches)."""
+    from matplotlib.text import Text as MplText
+
+    from tests.report.test_golden import OPTIONS, designed_store
+
+    runs = designed_store(tmp_path / "runs")
+    figures, to_png = [], plots.to_png
+    monkeypatch.setattr(plots, "to_png", lambda fig: figures.append(fig) or to_png(fig))
+    out = runner.invoke(app, ["report", str(runs), *OPTIONS, "--html", str(tmp_path / "r.html")])
+    assert out.exit_code == 0, out.output
+    assert len(figures) >= 8
+    for fig in figures:
+        shrink = min(1.0, PAGE_AT_800 / (fig.get_figwidth() * plots.DPI))
+        for text in fig.findobj(MplText):
+            if not text.get_visible() or not text.get_text().strip():
+                continue
+            pixels = text.get_fontsize() * plots.DPI / 72 * shrink
+            assert pixels >= 10, (fig.get_label(), text.get_text(), round(pixels, 1))
+
+
+def test_a_table_wider_than_its_box_says_so_with_a_shadow_at_the_edge():
+    """CSS alone (the page runs no script): a shadow on the side where more columns are,
+    covered by the table's own background where there are none (background-attachment
+    local over scroll)."""
+    rule = html.STYLE.split(".scroll {", 1)[1].split("}", 1)[0]
+    assert "overflow-x: auto" in rule
+    assert "background-attachment: local, local, scroll, scroll" in rule
+    assert "rgba(0,0,0,.3)" in rule
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not found on PATH")
+def test_the_shadow_shows_only_when_the_table_overflows(tmp_path):
+    from rich.table import Table
+
+    def shot(columns: int) -> object:
+        table = Table()
+        for i in range(columns):
+            table.add_column(f"c{i}")
+        for _ in range(6):
+            table.add_row(*[""] * columns)
+        page = tmp_path / f"t{columns}.html"
+        page.write_text(
+            f"<!DOCTYPE html><html><head><style>{html.STYLE}</style></head><body>"
+            f"{html.table_html(table)}</body></html>"
+        )
+        _, image = browse(page, tmp_path, "800,400")
+        return image[60:140, :, :3].mean(axis=(0, 2))  # brightness by column, in the rows
+
+    wide, narrow = shot(60), shot(3)
+    edge = slice(PAGE_AT_800 + 2, PAGE_AT_800 + 10)  # the box's last pixels on the right
+    assert wide[edge].mean() < wide[400] - 0.03, (wide[edge], wide[400])
+    assert narrow[edge].mean() > 0.99, narrow[edge]

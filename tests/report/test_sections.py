@@ -111,7 +111,11 @@ def test_missing_or_empty_runs_directory_is_a_clear_error(tmp_path):
     assert result.exit_code == 2 and "does not exist" in result.output
     (tmp_path / "empty").mkdir()
     result = runner.invoke(app, ["report", str(tmp_path / "empty")])
-    assert result.exit_code == 2 and "no runs match" in result.output
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert f"runs directory {tmp_path / 'empty'} has no runs" in result.output
+    assert "normbench run or normbench sweep writes runs there" in result.output
+    filtered = runner.invoke(app, ["report", str(tmp_path / "empty"), "norm=layernorm"])
+    assert f"runs directory {tmp_path / 'empty'} has no runs" in filtered.output
     result = runner.invoke(app, ["report", str(tmp_path / "empty"), "--sweep", "x"])
     assert result.exit_code == 2 and "no such sweep" in result.output
 

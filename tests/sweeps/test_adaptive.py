@@ -226,13 +226,21 @@ def test_futility_is_read_off_a_convergence_row():
 def test_a_round_names_the_comparisons_stopped_for_futility():
     method = Method(0.05, 0.01, fractions=(3 / 8, 4 / 8, 5 / 8, 6 / 8, 7 / 8, 1.0))
     plan = adaptive.SequentialDesign(8, method.fractions, method, 5)
-    assert adaptive.Open(0).stop_text(2, plan) == "round 2: every verdict decided"
+    assert adaptive.Open(0).stop_text(2, plan) == "after round 2: every verdict decided"
     capped = adaptive.Open(3).stop_text(6, plan)
-    assert capped == "round 6: 3 group(s) undecided, all at --max-seeds 8"
+    assert capped == (
+        "after round 6: 3 groups in open comparisons, all at --max-seeds 8; no more rounds"
+    )
     stopped = adaptive.Open(2, ("norm=rmsnorm (conditional power 0.04)",))
     text = stopped.stop_text(3, plan)
-    assert "stopped for futility, 1 comparison(s) that cannot be decided by --max-seeds 8" in text
+    assert text.startswith("after round 3: 2 groups in open comparisons, no more rounds; ")
+    assert "1 comparison stopped for futility (not decidable by --max-seeds 8: condit" in text
     assert text.endswith("norm=rmsnorm (conditional power 0.04)")
-    assert stopped.next_text(3, 4) == (
-        "round 4: 2 group(s) undecided (1 stopped for futility); 4 more seed(s)"
+    # newcomer friction: "2 group(s) undecided (1 stopped for futility); 4 more seed(s)"
+    assert stopped.next_text(3, 2, plan) == (
+        "after round 3 of at most 6: 2 groups in open comparisons (1 comparison stopped for "
+        "futility); round 4 adds one seed to each of 2 groups"
+    )
+    assert adaptive.Open(1).next_text(1, 1, plan) == (
+        "after round 1 of at most 6: 1 group in open comparisons; round 2 adds one seed to 1 group"
     )

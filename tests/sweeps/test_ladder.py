@@ -102,8 +102,8 @@ def test_dry_run_shows_every_rung_and_writes_nothing(tmp_path):
         runs=tmp_path / "runs",
     )
     assert out.exit_code == 0, out.output
-    rows = [line for line in out.output.splitlines() if line.startswith("│")]
-    assert [row.split("│")[1].strip() for row in rows] == ["16", "24", "32"]  # smallest first
+    rows = rung_rows(out.output)
+    assert [row.split()[0] for row in rows] == ["16", "24", "32"]  # smallest first
     assert "tok/N" in out.output and "estimated" in out.output
     assert not (tmp_path / "runs").exists()
     plan = ladder_plan.design(
@@ -119,6 +119,55 @@ def test_dry_run_shows_every_rung_and_writes_nothing(tmp_path):
         assert {job.cfg["train"]["max_steps"] for job in rung.grid.jobs} == {rung.steps}
         assert rung.steps == math.ceil(4 * rung.size.non_embedding / 128)
         assert rung.tokens_per_param == pytest.approx(4, rel=0.05)
+
+
+def rung_rows(output: str) -> list[str]:
+    """The rows of a ladder's --dry-run table: the lines under its header's rule, to the
+    first that is not a rung's."""
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if set(line.strip()) == {"─"}) + 1
+    rows = []
+    for line in lines[start:]:
+        if not line.strip() or not line.split()[0][0].isdigit():
+            break
+        rows.append(line)
+    return rows
+
+
+@pytest.mark.parametrize(
+    ("columns", "gap"), [(80, " params non-emb steps "), (100, " params  non-emb  steps ")]
+)
+def test_the_dry_run_table_is_padded_and_fits_the_terminal(tmp_path, columns, gap):
+    # newcomer friction: no padding (``│  16│   14k│``); at 80 columns one space between
+    # columns, two where they fit, never a line past the width nor a row wrapped
+    extra = ["--ladder-transfer", "1"]  # the widest cell of the tuned column: "transfer"
+    out = invoke(
+        "sweep",
+        "data_regime",
+        *extra,
+        "--dry-run",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        seconds=120,
+        memory=8 << 30,
+        columns=columns,
+    )
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    header = next(line for line in lines if "non-emb" in line)
+    assert gap in header and "│" not in out.output and "┃" not in out.output
+    assert [row.split()[0] for row in rung_rows(out.output)] == [
+        "250",
+        "1000",
+        "4000",
+        "16000",
+        "64000",
+    ]
+    assert all(
+        "…" not in row and row.split()[-1] in ("yes", "transfer") for row in rung_rows(out.output)
+    )
+    table = lines[lines.index(header) - 1 : lines.index(header) + 7]
+    assert all(len(line.rstrip()) <= columns for line in table), table
 
 
 def test_with_a_head_dimension_the_heads_follow_the_width():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -33,6 +34,24 @@ def test_the_live_line_keeps_steps_and_speed(width):
     assert "3000/3000" in line and "loss  2.345" in line and "val acc 0.312" in line
     assert " 1234 steps/s" in line and line.endswith("0:00:00")
     assert "…" in line and "5c3bb75c" in line  # shortened from the left: the hash stays
+
+
+def test_the_run_id_shown_at_80_and_100_columns_is_what_docs_running_says():
+    # newcomer friction: the doc promised the seed and hash at 80 columns; the hash alone fits
+    assert live_line(100).startswith("…pre-fp32-b32-s0-5c3bb75c ")
+    assert live_line(80).startswith("…5c3bb75c ")
+    out = StringIO()
+    console = Console(file=out, width=80)
+    progress = progress_bar(show=True)
+    progress.columns[0].console = console
+    progress.add_task(RUN_ID, total=10000, completed=0, loss="-", val="-", speed="-")
+    console.print(progress.make_tasks_table(progress.tasks))
+    assert "5c3bb75c" not in out.getvalue()  # 10,000 steps at 80 columns: no run id
+    running = (Path(__file__).parents[2] / "docs" / "running.md").read_text()
+    said = " ".join(running.split())
+    assert "at 100 columns `…pre-fp32-b32-s0-5c3bb75c`" in said
+    assert "at 80 columns only the hash, `…5c3bb75c`" in said
+    assert "with 10,000 steps or more at 80 columns not even that" in said
 
 
 def test_a_wide_terminal_shows_the_whole_run_id():
