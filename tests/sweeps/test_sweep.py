@@ -150,12 +150,19 @@ def test_batch_sensitivity_crosses_five_norms_with_ghost_batches_and_seeds():
     assert {job.cfg["batch_size"] for job in sweep.jobs} == {32}
 
 
-def test_muon_preset_crosses_both_optimizers_over_one_rate_axis():
+def test_muon_preset_crosses_both_optimizers_each_tuning_its_own_rate():
+    from normbench.sweeps import tuned_plan
+
     sweep = expand("muon", [])
-    assert len(sweep.jobs) == 5 * 2 * 6 * 3 + 2 * 6 * 3  # and the fused path's own runs
+    assert len(sweep.jobs) == 5 * 2 * 3 + 2 * 3  # and the fused path's own runs
     muon = [job.cfg["train"] for job in sweep.jobs if job.cfg["train"]["optimizer"] == "muon"]
-    assert len(muon) == 90 + 36 and all(train["muon_lr"] is None for train in muon)
-    assert sorted(train["muon_qkv"] for train in muon).count("fused") == 36
+    assert len(muon) == 15 + 6 and all(train["muon_lr"] is None for train in muon)
+    assert sorted(train["muon_qkv"] for train in muon).count("fused") == 6
+    # every group (norm, placement, QK-norm, optimizer, QKV path) tunes train.lr over the
+    # whole grid 3e-3 .. 1, each value at the full budget
+    plan = tuned_plan.design(sweep, tuned_plan.parse_space([], "muon"))
+    assert len(plan.groups) == 12 and plan.rung_count == 1
+    assert {len(group.candidates) for group in plan.groups} == {6}
     # the references' settings: weight decay 0.1, AdamW's betas (0.9, 0.95), for both
     assert {(j.cfg["train"]["weight_decay"], j.cfg["train"]["adam_beta2"]) for j in sweep.jobs} == {
         (0.1, 0.95)
@@ -545,10 +552,12 @@ def test_qk_norm_preset_crosses_qk_norm_with_a_learning_rate_grid_that_reaches_d
 
 
 def test_the_run_counts_a_preset_header_states_are_its_grids():
-    """A header's "N combinations, M distinct runs" / "N runs" is what the preset expands to
-    (a ladder's headers state estimates its own test checks against its plan)."""
+    """A header's "N combinations, M distinct runs" / "N runs" is what the preset expands to,
+    a tuned preset's "at most N runs" what its plan trains at most (a ladder's headers state
+    estimates its own test checks against its plan)."""
     import re
 
+    from normbench.sweeps import tuned_plan
     from normbench.sweeps.live import preset_header
 
     for name in presets():
@@ -560,6 +569,10 @@ def test_the_run_counts_a_preset_header_states_are_its_grids():
         if not stated or load_preset(name).get("ladder"):
             continue
         sweep = expand(name, [])
+        if load_preset(name).get("tune"):
+            plan = tuned_plan.design(sweep, tuned_plan.parse_space([], name))
+            assert stated == {"runs": plan.runs}, name
+            continue
         assert stated.get("runs", stated.get("distinct runs")) in (None, len(sweep.jobs)), name
         assert stated.get("distinct runs", len(sweep.jobs)) == len(sweep.jobs), name
         assert stated.get("combinations", sweep.combinations) == sweep.combinations, name
