@@ -31,12 +31,14 @@ from normbench.studies.study import (
 )
 
 # Each placement x warm-up at its own learning rate (normbench.sweeps.tuned), chosen on
-# validation around the preset's 0.01; the verdicts on test from the confirmation seeds.
+# validation; the verdicts on test from the confirmation seeds. The grid reaches down to
+# 0.000625: over 0.0025-0.02 (the first full-scale run, 2026-12-06) five of seven groups chose
+# the step beyond its bottom and the record said "widen the grid".
 PLACEMENT = Study(
     "placement",
     ["placement"],
     ["seed=0,1", "train.max_steps=500"],
-    tune=("train.lr=0.0025,0.005,0.01,0.02",),
+    tune=("train.lr=0.000625,0.00125,0.0025,0.005,0.01,0.02",),
 )
 
 XAVIER = Study(  # Xiong et al.'s gradient profile at their initialisation: step 0 is what counts
