@@ -38,8 +38,9 @@ def findings(
         list[str] | None,
         typer.Option(
             "--study",
-            help="Train only this study and rewrite only the sections that read it, keeping "
-            "the document's other sections as they are (repeat for several).",
+            help="Train only this study and rewrite the sections that read nothing else "
+            "(the Xiong section reads placement and xavier: name both), keeping the "
+            "document's other sections as they are (repeat for several).",
             show_default=False,
         ),
     ] = None,

@@ -82,7 +82,9 @@ class Tuning:
     def method(self) -> str:
         """How the candidates were compared: every one at the full budget, or by halving."""
         rungs = ", ".join(f"{r['keep']} x {r['steps']} steps" for r in self.rungs)
-        return "the full grid" if len(self.rungs) == 1 else f"successive halving (rungs: {rungs})"
+        if len(self.rungs) == 1:
+            return "every candidate at the full budget (no halving)"
+        return f"successive halving (rungs: {rungs})"
 
     def caption(self) -> str:
         seeds = ", ".join(map(str, self.tuning_seeds))

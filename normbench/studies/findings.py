@@ -220,15 +220,15 @@ def study_command(studies: tuple[str, ...], scale: str) -> str:
 
 
 def training_walls(runs: Path) -> dict[str, float]:
-    """Each study's wall time when it trained, in seconds: its first sweep record's start to
-    finish (a later call finds the runs complete and only reports)."""
+    """Each study's wall time training, in seconds: the start to finish of every sweep record
+    it left, summed (a study rerun after its design changed trained twice; a call that found
+    its runs complete only reported, in seconds; a record that never finished counts none)."""
     walls = {}
     for study in STUDIES:
         paths = (runs / "sweeps").glob(f"findings-{study.name}-*.json")
-        found = [r for r in map(sweep_record.read, paths) if r and _took(r) is not None]
-        if found:
-            first = min(found, key=lambda record: str(record["started"]))
-            walls[study.name] = _took(first)
+        took = [_took(r) for r in map(sweep_record.read, paths) if r]
+        if any(t is not None for t in took):
+            walls[study.name] = sum(t for t in took if t is not None)
     return walls
 
 
@@ -257,6 +257,10 @@ def write(
         key = section_key(finding)
         if only and not set(studies) <= set(only):
             command = study_command(studies, scale)
+            console.print(
+                f"kept section {key} as it was (`{command}` rewrites it)",
+                soft_wrap=not console.is_terminal,
+            )
             sections.append(
                 marker(key)
                 + "\n"
@@ -265,7 +269,7 @@ def write(
             continue
         try:
             sections.append(marker(key) + "\n" + stamped(finding(ctx), studies, scale, walls))
-        except (KeyError, IndexError, ValueError, TypeError, UsageError) as err:
+        except (KeyError, IndexError, ValueError, TypeError, OSError, UsageError) as err:
             complete = False
             sections.append(
                 f"{marker(key)}\n## {key}\n\nNot computed: {type(err).__name__}: "
@@ -282,8 +286,8 @@ def write(
         "labelled by the rule its section states, and only when it was registered before its "
         "runs began (`normbench findings --check`); any other claim is exploratory. "
         "Parameter counts: every norm adds at most 2d parameters per unit except AdaLN "
-        "(2d^2 + 2d: 8.3k at width 64 against 128 for LayerNorm), which no study here uses, so "
-        "no difference below can come from capacity.",
+        "(2d^2 + 2d: 8.3k at width 64 against 128 for LayerNorm), which only the suite runs, so "
+        "no difference below but AdaLN's can come from capacity.",
         "",
     ]
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -129,8 +129,8 @@ def ladder_lm(ctx: Context) -> str:
         f"{NOT_SHOWN} Widths 16 to 64 at depth 2 (2k to 100k non-embedding parameters) span "
         "under two decades of compute, four orders of magnitude below Zhu et al.'s smallest "
         "LLaMA: a trend here is the trend over these widths, and the fit's extrapolation (x ref "
-        "@10x, @100x) is no prediction at their scale. Three confirmation seeds a rung decide "
-        "only large trends (the claim's power says how few).",
+        "@10x, @100x) is no prediction at their scale. "
+        f"{seeds_text(ctx, 'zhu-dyt-ladder')}",
     )
 
 
@@ -169,7 +169,8 @@ def data_regime(ctx: Context) -> str:
         f"{NOT_SHOWN} One model of width 32 (about 2,500 times smaller than Verma's) and one "
         "budget of steps: where the data repeats 64 times both norms may overfit alike. "
         "The registered claim reads the largest rung only; the rungs below it are exploratory "
-        "(no label), and three confirmation seeds reach a power of about 0.3.",
+        "(no label). "
+        f"{seeds_text(ctx, 'verma-dyt-data-regime')}",
     )
 
 
@@ -209,7 +210,8 @@ def lr_sensitivity_scaling(ctx: Context) -> str:
         lines,
         family.RULE,
         trend_rule(),
-        f"{NOT_SHOWN} Two seeds a rung and widths 16 to 64 at depth 2: Wortsman et al. scale "
+        f"{NOT_SHOWN} {seeds_text(ctx, 'wortsman-lr-sensitivity-scaling')} Widths 16 to 64 "
+        "at depth 2: Wortsman et al. scale "
         "to over a billion parameters, and their sensitivity is over a wider grid of rates. "
         "A gap that grows over these widths says nothing of where it stops; the slope is "
         "linear in log width by assumption.",
@@ -358,4 +360,16 @@ def trend_rule() -> str:
         "when inconclusive. Its error rate is the trend verdict's: a false shrinking or "
         "growing at most alpha (alpha/2 each way) when the gap is constant, a false constant "
         "at most alpha when the slope's size is at least the margin."
+    )
+
+
+def seeds_text(ctx: Context, claim_id: str) -> str:
+    """How many seeds a rung had here, against what the claim registered: the preset alone
+    trains fewer than the findings study, and a trend over few seeds decides only large ones."""
+    claim = registry.claim(claim_id)
+    trained = registry.seeds_of(claim.study) if ctx.scale == "full" else None
+    said = f"{trained} seeds a rung" if trained else "the seeds of this scale"
+    return (
+        f"Here {said}; the claim registered {claim.seeds} for a power of "
+        f"{claim.power():.2f} at one rung (standing in for the trend's, not computed)."
     )

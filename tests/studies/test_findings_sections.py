@@ -93,3 +93,29 @@ def test_an_unknown_study_is_refused_in_one_line_and_nothing_is_written(tmp_path
     assert "--study sweet: no such study; valid: batch, placement" in line
     assert "\n" not in line and "Traceback" not in result.output
     assert not runs.exists() and not out.exists()
+
+
+def test_a_study_trained_twice_counts_both_sweeps_and_a_record_never_finished_none(tmp_path):
+    import json
+
+    sweeps = tmp_path / "sweeps"
+    sweeps.mkdir()
+    times = [("00:00", "00:20"), ("01:00", "01:10"), ("02:00", None)]
+    for index, (start, end) in enumerate(times):
+        record = {"runs": [], "started": f"2026-01-01T{start}:00+00:00"}
+        if end:
+            record["finished"] = f"2026-01-01T{end}:00+00:00"
+        (sweeps / f"findings-dyt-2026010{index}-000000-abc.json").write_text(json.dumps(record))
+    assert findings.training_walls(tmp_path) == {"dyt": 30 * 60.0}
+
+
+def test_a_kept_section_is_named_with_the_command_that_rewrites_it(tmp_path, monkeypatch):
+    designed(monkeypatch)
+    out = io.StringIO()
+    findings.write(
+        tmp_path / "runs", tmp_path / "f.md", 1, "smoke", Console(file=out, width=300), ("beta",)
+    )
+    assert (
+        "kept section test_findings_sections.alpha_section as it was "
+        "(`normbench findings --smoke --study alpha` rewrites it)" in out.getvalue()
+    )
