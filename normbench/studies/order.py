@@ -8,10 +8,11 @@ training, one line per claim.
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 from normbench.core.errors import UsageError
-from normbench.store import records
+from normbench.store import catalog, records, sweep_record
 from normbench.studies import family, registry
 from normbench.studies.study import load
 
@@ -27,10 +28,11 @@ def problems(runs: Path, folder: Path = registry.REGISTERED) -> list[str]:
             except UsageError:  # no sweep of its study: no runs, nothing labelled
                 studies[claim.study] = None
             else:
-                studies[claim.study] = (record, load(runs, claim.study).runs)
+                confirmed = load(runs, claim.study).runs
+                studies[claim.study] = (record, confirmed, tuning_start(runs, record))
         if studies[claim.study] is None:
             continue
-        record, runs_of = studies[claim.study]
+        record, runs_of, tuned = studies[claim.study]
         first, _ = family.span(runs_of)
         if first is None:
             continue
@@ -39,6 +41,12 @@ def problems(runs: Path, folder: Path = registry.REGISTERED) -> list[str]:
             found.append(
                 f"{claim.id}: {family.order_text(registered, runs_of)}: not registered before "
                 "its earliest run, so exploratory"
+            )
+        elif tuned is not None and not family.labelled(registered, tuned):
+            found.append(
+                f"{claim.id}: {family.order_text(registered, runs_of)}, but its study's tuning "
+                f"runs, which chose the values its runs use, began {tuned.isoformat()}: not "
+                "registered before them"
             )
         hashes = record.get("claims")
         recorded = hashes.get(claim.id) if isinstance(hashes, dict) else None
@@ -50,6 +58,18 @@ def problems(runs: Path, folder: Path = registry.REGISTERED) -> list[str]:
                 f"file now {claim.digest()})"
             )
     return found
+
+
+def tuning_start(runs: Path, record: dict) -> datetime | None:
+    """When the tuning runs of a tuned study's sweep began (None for a sweep that tuned
+    nothing): they chose the values its confirmation runs use, so a claim registered after
+    them was registered knowing which values won on validation."""
+    tuning = set(sweep_record.tuning_runs(record))
+    if not tuning:
+        return None
+    frame = catalog.load_runs(runs).runs
+    first, _ = family.span(frame[frame["run_id"].isin(tuning)])
+    return first
 
 
 def checked(runs: Path, folder: Path = registry.REGISTERED) -> int:

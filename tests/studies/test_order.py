@@ -152,3 +152,21 @@ def test_findings_check_says_when_it_checked_nothing_and_refuses_a_runs_dir_that
     for where, says in (("afile", "a file, not a directory"), ("absent", "does not exist")):
         out = CliRunner().invoke(app, ["findings", "--check", "--runs-dir", str(tmp_path / where)])
         assert out.exit_code == 2 and out.output.count("\n") == 1 and says in out.output, out.output
+
+
+def test_a_claim_registered_after_its_tuning_runs_is_named(tmp_path):
+    """Registered between the tuning that chose its values and the confirmation runs: the
+    check names it (the confirmation runs alone would pass it)."""
+    folder = registered_at(tmp_path, "2026-01-15T00:00:00+00:00")
+    runs = store_started_at(tmp_path, "2026-02-01T00:00:00+00:00")
+    tuning = make_run(runs, ["norm=rmsnorm", "seed=1000000"], acc=0.9)
+    meta = json.loads(RunDir(runs, tuning).meta_path.read_text())
+    RunDir(runs, tuning).write_meta({**meta, "started": "2026-01-01T00:00:00+00:00"})
+    (path,) = (runs / "sweeps").glob("*.json")
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({**record, "tuning": {"runs": [tuning]}}))
+    (line,) = order.problems(runs, folder)
+    assert line.startswith("toy-claim: registered at") and "tuning runs" in line
+    assert "began 2026-01-01T00:00:00+00:00" in line
+    path.write_text(json.dumps(record))  # without the tuning phase: nothing to name
+    assert order.problems(runs, folder) == []

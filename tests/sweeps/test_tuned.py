@@ -245,7 +245,10 @@ def test_selection_uses_validation_of_the_tuning_seeds_only(tmp_path):
     where = ["--sweep", "tuned", "--runs-dir", str(runs)]
     markdown = runner.invoke(app, ["report", *where, "--format", "markdown"]).stdout
     assert markdown.startswith("## Tuned") and "train.lr=0.1" in markdown
-    assert "train.lr 0.001,0.01,0.1,1.0" in markdown and "every candidate at the full budget (no halving)" in markdown
+    assert (
+        "train.lr 0.001,0.01,0.1,1.0" in markdown
+        and "every candidate at the full budget (no halving)" in markdown
+    )
     csv = runner.invoke(app, ["report", *where, "--format", "csv", "--table", "tuning"]).stdout
     assert csv.splitlines()[0].startswith("group,tuned,space,trials,steps")
     assert "regret_bound,tried,edge" in csv.splitlines()[0]
