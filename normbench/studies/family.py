@@ -102,6 +102,8 @@ def one_sided(d: stats.Difference, predicted: str, margin: float) -> tuple[float
         return below(0.0), above(-margin)
     if predicted == "not worse":
         return above(-margin), below(-margin)
+    if predicted != "equivalent":  # a trend is decided by the scaling report, not here
+        raise ValueError(f"predicted {predicted!r}: not a paired comparison's prediction")
     outside = min(1.0, 2 * min(above(margin), below(-margin)))
     return stats.p_within(d, margin), outside
 

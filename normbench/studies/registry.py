@@ -198,6 +198,12 @@ def read_claim(path: Path) -> Claim:
         )
     if not comparisons:
         raise UsageError(f"{where}: comparisons: at least one")
+    trends = sum(bool(c.scaling) for c in comparisons)
+    if trends and len(comparisons) > 1:  # a trend is decided alone: no Holm over trends
+        raise UsageError(
+            f"{where}: comparisons: {trends} trend(s) among {len(comparisons)}; valid: one "
+            "trend comparison (scaling: KEY) alone, or paired comparisons only"
+        )
     power_of = raw.get("power")
     if not isinstance(power_of, dict) or set(power_of) != POWER_FIELDS:
         raise UsageError(f"{where}: power: a mapping of {', '.join(sorted(POWER_FIELDS))}")

@@ -44,6 +44,12 @@ def test_a_trend_comparison_reads_with_its_ladder_key(tmp_path):
             TREND.replace("scaling: model.width", "scaling: model.width=16"),
             ["scaling 'model.width=16'", "a ladder's size key"],
         ),
+        (  # a trend beside a paired comparison: no family rule covers the mix
+            TREND.replace(
+                "power:", CLAIM[CLAIM.index("  - name:") : CLAIM.index("power:")] + "power:"
+            ),
+            ["comparisons: 1 trend(s) among 2", "one trend comparison (scaling: KEY) alone"],
+        ),
     ],
 )
 def test_a_bad_trend_comparison_is_refused_in_one_line(tmp_path, text, words):
@@ -139,3 +145,15 @@ def test_each_scaling_study_is_the_presets_sweep_with_its_ladder_and_tuning():
     # the ladder sets each rung's width and steps: the smoke settings leave them to it
     assert not any(o.startswith(("model.width=", "train.max_steps=")) for o in smoke.overrides)
     assert findings.request_of(ladders.LR_SCALING, "full").space == {}  # not tuned
+
+
+def test_a_trend_prediction_is_never_tested_as_a_paired_one():
+    with pytest.raises(ValueError, match="not a paired comparison's prediction"):
+        family.one_sided(_difference(), "shrinking", 0.01)
+
+
+def _difference():
+    """A paired difference with known noise (the fields one_sided reads)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(known_noise=True, diff=0.1, se=0.05, df=4)
