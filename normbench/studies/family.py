@@ -298,10 +298,13 @@ def claim_lines(claim: Claim, runs: pd.DataFrame, tested: list[Tested] | None = 
     first, _ = span(runs)
     word = LABELS[label_of(tested)] if labelled(found, first) else EXPLORATORY
     comparisons = "; ".join(t.text(claim.alpha) for t in tested)
+    trend = any(c.scaling for c in claim.comparisons)
+    what = "at one rung, a stand-in: the trend's own power is not computed" if trend else ""
     return (
         f"**{word}.** {claim.source} (claim `{claim.id}`): {claim.says} {comparisons}. "
         f"Family: these {len(tested)} comparison(s), alpha {claim.alpha:g}, margin "
         f"{claim.margin:g}; {order_text(found, runs)}. Seeds: {claim.seeds} "
-        f"registered, power {claim.power():.2f} for an effect of {claim.effect:g} sd "
+        f"registered, power {claim.power():.2f}{' ' + what if what else ''} for an effect of "
+        f"{claim.effect:g} sd "
         f"({claim.basis})."
     )
