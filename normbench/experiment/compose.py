@@ -84,7 +84,9 @@ def _parse_error(message: str) -> str:
     if unknown and given:
         key, _, value = given.group(1).partition("=")
         name = unknown.group(1)
-        hint = did_you_mean(f"{name}()", SWEEP_FUNCTIONS.split(", "))
+        # the names alone: the shared "()" made foo() look like bool()
+        close = closest(name, [f.removesuffix("()") for f in SWEEP_FUNCTIONS.split(", ")])
+        hint = f" (did you mean {close}()?)" if close else ""
         return (
             f"{key}={value}: unknown function {name}(){hint}; the functions a value can use "
             f"are {SWEEP_FUNCTIONS}"

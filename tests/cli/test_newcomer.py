@@ -212,6 +212,8 @@ def test_a_mistyped_sweep_function_names_key_value_and_the_functions(command, tm
     assert line.startswith("normbench: error: seed=rnage(3): unknown function rnage()")
     assert "(did you mean range()?)" in line and "range(), choice(), glob()" in line
     assert "key=value" not in line and not runs.exists()
+    far = one_line(runner.invoke(app, [command, "seed=foo(3)", "--runs-dir", str(runs)]))
+    assert "unknown function foo()" in far and "did you mean" not in far  # not bool()
 
 
 def _stderr_of(argv: list[str], tmp_path, terminal: bool) -> str:
