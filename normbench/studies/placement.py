@@ -113,6 +113,10 @@ def xiong(ctx: Context) -> str:
         to_markdown(ratio_table(ratio)),
         profile(ratio["xavier"], "xavier"),
         profile(ratio["default"], "default"),
+        "History: the grid was widened downward (to 0.000625) after its first full-scale run "
+        "(2026-12-06, 0.0025 to 0.02) chose the step beyond its bottom in five of seven "
+        "groups and said to widen it; the claim was not changed, and the label above is the "
+        "widened grid's.",
         "**What this does not show.** A 6-block Transformer classifying MNIST-1D patches, "
         "not a 6- to 12-layer translation model; 'worse' is at each group's best of the "
         f"{len(PLACEMENT.tune[0].split(','))} learning rates of its grid (and one step beyond "
