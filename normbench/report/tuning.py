@@ -63,6 +63,7 @@ class Tuning:
     tuning_seeds: list[int]
     rungs: list[dict]
     notes: list[str] = field(default_factory=list)
+    per_rung: list[str] = field(default_factory=list)  # a ladder's choice at every rung
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -101,6 +102,7 @@ class Tuning:
             "over the candidates; - with one seed); tried: the values each group trained; "
             "edge: a choice at the largest or smallest value listed. The verdicts below are "
             "on test, from the confirmation seeds only."
+            + "".join(f" {line}." for line in self.per_rung)
         )
 
     def json(self) -> dict:
@@ -113,6 +115,7 @@ class Tuning:
             "tuning_seeds": self.tuning_seeds,
             "rungs": self.rungs,
             "notes": self.notes,
+            "per_rung": self.per_rung,
             "selection": "validation (tuning seeds)",
             "verdict_split": "test (confirmation seeds)",
         }
@@ -240,7 +243,37 @@ def tuning_of(runs_dir: Path, sweeps: str | None) -> Tuning | None:
             f"--sweep {sweeps}: {found[0][0]} is a tuned comparison (verdicts on test, no "
             f"grouping by its tuned keys); valid: report it alone, --sweep {found[0][0]}"
         )
-    return parse(*found[0]) if found else None
+    if not found:
+        return None
+    tuning = parse(*found[0])
+    ladder = records.latest_record(runs_dir, found[0][0]).get("ladder")
+    tuning.per_rung = ladder_choices(ladder) if isinstance(ladder, dict) else []
+    return tuning
+
+
+def ladder_choices(ladder: dict) -> list[str]:
+    """A tuned ladder's choice at every rung, one sentence (the table is the last rung's):
+    whether the best value moves with the size is what muP transfer is for (a rung that took
+    a smaller rung's choice is marked 'transferred'). The record is untrusted: a rung without
+    a readable choice shows '-'."""
+    rungs = [r for r in ladder.get("rungs") or [] if isinstance(r, dict)]
+    chosen = [r.get("chosen") if isinstance(r.get("chosen"), dict) else {} for r in rungs]
+    groups = list(dict.fromkeys(g for c in chosen for g in c))
+    if not rungs or not groups:
+        return []
+    sizes = ", ".join(str(r.get("value", "?")) for r in rungs)
+    per_group = []
+    for group in groups:
+        values = []
+        for rung, picks in zip(rungs, chosen, strict=True):
+            pick = picks.get(group)
+            text = " ".join(map(str, pick.values())) if isinstance(pick, dict) and pick else "-"
+            values.append(text if rung.get("tuned", True) else f"{text} (transferred)")
+        per_group.append(f"{group} {', '.join(values)}")
+    return [
+        f"Chosen per rung ({ladder.get('key', 'size')} {sizes}; the table is the last "
+        f"rung's): {'; '.join(per_group)}"
+    ]
 
 
 def parse(name: str, state: dict) -> Tuning:
