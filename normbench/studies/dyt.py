@@ -11,6 +11,7 @@ from normbench.studies.study import (
     CONVERGENCE_COLUMNS,
     Context,
     Study,
+    budget_text,
     command_of,
     figures,
     load,
@@ -117,11 +118,4 @@ def chosen_values(runs) -> tuple[dict[tuple[str, str], str], str]:
     for group, value in zip(tuning.table["group"], tuning.table["chosen"], strict=True):
         parts = group_values(group)
         chosen[(parts.get("model", "-"), parts.get("norm", "-"))] = value
-    trials = sorted({t for t in tuning.table["trials"] if t is not None})
-    spaces = sorted({s for s in tuning.table["space"] if s is not None})
-    budget = (
-        f"{tuning.method()}, {', '.join(map(str, trials))} candidates per norm out of spaces of "
-        f"{', '.join(map(str, spaces))}: "
-        + ("an equal budget" if tuning.equal else "UNEQUAL BUDGETS")
-    )
-    return chosen, budget
+    return chosen, budget_text(tuning)

@@ -30,6 +30,7 @@ from normbench.studies import family, registry
 from normbench.studies.study import (
     Context,
     Study,
+    budget_text,
     command_of,
     load,
     max_logits,
@@ -213,16 +214,6 @@ def tuning_seeds_text(tuning: Tuning | None) -> str:
         return "the tuning seeds (none recorded)"
     seeds = tuning.tuning_seeds
     return f"{len(seeds)} tuning seeds, {min(seeds)} to {max(seeds)}"
-
-
-def budget_text(tuning: Tuning | None) -> str:
-    """How the candidates were compared and whether every group had as many, from the record."""
-    if tuning is None:
-        return "no tuning recorded"
-    trials = sorted({t for t in tuning.table["trials"] if t is not None})
-    return f"{tuning.method()}, {', '.join(map(str, trials))} candidates per group: " + (
-        "an equal budget" if tuning.equal else "UNEQUAL BUDGETS"
-    )
 
 
 def edge_text(tuning: Tuning | None) -> str:

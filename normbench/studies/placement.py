@@ -16,6 +16,7 @@ from normbench.studies.study import (
     CONVERGENCE_COLUMNS,
     Context,
     Study,
+    budget_text,
     command_of,
     diff_text,
     figures,
@@ -94,8 +95,8 @@ def xiong(ctx: Context) -> str:
         "toward the last layers while Pre-LN's stays flat or shrinks.",
         f"**Command.** `{command_of(PLACEMENT, ctx.scale)}` (diagnostics on; each placement "
         "and warm-up at its own learning rate, chosen on the validation loss of the tuning "
-        f"seeds by {method_of(ctx.runs, 'findings-placement')}, the verdicts on test from the "
-        "confirmation seeds).",
+        f"seeds by {budget_text(tuning_of(ctx.runs, 'findings-placement'))}; the verdicts on "
+        "test from the confirmation seeds).",
         tuning_block(ctx.runs, "findings-placement"),
         md(conv, [*keys, *CONVERGENCE_COLUMNS]),
         figs,
@@ -164,9 +165,3 @@ def init_gradient_ratios(result: Report, runs: Path) -> dict[tuple[str, str], fl
         (r["placement.name"], r["sublayer"]): r["grad_norm_last_over_first"]
         for _, r in ratios.iterrows()
     }
-
-
-def method_of(runs: Path, sweep: str) -> str:
-    """How a tuned study's sweep compared its candidates, from its record."""
-    tuning = tuning_of(runs, sweep)
-    return "no tuning recorded" if tuning is None else tuning.method()

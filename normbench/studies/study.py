@@ -19,7 +19,7 @@ from normbench.report import pipeline, plots, stability, stats
 from normbench.report.base import Method, Report, Section
 from normbench.report.labels import label
 from normbench.report.markdown import to_markdown
-from normbench.report.tuning import tuning_of
+from normbench.report.tuning import Tuning, tuning_of
 from normbench.store import catalog, records
 from normbench.store.catalog import Selection
 from normbench.store.rundir import RunDir
@@ -280,6 +280,20 @@ def max_logits(runs: Path, frame: pd.DataFrame) -> Iterator[tuple[object, pd.Ser
             continue
         if "max_logit" in frame and frame["step"].nunique() >= 2:
             yield index, run, frame.groupby("step")["max_logit"].max()
+
+
+def budget_text(tuning: Tuning | None) -> str:
+    """How a tuned study compared its candidates and whether every group had as many, from
+    its record (the method, the candidates per group out of each space, the budget)."""
+    if tuning is None:
+        return "no tuning recorded"
+    trials = sorted({t for t in tuning.table["trials"] if t is not None})
+    spaces = sorted({s for s in tuning.table["space"] if s is not None})
+    return (
+        f"{tuning.method()}, {', '.join(map(str, trials))} candidates per group out of spaces "
+        f"of {', '.join(map(str, spaces))}: "
+        + ("an equal budget" if tuning.equal else "UNEQUAL BUDGETS")
+    )
 
 
 TUNING_COLUMNS = ["group", "chosen", "tried", "edge", "val_gap", "regret_bound"]
