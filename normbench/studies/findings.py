@@ -16,7 +16,8 @@ from pathlib import Path
 from rich.console import Console
 
 from normbench import __version__
-from normbench.core.errors import UsageError
+from normbench.core.errors import StoreError, UsageError
+from normbench.core.files import read_text
 from normbench.store import sweep_record
 from normbench.store.rundir import Rerun
 from normbench.studies import (
@@ -48,6 +49,8 @@ from normbench.sweeps.flow import Host, SweepRequest, Tuning, run_sweep
 from normbench.sweeps.grid import Sweep
 from normbench.sweeps.local import LocalLauncher
 from normbench.sweeps.session import Launch
+
+DOCUMENT_LIMIT = 1 << 24  # a findings document to keep sections of (docs/findings.md: 60 KB)
 
 # The document's sections in order, each with the studies whose runs it reads.
 SECTIONS = (
@@ -187,7 +190,11 @@ def kept_sections(out: Path) -> dict[str, str]:
     if not out.is_file():
         return {}
     kept, key, lines = {}, None, []
-    for line in out.read_text(encoding="utf-8", errors="replace").splitlines():
+    try:
+        text = read_text(out, DOCUMENT_LIMIT)
+    except StoreError as err:  # a document it cannot read is none it can keep sections of
+        raise UsageError(f"--out {out}: {err}; valid: a findings document, or a new path") from None
+    for line in text.splitlines():
         if line.startswith("<!-- normbench findings section: ") and line.endswith(" -->"):
             if key:
                 kept[key] = "\n".join(lines).strip("\n")
