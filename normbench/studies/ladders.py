@@ -158,7 +158,8 @@ def data_regime(ctx: Context) -> str:
         f"**Command.** `{command_of(DATA_REGIME, ctx.scale)}`: one model, the same steps at "
         "every rung, the unique training data a nested subset of the train split; each norm "
         "tuned at each rung on validation, confirmed on fresh seeds; the verdicts on test, "
-        "paired by seed against LayerNorm (a negative difference: DyT worse).",
+        "paired by seed against LayerNorm (diff_vs_reference in test bits per byte, lower "
+        "is better: a positive difference is DyT worse).",
         f"Per rung ({chosen_text(ctx, DATA_REGIME)}):",
         md(per_rung(result, key), [key, *RUNG_COLUMNS]),
         "No scaling fit: the compute 6 N D is the same at every rung (the same model and "
@@ -369,7 +370,9 @@ def seeds_text(ctx: Context, claim_id: str) -> str:
     claim = registry.claim(claim_id)
     trained = registry.seeds_of(claim.study) if ctx.scale == "full" else None
     said = f"{trained} seeds a rung" if trained else "the seeds of this scale"
+    trend = any(c.scaling for c in claim.comparisons)
+    stand_in = " (standing in for the trend's, not computed)" if trend else ""
     return (
         f"Here {said}; the claim registered {claim.seeds} for a power of "
-        f"{claim.power():.2f} at one rung (standing in for the trend's, not computed)."
+        f"{claim.power():.2f} at one rung{stand_in}."
     )
