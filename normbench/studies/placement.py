@@ -120,8 +120,8 @@ def xiong(ctx: Context) -> str:
         "widened grid's.",
         "**What this does not show.** A 6-block Transformer classifying MNIST-1D patches, "
         "not a 6- to 12-layer translation model; 'worse' is at each group's best of the "
-        f"{len(PLACEMENT.tune[0].split(','))} learning rates of its grid (and one step beyond "
-        "an edge) and one budget. "
+        "learning rates it tried (the tuning table: its grid, and one step beyond an edge) "
+        "and one budget. "
         "Xiong et al.'s gradient bound is for the last layers of a model at initialisation "
         "in expectation; here three seeds of one first batch.",
     )
