@@ -19,21 +19,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from normbench.report.tuning import ladder_chosen
 from normbench.store import catalog, records
 from normbench.sweeps.tuned_plan import TUNING_SEED
 
 
 def choices(record: dict) -> tuple[list[str], dict[str, list[str]]]:
     """The rungs' sizes and, per group, its chosen value at each rung ('-' where none)."""
-    rungs = [r for r in record["ladder"]["rungs"] if isinstance(r, dict)]
-    groups = list(dict.fromkeys(g for r in rungs for g in (r.get("chosen") or {})))
-    per_group = {
-        group: [
-            " ".join(map(str, ((r.get("chosen") or {}).get(group) or {}).values())) or "-"
-            for r in rungs
-        ]
-        for group in groups
-    }
+    rungs, per_group = ladder_chosen(record["ladder"])
     return [str(r.get("value")) for r in rungs], per_group
 
 

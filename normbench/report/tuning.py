@@ -251,28 +251,40 @@ def tuning_of(runs_dir: Path, sweeps: str | None) -> Tuning | None:
     return tuning
 
 
-def ladder_choices(ladder: dict) -> list[str]:
-    """A tuned ladder's choice at every rung, one sentence (the table is the last rung's):
-    whether the best value moves with the size is what muP transfer is for (a rung that took
-    a smaller rung's choice is marked 'transferred'). The record is untrusted: a rung without
-    a readable choice shows '-'."""
+def ladder_chosen(ladder: dict) -> tuple[list[dict], dict[str, list[str]]]:
+    """A tuned ladder record's rungs and, per group, its chosen value at each rung ('-' where
+    a rung has no readable choice: the record is untrusted)."""
     rungs = [r for r in ladder.get("rungs") or [] if isinstance(r, dict)]
     chosen = [r.get("chosen") if isinstance(r.get("chosen"), dict) else {} for r in rungs]
     groups = list(dict.fromkeys(g for c in chosen for g in c))
-    if not rungs or not groups:
+    per_group = {}
+    for group in groups:
+        picks = [c.get(group) for c in chosen]
+        per_group[group] = [
+            " ".join(map(str, p.values())) if isinstance(p, dict) and p else "-" for p in picks
+        ]
+    return rungs, per_group
+
+
+def ladder_choices(ladder: dict) -> list[str]:
+    """A tuned ladder's choice at every rung, one sentence (the table is the last rung's):
+    whether the best value moves with the size is what muP transfer is for (a rung that took
+    a smaller rung's choice is marked 'transferred')."""
+    rungs, per_group = ladder_chosen(ladder)
+    if not rungs or not per_group:
         return []
     sizes = ", ".join(str(r.get("value", "?")) for r in rungs)
-    per_group = []
-    for group in groups:
-        values = []
-        for rung, picks in zip(rungs, chosen, strict=True):
-            pick = picks.get(group)
-            text = " ".join(map(str, pick.values())) if isinstance(pick, dict) and pick else "-"
-            values.append(text if rung.get("tuned", True) else f"{text} (transferred)")
-        per_group.append(f"{group} {', '.join(values)}")
+    said = [
+        f"{group} "
+        + ", ".join(
+            v if rung.get("tuned", True) else f"{v} (transferred)"
+            for rung, v in zip(rungs, values, strict=True)
+        )
+        for group, values in per_group.items()
+    ]
     return [
         f"Chosen per rung ({ladder.get('key', 'size')} {sizes}; the table is the last "
-        f"rung's): {'; '.join(per_group)}"
+        f"rung's): {'; '.join(said)}"
     ]
 
 

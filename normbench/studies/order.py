@@ -11,16 +11,17 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
+import pandas as pd
+
 from normbench.core.errors import UsageError
 from normbench.store import catalog, records, sweep_record
 from normbench.studies import family, registry
-from normbench.studies.study import load
 
 
 def problems(runs: Path, folder: Path = registry.REGISTERED) -> list[str]:
     """One line per registered claim that could not be labelled on the runs under ``runs``
     (a claim whose study has no runs yet labels nothing, and passes)."""
-    found, studies = [], {}
+    found, studies, every = [], {}, None
     for claim in registry.claims(folder).values():
         if claim.study not in studies:  # each study's record and runs read once
             try:
@@ -28,8 +29,10 @@ def problems(runs: Path, folder: Path = registry.REGISTERED) -> list[str]:
             except UsageError:  # no sweep of its study: no runs, nothing labelled
                 studies[claim.study] = None
             else:
-                confirmed = load(runs, claim.study).runs
-                studies[claim.study] = (record, confirmed, tuning_start(runs, record))
+                every = catalog.load_runs(runs).runs if every is None else every  # once
+                ids, _, _ = records.sweep_run_ids(runs, f"findings-{claim.study}")
+                confirmed = every[every["run_id"].isin(ids)]
+                studies[claim.study] = (record, confirmed, tuning_start(every, record))
         if studies[claim.study] is None:
             continue
         record, runs_of, tuned = studies[claim.study]
@@ -60,15 +63,14 @@ def problems(runs: Path, folder: Path = registry.REGISTERED) -> list[str]:
     return found
 
 
-def tuning_start(runs: Path, record: dict) -> datetime | None:
+def tuning_start(every: pd.DataFrame, record: dict) -> datetime | None:
     """When the tuning runs of a tuned study's sweep began (None for a sweep that tuned
     nothing): they chose the values its confirmation runs use, so a claim registered after
     them was registered knowing which values won on validation."""
     tuning = set(sweep_record.tuning_runs(record))
     if not tuning:
         return None
-    frame = catalog.load_runs(runs).runs
-    first, _ = family.span(frame[frame["run_id"].isin(tuning)])
+    first, _ = family.span(every[every["run_id"].isin(tuning)])
     return first
 
 
