@@ -93,15 +93,17 @@ def run_studies(
     so that the command reproduces it. Every grid is planned first, so the count of runs to
     train and, once some have, the time left are on screen from the start."""
     launch = Launch("local", {}, jobs, Rerun())
-    planned = []
+    planned, tuning_runs = [], 0
     for study in selected(only):
         request = request_of(study, scale)
-        grid, todo = planned_of(request, runs, launch.rerun)
+        grid, todo, most = planned_of(request, runs, launch.rerun)
         planned.append((study, request, grid, todo))
+        tuning_runs += most - len(grid.jobs)
     total = sum(len(todo) for *_, todo in planned)
     runs_in_all = sum(len(grid.jobs) for _, _, grid, _ in planned)
     console.print(
-        f"findings ({scale}): {len(planned)} studies, {runs_in_all} runs, {total} to train",
+        f"findings ({scale}): {len(planned)} studies, {runs_in_all} runs, {total} to train"
+        + (f", and up to {tuning_runs} tuning runs before them" if tuning_runs else ""),
         soft_wrap=not console.is_terminal,
     )
     trained, start = 0, time.perf_counter()
@@ -140,13 +142,21 @@ def request_of(study: Study, scale: str) -> SweepRequest:
     )
 
 
-def planned_of(request: SweepRequest, runs: Path, rerun: Rerun) -> tuple[Sweep, list]:
-    """A request's grid (a ladder's: every rung's runs, under one name) and its runs still to
-    train (a tuned design's confirmation runs; its tuning runs are not counted)."""
+def planned_of(request: SweepRequest, runs: Path, rerun: Rerun) -> tuple[Sweep, list, int]:
+    """A request's grid (a ladder's: every rung's runs, under one name), its runs still to
+    train, and the most runs its design trains: a tuned design's tuning runs are chosen as it
+    goes (what halving prunes, an edge extended), so they are counted at their most, not among
+    the runs to train."""
     if request.ladder is None:
         grid = grids.expand(request.preset, request.overrides)
         grid.name = request.name
-        return grid, planning.plan(grid, runs, rerun).todo
+        most = len(grid.jobs)
+        if request.space:
+            tuning = request.tuning
+            most = tuned_plan.design(
+                grid, request.space, tuning.seeds, tuning.eta, tuning.trials, tuning.extend
+            ).runs
+        return grid, planning.plan(grid, runs, rerun).todo, most
     tuning = request.tuning
     plan = ladder_plan.design(
         request.ladder,
@@ -160,7 +170,7 @@ def planned_of(request: SweepRequest, runs: Path, rerun: Rerun) -> tuple[Sweep, 
     jobs = [job for rung in plan.rungs for job in rung.grid.jobs]
     first = plan.rungs[0].grid
     grid = Sweep(plan.name, plan.version, jobs, first.axes)
-    return grid, planning.plan(grid, runs, rerun).todo
+    return grid, planning.plan(grid, runs, rerun).todo, sum(rung.runs for rung in plan.rungs)
 
 
 def study_names() -> list[str]:

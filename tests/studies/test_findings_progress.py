@@ -44,3 +44,17 @@ def test_findings_counts_the_runs_first_and_the_time_left_per_study(tmp_path, mo
     assert any(
         line.startswith(f"study {second.name} (2 of 2; ") and "min)" in line for line in lines
     )
+
+
+def test_a_tuned_study_counts_its_tuning_runs_at_their_most(tmp_path):
+    """The suite trains its tuning runs before its confirmation runs: the opening line counts
+    them as the design's most (halving and edges decide the rest as it goes), not as zero."""
+    from normbench.store.rundir import Rerun
+    from normbench.studies import suite
+
+    request = findings.request_of(suite.SUITE, "full")
+    grid, todo, most = findings.planned_of(request, tmp_path, Rerun())
+    assert len(todo) == len(grid.jobs) == 451  # 41 groups at 11 seeds
+    groups = len(grid.jobs) // 11
+    # every group's candidates at 2 tuning seeds, one step beyond an edge per tuned key
+    assert len(grid.jobs) + groups * 4 * 2 < most <= len(grid.jobs) + groups * (4 + 2) * 2
