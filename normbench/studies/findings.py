@@ -18,7 +18,7 @@ from rich.console import Console
 from normbench import __version__
 from normbench.core.errors import StoreError, UsageError
 from normbench.core.files import read_text
-from normbench.store import sweep_record
+from normbench.store import records, sweep_record
 from normbench.store.rundir import Rerun
 from normbench.studies import (
     batch,
@@ -93,34 +93,39 @@ def run_studies(
     so that the command reproduces it. Every grid is planned first, so the count of runs to
     train and, once some have, the time left are on screen from the start."""
     launch = Launch("local", {}, jobs, Rerun())
-    planned, tuning_runs = [], 0
+    planned = []
     for study in selected(only):
         request = request_of(study, scale)
-        grid, todo, most = planned_of(request, runs, launch.rerun)
-        planned.append((study, request, grid, todo))
-        tuning_runs += most - len(grid.jobs)
-    total = sum(len(todo) for *_, todo in planned)
-    runs_in_all = sum(len(grid.jobs) for _, _, grid, _ in planned)
+        grid, left, exact = planned_of(request, runs, launch.rerun)
+        planned.append((study, request, grid, left, exact))
+    total = sum(left for *_, left, _ in planned)
+    runs_in_all = sum(len(grid.jobs) for _, _, grid, _, _ in planned)
+    upto = "" if all(exact for *_, exact in planned) else "up to "
     console.print(
-        f"findings ({scale}): {len(planned)} studies, {runs_in_all} runs, {total} to train"
-        + (f", and up to {tuning_runs} tuning runs before them" if tuning_runs else ""),
+        f"findings ({scale}): {len(planned)} studies, {runs_in_all} runs, {upto}{total} to train"
+        + (
+            " (a tuned study's count is its most: what halving prunes is known as it goes)"
+            if upto
+            else ""
+        ),
         soft_wrap=not console.is_terminal,
     )
     trained, start = 0, time.perf_counter()
     with LocalLauncher(jobs, runs, launch.rerun) as pool:
-        for index, (study, request, grid, todo) in enumerate(planned, start=1):
+        for index, (study, request, grid, left, _) in enumerate(planned, start=1):
             command = f"{command_of(study, scale)} --name {grid.name}"
             console.print(f"$ {command}", soft_wrap=not console.is_terminal)
             argv = shlex.split(command)
-            left = total - trained
-            eta = (time.perf_counter() - start) / trained * left if trained else None
-            title = f"study {study.name} ({index} of {len(planned)}; {left} runs left" + (
-                f", about {eta / 60:.0f} min)" if eta is not None else ")"
+            remaining = total - trained
+            eta = (time.perf_counter() - start) / trained * remaining if trained else None
+            title = (
+                f"study {study.name} ({index} of {len(planned)}; {upto}{remaining} runs left"
+                + (f", about {eta / 60:.0f} min)" if eta is not None else ")")
             )
             claims = {"claims": order.digests(study.name)}  # what its claims were at the start
             host = Host(grid, pool, argv, claims, title)
             run_sweep(request, runs, launch, console, host=host)
-            trained += len(todo)
+            trained += left
 
 
 def request_of(study: Study, scale: str) -> SweepRequest:
@@ -142,35 +147,52 @@ def request_of(study: Study, scale: str) -> SweepRequest:
     )
 
 
-def planned_of(request: SweepRequest, runs: Path, rerun: Rerun) -> tuple[Sweep, list, int]:
-    """A request's grid (a ladder's: every rung's runs, under one name), its runs still to
-    train, and the most runs its design trains: a tuned design's tuning runs are chosen as it
-    goes (what halving prunes, an edge extended), so they are counted at their most, not among
-    the runs to train."""
+def planned_of(request: SweepRequest, runs: Path, rerun: Rerun) -> tuple[Sweep, int, bool]:
+    """A request's grid (a ladder's: every rung's runs, under one name), how many runs are
+    left to train, and whether that count is exact. A plain grid's is. A tuned design's
+    confirmation runs sit at choices its tuning has not made yet and halving prunes as it goes,
+    so its count is its most (every tuning run, an edge extended, the confirmation) less the
+    runs its record has completed; none once its record's phases are done and complete."""
     if request.ladder is None:
         grid = grids.expand(request.preset, request.overrides)
         grid.name = request.name
-        most = len(grid.jobs)
-        if request.space:
-            tuning = request.tuning
-            most = tuned_plan.design(
-                grid, request.space, tuning.seeds, tuning.eta, tuning.trials, tuning.extend
-            ).runs
-        return grid, planning.plan(grid, runs, rerun).todo, most
-    tuning = request.tuning
-    plan = ladder_plan.design(
-        request.ladder,
-        request.preset,
-        request.overrides,
-        request.max_runs,
-        request.space,
-        (tuning.seeds, tuning.eta, tuning.trials, tuning.extend),
-        request.name,
-    )
-    jobs = [job for rung in plan.rungs for job in rung.grid.jobs]
-    first = plan.rungs[0].grid
-    grid = Sweep(plan.name, plan.version, jobs, first.axes)
-    return grid, planning.plan(grid, runs, rerun).todo, sum(rung.runs for rung in plan.rungs)
+        if not request.space:
+            return grid, len(planning.plan(grid, runs, rerun).todo), True
+        tuning = request.tuning
+        most = tuned_plan.design(
+            grid, request.space, tuning.seeds, tuning.eta, tuning.trials, tuning.extend
+        ).runs
+    else:
+        tuning = request.tuning
+        plan = ladder_plan.design(
+            request.ladder,
+            request.preset,
+            request.overrides,
+            request.max_runs,
+            request.space,
+            (tuning.seeds, tuning.eta, tuning.trials, tuning.extend),
+            request.name,
+        )
+        jobs = [job for rung in plan.rungs for job in rung.grid.jobs]
+        grid = Sweep(plan.name, plan.version, jobs, plan.rungs[0].grid.axes)
+        if not request.space:
+            return grid, len(planning.plan(grid, runs, rerun).todo), True
+        most = sum(rung.runs for rung in plan.rungs)
+    return grid, tuned_left(runs, request.name, most), False
+
+
+def tuned_left(runs: Path, name: str, most: int) -> int:
+    """A tuned sweep's runs left to train, at most: none once its latest record's phases are
+    done with every run complete, else MOST less the runs it counts complete (no record, or
+    one that cannot be read: MOST)."""
+    try:
+        record = records.latest_record(runs, name)
+    except UsageError:
+        return most
+    counts = record.get("counts") or {}
+    if (record.get("tuning") or {}).get("phase") == "done" and set(counts) <= {"complete"}:
+        return 0
+    return max(0, most - int(counts.get("complete", 0)))
 
 
 def study_names() -> list[str]:

@@ -4,6 +4,7 @@ many are left and, once some have trained, about how long."""
 from __future__ import annotations
 
 import io
+from datetime import datetime
 
 from rich.console import Console
 
@@ -46,15 +47,21 @@ def test_findings_counts_the_runs_first_and_the_time_left_per_study(tmp_path, mo
     )
 
 
-def test_a_tuned_study_counts_its_tuning_runs_at_their_most(tmp_path):
-    """The suite trains its tuning runs before its confirmation runs: the opening line counts
-    them as the design's most (halving and edges decide the rest as it goes), not as zero."""
+def test_a_tuned_study_counts_its_runs_at_their_most_until_its_record_is_done(tmp_path):
+    """The suite's confirmation runs sit at choices its tuning has not made: the count to
+    train is its most (every candidate at 2 tuning seeds, an edge extended, 11 confirmation
+    seeds), less what its record has completed, and none once the record is done."""
+    from normbench.store import sweep_record
     from normbench.store.rundir import Rerun
     from normbench.studies import suite
 
     request = findings.request_of(suite.SUITE, "full")
-    grid, todo, most = findings.planned_of(request, tmp_path, Rerun())
-    assert len(todo) == len(grid.jobs) == 451  # 41 groups at 11 seeds
+    grid, left, exact = findings.planned_of(request, tmp_path, Rerun())
     groups = len(grid.jobs) // 11
-    # every group's candidates at 2 tuning seeds, one step beyond an edge per tuned key
-    assert len(grid.jobs) + groups * 4 * 2 < most <= len(grid.jobs) + groups * (4 + 2) * 2
+    assert not exact and len(grid.jobs) == 451
+    assert len(grid.jobs) + groups * 4 * 2 < left <= len(grid.jobs) + groups * (4 + 2) * 2
+    for hour, counts, phase, expected in ((9, 100, "tuning", left - 100), (10, 877, "done", 0)):
+        parts = {"counts": {"complete": counts}, "tuning": {"phase": phase}}
+        started = datetime(2026, 12, 6, hour)
+        sweep_record.write(grid.name, None, [], [], tmp_path, "local", started, [], parts)
+        assert findings.planned_of(request, tmp_path, Rerun())[1] == expected
