@@ -210,6 +210,12 @@ def section_key(finding: Callable[[Context], str]) -> str:
     return f"{finding.__module__.rsplit('.', 1)[-1]}.{finding.__name__}"
 
 
+def subject(studies: tuple[str, ...]) -> str:
+    """A section's heading while it has none of its own (a section titles itself from its
+    runs): the studies it reads."""
+    return f"The {', '.join(studies)} stud{'y' if len(studies) == 1 else 'ies'}, not computed"
+
+
 def marker(key: str) -> str:
     """The line that opens a section in the document, so that a later `findings --study`
     rewrites its own sections and finds every other one where it left it."""
@@ -303,7 +309,9 @@ def write(
             sections.append(
                 marker(key)
                 + "\n"
-                + kept.get(key, f"## {key}\n\nNot computed yet: `{command}` computes it.")
+                + kept.get(
+                    key, f"## {subject(studies)}\n\nNot computed yet: `{command}` computes it."
+                )
             )
             continue
         try:
@@ -311,7 +319,7 @@ def write(
         except (KeyError, IndexError, ValueError, TypeError, OSError, UsageError) as err:
             complete = False
             sections.append(
-                f"{marker(key)}\n## {key}\n\nNot computed: {type(err).__name__}: "
+                f"{marker(key)}\n## {subject(studies)}\n\nNot computed: {type(err).__name__}: "
                 f"{err} (a study's runs are missing or failed)."
             )
     header = [

@@ -80,6 +80,8 @@ def test_a_section_never_written_says_which_studies_compute_it(tmp_path, monkeyp
     text = write(tmp_path, only=("alpha",))
     assert "alpha body 1" in text and "beta body" not in text
     assert "Not computed yet: `normbench findings --smoke --study beta` computes it." in text
+    assert "## The beta study, not computed\n" in text  # its heading names it, not a code key
+    assert "## The alpha, beta studies, not computed\n" in text
     assert "`normbench findings --smoke --study alpha --study beta` computes it." in text
 
 
