@@ -38,6 +38,7 @@ COLUMNS = (
     "edge",
     "equal_budget",  # False in every row when the groups' budgets differed: said in every output
 )
+LOSSES = ("val_loss", "val_bpb")  # selection metrics bounded below by 0
 # The columns a reader sees (the terminal, a tuned sweep's closing table, HTML) and their
 # headers there, short so that the table fits 80 columns (the caption names CSV's and JSON's
 # columns for them); the rest are said in the caption or are in CSV and JSON.
@@ -99,7 +100,8 @@ class Tuning:
             "chosen candidate's lead over the runner-up at the last rung, in the metric's "
             "units; regret_bound: a 90% upper bound on how much better another candidate "
             "trained at the full budget could be (paired t over the tuning seeds, Bonferroni "
-            "over the candidates; - with one seed); tried: the values each group trained; "
+            "over the candidates; at most the chosen's own loss, no loss being below 0; - with "
+            "one seed); tried: the values each group trained; "
             "edge: a choice at the largest or smallest value listed. The verdicts below are "
             "on test, from the confirmation seeds only."
             + "".join(f" {line}." for line in self.per_rung)
@@ -298,10 +300,22 @@ def parse(name: str, state: dict) -> Tuning:
     ]
     for row in part.rows:
         row["equal_budget"] = part.equal
+        row["regret_bound"] = capped(row)
     table = pd.DataFrame(part.rows, columns=list(COLUMNS))
     if not part.equal and not any("UNEQUAL" in note for note in notes):
         notes.append("UNEQUAL BUDGETS: the groups were tuned with different numbers of trials")
     return Tuning(name, table, part.phase, part.equal, part.tuning_seeds, part.rungs, notes)
+
+
+def capped(row: dict) -> float | None:
+    """A group's regret bound, no larger than what a loss allows: no candidate's validation
+    loss is below 0, so none is better than the chosen by more than the chosen's own loss
+    (the paired t bound over 2 tuning seeds has 1 degree of freedom: a candidate with one
+    seed near divergence sends it to 1e10)."""
+    bound, value = row["regret_bound"], row["val_chosen"]
+    if bound is None or value is None or row["metric"] not in LOSSES or not value >= 0:
+        return bound
+    return min(bound, value)
 
 
 def attach(text: str | dict, fmt: str, tuning: Tuning, out: Path | None) -> str | dict:

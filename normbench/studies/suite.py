@@ -78,7 +78,7 @@ def suite(ctx: Context) -> str:
     the registered claims; or why it could not aggregate."""
     selection = load(ctx.runs, "suite")
     result = report(selection, by=["norm.name"], study=SUITE, reference=("norm=layernorm",))
-    chosen = choices_table(ctx.runs)
+    chosen, tuning_lines = choices_table(ctx.runs)
     # every registered claim is shown, labelled by the rule, whether or not the suite aggregates
     claims = [family.claim_lines(registry.claim(claim_id), selection.runs) for claim_id in CLAIMS]
     try:
@@ -98,9 +98,13 @@ def suite(ctx: Context) -> str:
     return paragraphs(
         _opening(ctx.scale),
         f"Chosen on the validation loss of {SUITE.tune_seeds} tuning seeds (1000000 and up; "
-        "rows the norms, columns the workloads; gap: the chosen value's validation lead over "
-        "the runner-up, in the workload's metric, accuracy or bits per byte on pysource):",
+        "rows the norms, columns the workloads; gap: the chosen value's lead over the "
+        "runner-up in mean validation loss, nats; regret: a 90% upper bound on how much lower "
+        "another candidate's loss could be, paired t over the tuning seeds with Bonferroni "
+        "over the candidates, at most the chosen's own loss; edge N: a choice at an edge of "
+        "the grid, said below the table):",
         md(chosen, list(chosen.columns)),
+        *tuning_lines,
         "Across the workloads, on test, from the confirmation seeds only:",
         md(result.across.table, COLUMNS),
         f"![performance profile](img/suite/{drawing.name}.png)",
@@ -182,25 +186,53 @@ def verdicts_by_task(result: Report) -> dict[str, dict[str, str]]:
     return found
 
 
-def choices_table(runs) -> pd.DataFrame:
-    """What the tuning chose per norm and workload, from the sweep record, with the
-    validation gap to the runner-up."""
+def choices_table(runs) -> tuple[pd.DataFrame, list[str]]:
+    """What the tuning chose per norm and workload, from the sweep record: the chosen value,
+    its validation lead over the runner-up and the regret bound, a mark on a choice at an edge
+    of the grid; and the lines that say what each edge was and which values each group tried
+    (issue 46: in every output), the groups that tried the same values named together."""
     tuning = tuning_of(runs, "findings-suite")
     if tuning is None:
-        return pd.DataFrame({"norm": []})
+        return pd.DataFrame({"norm": []}), []
     cells: dict[str, dict[str, str]] = {}
+    edges, tried = [], {}
     for _, row in tuning.table.iterrows():
         parts = group_values(row["group"])
+        norm, task = parts.get("norm", "-"), parts.get("data", "-")
+        where = f"{named(norm)} on {task}"
         chosen = ", ".join(
             item.replace("train.lr=", "lr ").replace("norm.alpha_init=", "α0 ")
             for item in str(row["chosen"]).split()
         )
-        gap = row["val_gap"]
-        cells.setdefault(parts.get("norm", "-"), {})[parts.get("data", "-")] = (
-            chosen if gap is None or gap != gap else f"{chosen} (gap {gap:.3g})"
+        firmness = [f"gap {row['val_gap']:.3g}"] if _number(row["val_gap"]) else []
+        if _number(row["regret_bound"]):
+            firmness.append(f"regret ≤ {row['regret_bound']:.3g}")
+        edge = row["edge"] if isinstance(row["edge"], str) else ""
+        mark = f" edge {len(edges) + 1}" if edge else ""
+        cells.setdefault(norm, {})[task] = (
+            chosen + (f" ({'; '.join(firmness)})" if firmness else "") + mark
         )
+        if edge:
+            edges.append(f"edge {len(edges) + 1}, {where}: {edge}")
+        tried.setdefault(str(row["tried"]), []).append(where)
     frame = pd.DataFrame.from_dict(cells, orient="index").fillna("missing")
-    return frame.rename_axis("norm").reset_index()
+    lines = [
+        "Tried, the values each group trained: "
+        + "; ".join(
+            f"{values} by {len(groups)} groups"
+            if len(groups) > 5
+            else f"{values} by {', '.join(groups)}"
+            for values, groups in sorted(tried.items(), key=lambda item: -len(item[1]))
+        )
+        + "."
+    ]
+    if edges:
+        lines.append("At an edge of the grid: " + "; ".join(edges) + ".")
+    return frame.rename_axis("norm").reset_index(), lines
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
 
 
 def _opening(scale: str) -> list[str]:
