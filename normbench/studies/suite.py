@@ -220,7 +220,7 @@ def choices_table(runs) -> tuple[pd.DataFrame, list[str]]:
         "Tried, the values each group trained: "
         + "; ".join(
             f"{values} by {len(groups)} groups"
-            if len(groups) > 5
+            if len(groups) > 8
             else f"{values} by {', '.join(groups)}"
             for values, groups in sorted(tried.items(), key=lambda item: -len(item[1]))
         )
