@@ -5,6 +5,7 @@ tables).
 
     python scripts/sequential_design.py [TABLES] [--scale L]     # the tables (default 4000)
     python scripts/sequential_design.py calibrate [TABLES]       # the levels' scale
+    python scripts/sequential_design.py [TABLES] --max-seeds 16  # a larger cap: its error, yield
 
 ``--scale L``: the levels of a trial scale instead of normbench's (``--scale 1.84``: the scale
 calibrated for binding futility, normbench 0.4's first design).
@@ -187,16 +188,19 @@ def until_decided(x, mu, margin, best, levels, gamma):
     return erred, decided, runs
 
 
-def fixed(x, mu, margin, best, seeds=MAX_SEEDS):
+def fixed(x, mu, margin, best, seeds=None):
     """The fixed design: every group at ``seeds``, one report at ALPHA; per table whether it
-    erred and the comparisons decided."""
+    erred and the comparisons decided (at the cap, MAX_SEEDS, unless SEEDS)."""
+    seeds = MAX_SEEDS if seeds is None else seeds
     n = np.full(x.shape[:2], seeds)
     verdict, ref, _ = report(x[..., :seeds], n, ALPHA, margin, best)
     return wrong(verdict, ref, mu, margin), np.isin(verdict, (WORSE, BETTER, EQUIVALENT)).sum(1)
 
 
-def draw(rng, tables, k, rho, gap, seeds=MAX_SEEDS):
-    """(tables, k, seeds) results and the groups' true means; the procedure reads a prefix."""
+def draw(rng, tables, k, rho, gap, seeds=None):
+    """(tables, k, seeds) results and the groups' true means; the procedure reads a prefix
+    (SEEDS: the cap, MAX_SEEDS, unless given)."""
+    seeds = MAX_SEEDS if seeds is None else seeds
     shared = rng.standard_normal((tables, 1, seeds))
     x = math.sqrt(rho) * shared + math.sqrt(1 - rho) * rng.standard_normal((tables, k, seeds))
     mu = np.zeros(k)
@@ -327,8 +331,8 @@ def efficiency_table(tables: int, levels: list[float], margin: float) -> list[di
     )
     heads = " | ".join(f"ratio, fixed {s}" for s in FIXED)
     print(
-        f"| groups | correlation | against | until decided: decided, runs | fixed 8: decided, "
-        f"runs | {heads} | wrong: until decided, fixed 8 |\n|" + "---|" * (6 + len(FIXED))
+        f"| groups | correlation | against | until decided: decided, runs | fixed {MAX_SEEDS}: decided, "
+        f"runs | {heads} | wrong: until decided, fixed {MAX_SEEDS} |\n|" + "---|" * (6 + len(FIXED))
     )
     rows = []
     for (k, rho, best), row in result.items():
@@ -349,6 +353,11 @@ def efficiency_table(tables: int, levels: list[float], margin: float) -> list[di
 def main() -> None:
     args = sys.argv[1:]
     scale = None
+    if "--max-seeds" in args:  # the cap (--max-seeds of the sweep); the fixed designs stay 4-16
+        global MAX_SEEDS
+        at = args.index("--max-seeds")
+        MAX_SEEDS = int(args[at + 1])
+        del args[at : at + 2]
     if "--scale" in args:
         at = args.index("--scale")
         scale = float(args[at + 1])
