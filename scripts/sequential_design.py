@@ -331,8 +331,10 @@ def efficiency_table(tables: int, levels: list[float], margin: float) -> list[di
     )
     heads = " | ".join(f"ratio, fixed {s}" for s in FIXED)
     print(
-        f"| groups | correlation | against | until decided: decided, runs | fixed {MAX_SEEDS}: decided, "
-        f"runs | {heads} | wrong: until decided, fixed {MAX_SEEDS} |\n|" + "---|" * (6 + len(FIXED))
+        "| groups | correlation | against | until decided: decided, runs | "
+        f"fixed {MAX_SEEDS}: decided, runs | {heads} | wrong: until decided, fixed {MAX_SEEDS} |\n|"
+        + "---|"
+        * (6 + len(FIXED))
     )
     rows = []
     for (k, rho, best), row in result.items():
