@@ -126,8 +126,9 @@ def ladder_lm(ctx: Context) -> str:
         lines,
         family.RULE,
         trend_rule(),
-        f"{NOT_SHOWN} Widths 16 to 64 at depth 2 (2k to 100k non-embedding parameters) span "
-        "under two decades of compute, four orders of magnitude below Zhu et al.'s smallest "
+        f"{NOT_SHOWN} Widths 16 to 64 at depth 2 ({parameter_span(fit.rungs)} non-embedding "
+        "parameters) span under two decades of compute, four orders of magnitude below Zhu et "
+        "al.'s smallest "
         "LLaMA: a trend here is the trend over these widths, and the fit's extrapolation (x ref "
         "@10x, @100x) is no prediction at their scale. "
         f"{seeds_text(ctx, 'zhu-dyt-ladder')}",
@@ -249,8 +250,17 @@ def per_rung(result: Report, key: str) -> pd.DataFrame:
 
 
 def fit_rows(rungs: pd.DataFrame) -> pd.DataFrame:
-    """The scaling report's per-rung rows that are runs (the extrapolated ones left out)."""
-    return rungs[~rungs["extrapolated"].astype(bool)]
+    """The scaling report's per-rung rows that are runs (the extrapolated ones left out), its
+    counts as whole numbers."""
+    rows = rungs[~rungs["extrapolated"].astype(bool)]
+    counts = ["parameters", "tokens", "seeds"]
+    return rows.assign(**{c: rows[c].astype(float).round().astype("Int64") for c in counts})
+
+
+def parameter_span(rungs: pd.DataFrame) -> str:
+    """The ladder's smallest and largest rung in parameters, as the fit counted them."""
+    counts = fit_rows(rungs)["parameters"]
+    return f"{int(counts.min()):,} to {int(counts.max()):,}" if len(counts) else "no"
 
 
 def chosen_text(ctx: Context, study: Study) -> str:
