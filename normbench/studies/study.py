@@ -193,8 +193,8 @@ def figures(ctx: Context, result: Report, name: str, only: tuple[str, ...] = ())
 def unregistered(ok: bool | None) -> str:
     """What a measure that is not a registered claim shows: no label (a label is the rule's,
     for registered claims only: normbench.studies.family), only what the measure computed."""
-    said = {True: "holds", False: "does not hold", None: "decides nothing"}[ok]
-    return f"*Exploratory (not a registered claim): the measure {said}.*"
+    said = {True: "borne out here", False: "not borne out here", None: "undecided here"}[ok]
+    return f"*Exploratory (not a registered claim): {said}.*"
 
 
 def seed_pairs(
