@@ -292,6 +292,7 @@ def figures_of(ctx: Context, result: Report) -> list[str]:
     """The per-seed results of each rung's report section."""
     drawings = plots.draw(result, ctx.runs, only=("seed_results",))
     paths = plots.write_pngs(result, drawings, ctx.img / "lr_sensitivity_scaling")
+    paths = sorted(paths, key=lambda path: int("0" + "".join(filter(str.isdigit, path.stem))))
     return [f"![{p.stem.replace('_', ' ')}](img/lr_sensitivity_scaling/{p.name})" for p in paths]
 
 
