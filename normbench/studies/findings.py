@@ -189,10 +189,12 @@ def tuned_left(runs: Path, name: str, most: int) -> int:
         record = records.latest_record(runs, name)
     except UsageError:
         return most
-    counts = record.get("counts") or {}
-    if (record.get("tuning") or {}).get("phase") == "done" and set(counts) <= {"complete"}:
+    counts = record.get("counts") if isinstance(record.get("counts"), dict) else {}
+    tuning = record.get("tuning") if isinstance(record.get("tuning"), dict) else {}
+    if tuning.get("phase") == "done" and set(counts) <= {"complete"}:
         return 0
-    return max(0, most - int(counts.get("complete", 0)))
+    complete = counts.get("complete")
+    return max(0, most - (complete if isinstance(complete, int) else 0))
 
 
 def study_names() -> list[str]:

@@ -65,3 +65,9 @@ def test_a_tuned_study_counts_its_runs_at_their_most_until_its_record_is_done(tm
         started = datetime(2026, 12, 6, hour)
         sweep_record.write(grid.name, None, [], [], tmp_path, "local", started, [], parts)
         assert findings.planned_of(request, tmp_path, Rerun())[1] == expected
+    # a record is untrusted: counts that are not numbers count as none completed
+    parts = {"counts": {"complete": "many"}, "tuning": ["done"]}
+    sweep_record.write(
+        grid.name, None, [], [], tmp_path, "local", datetime(2026, 12, 6, 11), [], parts
+    )
+    assert findings.planned_of(request, tmp_path, Rerun())[1] == left
