@@ -153,17 +153,13 @@ def planned_of(request: SweepRequest, runs: Path, rerun: Rerun) -> tuple[Sweep, 
     confirmation runs sit at choices its tuning has not made yet and halving prunes as it goes,
     so its count is its most (every tuning run, an edge extended, the confirmation) less the
     runs its record has completed; none once its record's phases are done and complete."""
+    tuning = request.tuning
     if request.ladder is None:
         grid = grids.expand(request.preset, request.overrides)
         grid.name = request.name
-        if not request.space:
-            return grid, len(planning.plan(grid, runs, rerun).todo), True
-        tuning = request.tuning
-        most = tuned_plan.design(
-            grid, request.space, tuning.seeds, tuning.eta, tuning.trials, tuning.extend
-        ).runs
+        settings = (tuning.seeds, tuning.eta, tuning.trials, tuning.extend)
+        most = tuned_plan.design(grid, request.space, *settings).runs if request.space else None
     else:
-        tuning = request.tuning
         plan = ladder_plan.design(
             request.ladder,
             request.preset,
@@ -175,9 +171,9 @@ def planned_of(request: SweepRequest, runs: Path, rerun: Rerun) -> tuple[Sweep, 
         )
         jobs = [job for rung in plan.rungs for job in rung.grid.jobs]
         grid = Sweep(plan.name, plan.version, jobs, plan.rungs[0].grid.axes)
-        if not request.space:
-            return grid, len(planning.plan(grid, runs, rerun).todo), True
-        most = sum(rung.runs for rung in plan.rungs)
+        most = sum(rung.runs for rung in plan.rungs) if request.space else None
+    if most is None:  # a plain grid: exact
+        return grid, len(planning.plan(grid, runs, rerun).todo), True
     return grid, tuned_left(runs, request.name, most), False
 
 
