@@ -33,6 +33,7 @@ from normbench.studies.study import (
     budget_text,
     command_of,
     load,
+    log_growth,
     max_logits,
     md,
     paragraphs,
@@ -138,7 +139,8 @@ def muon(ctx: Context) -> str:
         "Each group's chosen rate and, over its confirmation runs, the largest attention "
         "logit (over layers) at step 0 (median) and at the last diagnosed step (geometric "
         "mean over seeds), its growth (log10 of the last over step 0: mean over seeds and "
-        "95% interval) and the seeds compared:",
+        "95% interval; a logit that overflowed counts as float32's largest, a lower bound on "
+        "its growth) and the seeds compared:",
         md(chosen_table(growth, chosen), ["group", "optimizer", *CHOSEN_COLUMNS]),
         f"(a) {tested['qk']}",
         f"(a') {tested['peri']}",
@@ -247,11 +249,13 @@ def sensitivity_text(sensitivity: list[dict]) -> str:
 
 def logit_growth(runs, frame: pd.DataFrame) -> pd.DataFrame:
     """Per diagnosed run: its group, optimizer, learning rate, seed and logit growth (log10 of
-    the largest attention logit at the last diagnosed step over the same at step 0)."""
+    the largest attention logit at the last diagnosed step over the same at step 0,
+    ``log_growth``: a logit that overflowed counts, as float32's largest)."""
     rows = []
     for _, run, by_step in max_logits(runs, frame):
         first, last = float(by_step.iloc[0]), float(by_step.iloc[-1])
-        if not (first > 0 and math.isfinite(last) and last > 0):
+        growth = log_growth(first, last)
+        if growth is None:
             continue
         group, optimizer = group_of(
             {k: label(run.get(k)) for k in [*KEYS, "train.muon_qkv", "train.optimizer"]}
@@ -262,7 +266,7 @@ def logit_growth(runs, frame: pd.DataFrame) -> pd.DataFrame:
                 "optimizer": optimizer,
                 "lr": label(run["train.lr"]),
                 "seed": int(run["seed"]),
-                "growth": math.log10(last / first),
+                "growth": growth,
                 "first": first,
                 "last": last,
             }

@@ -22,6 +22,7 @@ from normbench.studies.study import (
     Study,
     command_of,
     load,
+    log_growth,
     max_logits,
     md,
     paragraphs,
@@ -83,7 +84,8 @@ def qk_norm(ctx: Context) -> str:
         f"(a) LR sensitivity against qk_norm=none in the report, paired by seed (Holm over "
         f"the comparisons; a positive difference is more sensitive): {words}.",
         f"(a) {sensitivity}",
-        f"(b) {before}",
+        f"(b) {before} (A logit that overflowed by the first diagnosed step counts as "
+        "float32's largest, a lower bound on its growth.)",
         f"(b) Described, not tested: {growth_text(growth)}",
         family.RULE,
         "**What this does not show.** Wortsman et al. train models of 10M to 1.2B "
@@ -121,18 +123,21 @@ def growth_by_seed(growth: pd.DataFrame) -> pd.DataFrame:
     """The registered claim's measure (wortsman-logit-growth): per group and seed, log10 of the
     largest attention logit at the first diagnosed step over the same at step 0, the largest
     over the learning-rate grid (the rates where runs fail are where it grows), for the seeds
-    with a diagnosed run at every rate of the study whose logits are positive and finite."""
+    with a diagnosed run at every rate of the study whose growth is defined (``log_growth``:
+    a logit that overflowed counts, as float32's largest)."""
     columns = ["qk_norm", "seed", "value"]
     if growth.empty:
         return pd.DataFrame(columns=columns)
-    first, early = growth["logit_0"], growth["logit_early"]
-    valid = (first > 0) & (early > 0) & np.isfinite(first) & np.isfinite(early)
-    ratio = np.log10(early.where(valid) / first.where(valid))
+    ratio = pd.Series(
+        [log_growth(f, e) for f, e in zip(growth["logit_0"], growth["logit_early"], strict=True)],
+        index=growth.index,
+        dtype=float,
+    )
     grid = set(growth["lr"])
     rows = [
         {"qk_norm": qk, "seed": int(seed), "value": float(ratio[part.index].max())}
         for (qk, seed), part in growth.groupby(["qk_norm", "seed"])
-        if set(part["lr"]) == grid and valid[part.index].all()
+        if set(part["lr"]) == grid and ratio[part.index].notna().all()
     ]
     return pd.DataFrame(rows, columns=columns)
 

@@ -282,6 +282,21 @@ def max_logits(runs: Path, frame: pd.DataFrame) -> Iterator[tuple[object, pd.Ser
             yield index, run, frame.groupby("step")["max_logit"].max()
 
 
+OVERFLOWED = float(np.finfo(np.float32).max)
+
+
+def log_growth(first: float, later: float) -> float | None:
+    """log10(later / first), the logit growth both logit studies measure. A later logit that
+    overflowed (inf, or NaN once the weights have) counts as float32's largest, a lower bound
+    on its growth, so that the runs that blow up most are not the ones left out; None where
+    either logit is a finite number not above 0, or step 0's is not finite (nothing to grow
+    from)."""
+    later = later if np.isfinite(later) else OVERFLOWED
+    if not (np.isfinite(first) and first > 0 and later > 0):
+        return None
+    return float(np.log10(later / first))
+
+
 def budget_text(tuning: Tuning | None) -> str:
     """How a tuned study compared its candidates and whether every group had as many, from
     its record (the method, the candidates per group out of each space, the budget)."""

@@ -14,7 +14,7 @@ import pytest
 from normbench.report.results import BITS_PER_BYTE
 from normbench.store import catalog
 from normbench.studies import claims, family, qk_norm, registry
-from normbench.studies.study import seed_pairs
+from normbench.studies.study import log_growth, seed_pairs
 from tests.helpers import make_run
 
 SEEDS = 8
@@ -134,6 +134,24 @@ def test_logit_growth_per_seed_is_the_largest_over_the_grid_of_a_seed_with_every
     assert qk_norm.growth_by_seed(growth.iloc[:0]).empty
 
 
+def test_a_logit_that_overflowed_counts_as_growth_not_as_a_missing_seed():
+    # the seeds that blow up most are the claim's evidence: leaving them out would bias
+    # against it; an overflow (inf, or NaN after it) counts as float32's largest
+    growth = pd.DataFrame(
+        [
+            dict(qk_norm="none", lr=lr, seed=seed, trained=lr < 1, logit_0=2.0, logit_early=early)
+            for seed, blown in ((0, math.inf), (1, math.nan), (2, 2000.0))
+            for lr, early in ((0.01, 4.0), (1.0, blown))
+        ]
+    )
+    by_seed = qk_norm.growth_by_seed(growth)
+    assert list(by_seed["seed"]) == [0, 1, 2]
+    lower_bound = math.log10(float(np.finfo(np.float32).max) / 2.0)
+    assert by_seed["value"].tolist() == pytest.approx([lower_bound, lower_bound, 3.0])
+    # a step-0 logit that is not positive and finite leaves nothing to grow from
+    assert qk_norm.growth_by_seed(growth.assign(logit_0=0.0)).empty
+
+
 def test_curve_area_counts_a_missing_or_non_finite_evaluation_as_the_uniform_prediction():
     metrics = pd.DataFrame(
         {
@@ -221,3 +239,10 @@ def test_each_outcome_of_the_fp32_statistics_claim_is_reachable_on_a_designed_st
     tested = family.decide_claim(claim, *family.results_of(claim, runs))
     assert all(t.difference is not None for t in tested), [t.why for t in tested]
     assert family.label_of(tested) is OUTCOMES[outcome_name], [t.text(0.05) for t in tested]
+
+
+def test_log_growth_the_muon_and_qk_norm_measure_share():
+    assert log_growth(2.0, 20.0) == pytest.approx(1.0)
+    assert log_growth(2.0, math.inf) == log_growth(2.0, math.nan) > 38
+    assert log_growth(math.inf, 2.0) is None and log_growth(-1.0, 2.0) is None
+    assert log_growth(2.0, -3.0) is None
