@@ -111,6 +111,22 @@ def test_a_study_trained_twice_counts_both_sweeps_and_a_record_never_finished_no
     assert findings.training_walls(tmp_path) == {"dyt": 30 * 60.0}
 
 
+def test_the_header_states_the_training_time_of_every_study_in_the_store(tmp_path, monkeypatch):
+    import json
+
+    designed(monkeypatch)
+    assert findings.total_text({}) == "no study has trained in this run store"
+    sweeps = tmp_path / "runs" / "sweeps"
+    sweeps.mkdir(parents=True)
+    for name, end in (("alpha", "00:20"), ("beta", "01:40")):  # 20 and 100 minutes
+        record = {"runs": [], "started": "2026-01-01T00:00:00+00:00"}
+        record["finished"] = f"2026-01-01T{end}:00+00:00"
+        (sweeps / f"findings-{name}-20260101-000000-abc.json").write_text(json.dumps(record))
+    # beta's section is kept, yet its training counts: the header sums the store's studies
+    header = write(tmp_path, only=("alpha",)).split("<!--")[0]
+    assert "(120 min in all, the 2 studies' sweeps in this run store summed;" in header
+
+
 def test_a_kept_section_is_named_with_the_command_that_rewrites_it(tmp_path, monkeypatch):
     designed(monkeypatch)
     out = io.StringIO()
