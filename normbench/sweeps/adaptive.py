@@ -31,6 +31,7 @@ The default, a fixed number of seeds, stays the default; --until-decided is opt-
 from __future__ import annotations
 
 import json
+import textwrap
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,11 +109,13 @@ class SequentialDesign:
 
 @dataclass(frozen=True)
 class Tally:
-    """What one look decided: comparisons decided, comparisons made, and the runs behind them."""
+    """What one look decided: comparisons decided, comparisons made (``batch`` of them batch
+    contrasts, the rest groups against their section's reference), and the runs behind them."""
 
     decided: int
     comparisons: int
     runs: int
+    batch: int = 0
 
     @property
     def per_run(self) -> float:
@@ -120,25 +123,49 @@ class Tally:
 
     def text(self) -> str:
         return (
-            f"{self.decided} of {self.comparisons} comparisons decided from {self.runs} runs "
-            f"({self.per_run:.3f} per run)"
+            f"{self.decided} of {comparisons_text(self.comparisons, self.batch)} decided from "
+            f"{self.runs} runs ({self.per_run:.3f} per run)"
         )
+
+
+def comparisons_text(comparisons: int, batch: int) -> str:
+    """``comparisons`` counted so that they add up with the groups a user sees: k groups make
+    k - 1 comparisons with the reference, and each norm's batch contrast is one more."""
+    made = plural(comparisons, "comparison")
+    if not batch:
+        return made
+    return f"{made} ({comparisons - batch} against the reference, {batch} batch contrasts)"
+
+
+WIDTH = 80  # the progress lines are wrapped to fit an 80-column terminal, piped or not
+
+
+def fit(text: str) -> str:
+    """``text`` wrapped to WIDTH columns, the lines after the first indented by two: these
+    lines are printed piped too (into a log, a notebook), where nothing else would wrap them."""
+    return textwrap.fill(
+        text, WIDTH, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+    )
 
 
 def closing(
     final: Tally, plan: SequentialDesign, look: int, jobs: list[Job], runs_dir: Path
 ) -> str:
-    """The end-of-sweep line: what until decided decided and what it cost, against the fixed
-    design it replaces (every group at --max-seeds, one report at alpha), like with like:
-    from the same runs when every group reached the cap (then they are the fixed design's
-    runs), else from the simulation of docs/statistics.md, saying which."""
+    """The end-of-sweep lines, wrapped to fit 80 columns: what until decided decided and what
+    it cost, then the fixed design it replaces (every group at --max-seeds, one report at
+    alpha), like with like: from the same runs when every group reached the cap (then they
+    are the fixed design's runs), else from the simulation of docs/statistics.md, saying
+    which."""
     per_group = defaultdict(int)
     for job in jobs:
         per_group[group_key(job.cfg)] += 1
     fixed = f"a fixed design of {plan.max_seeds} seeds per group would take {plan.fixed_runs} runs"
     if min(per_group.values()) >= plan.max_seeds:
         same = tally(look_at(jobs, runs_dir, plan.method, plan.tuned), len(jobs))
-        against = f"{fixed}, these runs: reported once at alpha {plan.method.alpha}, {same.text()}"
+        against = (
+            f"{fixed}; these runs, reported once at alpha {plan.method.alpha}, decide "
+            f"{same.decided} of {same.comparisons}"
+        )
     elif sequential.design_scale(plan.method.alpha, plan.fractions) != 1.0:
         low, median, high = SIMULATED_RATIO
         against = (
@@ -148,11 +175,12 @@ def closing(
     else:
         against = f"{fixed}; this design was not simulated (its levels: the union bound)"
     level = plan.at(look).level
-    return (
-        f"until decided: {look} round(s): {final.text()}; {against}; alpha "
-        f"{plan.method.alpha} spent over {plan.looks} possible looks ({sequential.SPENDING}), "
-        f"{level:.4g} at look {look}"
+    decided = (
+        f"until decided: {plural(look, 'round')}, {final.text()}; alpha {plan.method.alpha} "
+        f"spent over {plan.looks} possible looks ({sequential.SPENDING}), {level:.4g} at look "
+        f"{look}"
     )
+    return f"{fit(decided)}\n{fit(against)}"
 
 
 def group_key(cfg: dict) -> str:
@@ -191,55 +219,66 @@ def look_at(
 def tally(report: Report | None, runs: int) -> Tally:
     """Decided comparisons of a report: convergence rows other than the reference, and batch
     rows whose verdict is not decided by construction (same runs)."""
-    decided = comparisons = 0
+    decided = comparisons = contrasts = 0
     for section in report.sections if report else []:
         verdicts = [v for v in section.tables["convergence"]["verdict"] if v != "reference"]
         batch = section.tables.get("batch_sensitivity")
         if batch is not None:
-            verdicts += list(batch.loc[batch["reason"] != "same runs", "verdict"])
+            made = list(batch.loc[batch["reason"] != "same runs", "verdict"])
+            contrasts += len(made)
+            verdicts += made
         comparisons += len(verdicts)
         decided += sum(v in DECIDED for v in verdicts)
-    return Tally(decided, comparisons, runs)
+    return Tally(decided, comparisons, runs, contrasts)
 
 
 @dataclass(frozen=True)
 class Open:
-    """The groups a look leaves open: ``undecided`` groups with an open verdict (or the
-    reference of one), ``stopped`` the comparisons given up for futility (their labels)."""
+    """What a look leaves open: ``undecided`` groups in an open comparison (as either side),
+    ``open`` the open comparisons that still draw seeds, and ``stopped`` those given up for
+    futility (their labels)."""
 
     undecided: int
     stopped: tuple[str, ...] = ()
+    open: int = 0
 
     def stop_text(self, look: int, plan: SequentialDesign) -> str:
         """The line of the look after which the sweep stops: every verdict decided, or the
-        groups left open and why no seed is added (at --max-seeds, or stopped for futility,
-        each such comparison named)."""
+        comparisons left open and why no seed is added (at --max-seeds, or stopped for
+        futility, each such comparison named)."""
         done = f"after round {look}:"
         if not self.undecided:
             return f"{done} every verdict decided"
-        still = f"{done} {plural(self.undecided, 'group')} in open comparisons"
+        still = f"{done} {self._open_text(stopped=False)}"
         if not self.stopped:
-            return f"{still}, all at --max-seeds {plan.max_seeds}; no more rounds"
+            return fit(f"{still}, all at --max-seeds {plan.max_seeds}; no more rounds")
         names = "; ".join(self.stopped[:6]) + ("; ..." if len(self.stopped) > 6 else "")
-        return (
-            f"{still}, no more rounds; {plural(len(self.stopped), 'comparison')} stopped for "
-            f"futility (not decidable by --max-seeds {plan.max_seeds}: conditional power "
-            f"below {FUTILITY}): {names}"
+        return fit(
+            f"{still}; no more rounds. {len(self.stopped)} stopped for futility (not decidable "
+            f"by --max-seeds {plan.max_seeds}: conditional power below {FUTILITY}): {names}"
         )
 
     def next_text(self, look: int, seeds: int, plan: SequentialDesign) -> str:
         """The line between two rounds: what the look after round ``look`` left open and what
-        the next round trains (one more seed for each of ``seeds`` groups). A group counts
-        as open while it is in an inconclusive comparison, as either side; a comparison
-        stopped for futility draws no seed of its own, but its groups may still draw one for
-        another comparison."""
-        futile = len(self.stopped)
-        stopped = f" ({plural(futile, 'comparison')} stopped for futility)" if futile else ""
-        return (
-            f"after round {look} of at most {plan.looks}: {plural(self.undecided, 'group')} "
-            f"in open comparisons{stopped}; round {look + 1} adds one seed to "
-            f"{'each of ' * (seeds != 1)}{plural(seeds, 'group')}"
+        the next round trains (one more seed for each of ``seeds`` groups). A comparison
+        stopped for futility draws no seed of its own; its groups draw one only for another
+        comparison still open (a batch contrast, never stopped), and the line says so."""
+        why = f", those of the {self.open} still drawing seeds" if self.stopped else ""
+        return fit(
+            f"after round {look} of at most {plan.looks}: {self._open_text()}; round "
+            f"{look + 1} adds one seed to {'each of ' * (seeds != 1)}{plural(seeds, 'group')}"
+            f"{why}"
         )
+
+    def _open_text(self, stopped: bool = True) -> str:
+        """The undecided comparisons and the groups in them, counted apart (k groups against
+        one reference are k - 1 comparisons), and with ``stopped`` how many of them are
+        stopped for futility."""
+        undecided = plural(self.open + len(self.stopped), "comparison")
+        text = f"{undecided} undecided among {plural(self.undecided, 'group')}"
+        if stopped and self.stopped:
+            text += f", {len(self.stopped)} of them stopped for futility"
+        return text
 
 
 def seeds_to_add(
@@ -252,12 +291,13 @@ def seeds_to_add(
     members: dict[str, list[Job]] = defaultdict(list)
     for job in jobs:
         members[group_key(job.cfg)].append(job)
-    undecided, stopped, futile = set(), [], set()
+    undecided, stopped, futile, still_open = set(), [], set(), 0
     for section in report.sections:
-        wanted, given_up, names = _open_groups(section, members, plan)
+        wanted, given_up, names, drawing = _open_groups(section, members, plan)
         undecided |= wanted | given_up
         futile |= given_up - wanted
         stopped += names
+        still_open += drawing
     new = []
     for key in sorted(undecided - futile):
         group = members[key]
@@ -267,7 +307,7 @@ def seeds_to_add(
         overrides = [o for o in group[0].overrides if not o.startswith("seed=")]
         cfg = compose_checked([*overrides, f"seed={seed}"])
         new.append(Job([*overrides, f"seed={seed}"], cfg, run_id(cfg)))
-    return new, Open(len(undecided), tuple(stopped))
+    return new, Open(len(undecided), tuple(stopped), still_open)
 
 
 def power(at: int, table: pd.DataFrame, plan: SequentialDesign) -> float:
@@ -293,15 +333,16 @@ def power(at: int, table: pd.DataFrame, plan: SequentialDesign) -> float:
 
 def _open_groups(
     section: Section, members: dict[str, list[Job]], plan: SequentialDesign
-) -> tuple[set[str], set[str], list[str]]:
+) -> tuple[set[str], set[str], list[str], int]:
     """The groups of a section whose verdict is open and can still be decided, with the
     reference group when it is part of such a comparison; the groups of open comparisons
-    stopped for futility; and those comparisons' labels. Batch contrasts are never stopped."""
+    stopped for futility; those comparisons' labels; and how many open comparisons still
+    draw seeds. Batch contrasts are never stopped."""
     flat = {key: flatten(group[0].cfg) for key, group in members.items()}
     conv = section.tables["convergence"]
     open_rows = conv[(conv["verdict"] == "inconclusive") | (conv["reason"] == stats.ONE_RUN)]
     wanted, given_up, names = set(), set(), []
-    going = False
+    drawing = 0
     for at, row in open_rows.iterrows():
         matched = _matching(flat, {**section.setting, **{k: row[k] for k in section.keys}})
         chance = power(int(at), conv, plan)
@@ -311,8 +352,8 @@ def _open_groups(
             names.append(f"{group} (conditional power {chance:.2f})")
         else:
             wanted |= matched
-            going = True
-    if going:
+            drawing += 1
+    if drawing:
         for _, row in conv[conv["verdict"] == "reference"].iterrows():
             wanted |= _matching(flat, {**section.setting, **{k: row[k] for k in section.keys}})
     batch = section.tables.get("batch_sensitivity")
@@ -322,7 +363,8 @@ def _open_groups(
             sizes = {row["reference_batch"], row["smallest_batch"]}
             matched = _matching(flat, {**section.setting, **{k: row[k] for k in row_keys}})
             wanted |= {key for key in matched if _device_batch(flat[key]) in sizes}
-    return wanted, given_up, names
+            drawing += 1
+    return wanted, given_up, names, drawing
 
 
 def _matching(flat: dict[str, dict], values: dict) -> set[str]:

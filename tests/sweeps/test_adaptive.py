@@ -227,20 +227,25 @@ def test_a_round_names_the_comparisons_stopped_for_futility():
     method = Method(0.05, 0.01, fractions=(3 / 8, 4 / 8, 5 / 8, 6 / 8, 7 / 8, 1.0))
     plan = adaptive.SequentialDesign(8, method.fractions, method, 5)
     assert adaptive.Open(0).stop_text(2, plan) == "after round 2: every verdict decided"
-    capped = adaptive.Open(3).stop_text(6, plan)
-    assert capped == (
-        "after round 6: 3 groups in open comparisons, all at --max-seeds 8; no more rounds"
+    capped = adaptive.Open(3, open=2).stop_text(6, plan)
+    assert " ".join(capped.split()) == (
+        "after round 6: 2 comparisons undecided among 3 groups, all at --max-seeds 8; no more "
+        "rounds"
     )
     stopped = adaptive.Open(2, ("norm=rmsnorm (conditional power 0.04)",))
-    text = stopped.stop_text(3, plan)
-    assert text.startswith("after round 3: 2 groups in open comparisons, no more rounds; ")
-    assert "1 comparison stopped for futility (not decidable by --max-seeds 8: condit" in text
+    text = " ".join(stopped.stop_text(3, plan).split())
+    assert text.startswith("after round 3: 1 comparison undecided among 2 groups; no more ")
+    assert "1 stopped for futility (not decidable by --max-seeds 8: conditional power" in text
     assert text.endswith("norm=rmsnorm (conditional power 0.04)")
-    # newcomer friction: "2 group(s) undecided (1 stopped for futility); 4 more seed(s)"
-    assert stopped.next_text(3, 2, plan) == (
-        "after round 3 of at most 6: 2 groups in open comparisons (1 comparison stopped for "
-        "futility); round 4 adds one seed to each of 2 groups"
+    # newcomer friction: "2 group(s) undecided (1 stopped for futility); 4 more seed(s)"; then
+    # seeds added to the groups of a stopped comparison with no word of why (issue 62)
+    both = adaptive.Open(4, ("norm=rmsnorm (conditional power 0.04)",), open=2)
+    assert " ".join(both.next_text(3, 4, plan).split()) == (
+        "after round 3 of at most 6: 3 comparisons undecided among 4 groups, 1 of them stopped "
+        "for futility; round 4 adds one seed to each of 4 groups, those of the 2 still drawing "
+        "seeds"
     )
-    assert adaptive.Open(1).next_text(1, 1, plan) == (
-        "after round 1 of at most 6: 1 group in open comparisons; round 2 adds one seed to 1 group"
+    assert adaptive.Open(2, open=1).next_text(1, 2, plan) == (
+        "after round 1 of at most 6: 1 comparison undecided among 2 groups; round 2 adds\n"
+        "  one seed to each of 2 groups"
     )

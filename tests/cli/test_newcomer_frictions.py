@@ -1,0 +1,59 @@
+"""What a new user met on the command line and in the HTML report (issue 62), each through
+the CLI: progress lines whose counts add up and fit 80 columns, help and hints that say what
+the code does, suggestions for a mistyped option, and refusals before any plan is printed."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import QUICK
+
+
+def normbench(*args: str, runs: Path | None = None, **kwargs) -> subprocess.CompletedProcess:
+    """`normbench ARGS` in a subprocess, as a user runs it (piped: nothing wraps for it)."""
+    where = ["--runs-dir", str(runs)] if runs is not None else []
+    return subprocess.run(
+        [sys.executable, "-m", "normbench", *args, *where],
+        capture_output=True,
+        text=True,
+        **kwargs,
+    )
+
+
+@pytest.mark.slow
+def test_until_decided_lines_add_up_say_why_seeds_are_drawn_and_fit_80_columns(tmp_path):
+    """Two norms at two batches: 4 groups, so 3 comparisons against the reference and 2 batch
+    contrasts. Every count the lines give adds up to that, and a round that adds seeds to the
+    groups of a comparison stopped for futility says they draw them for another one."""
+    grid = [*QUICK, "norm=batchnorm,groupnorm", "batch_size=8,16"]
+    result = normbench(
+        "sweep", *grid, "seed=0,1", "--until-decided", "--max-seeds", "3", runs=tmp_path / "runs"
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    ours = ("after round", "until decided:", "a fixed design", "  ")
+    too_wide = [line for line in lines if line.startswith(ours) and len(line) > 80]
+    assert not too_wide, too_wide
+    text = " ".join(line.strip() for line in lines)
+    total = re.search(
+        r"until decided: \d rounds?, \d+ of (\d+) comparisons \((\d+) against the reference, "
+        r"(\d+) batch contrasts\) decided from (\d+) runs",
+        text,
+    )
+    assert total, result.stdout
+    comparisons, against, batch, _ = map(int, total.groups())
+    assert (against, batch) == (3, 2) and comparisons == against + batch
+    for look in re.finditer(r"after round \d[^:]*: (\d+) comparisons? undecided among (\d+)", text):
+        assert int(look.group(1)) <= comparisons and int(look.group(2)) <= 4
+    for between in re.finditer(
+        r"after round \d of at most \d: [^;]*; round \d adds[^\n]*?groups?"
+        r"(, those of the \d+ still drawing seeds)?",
+        text,
+    ):
+        stopped = "stopped for futility" in between.group(0)
+        assert stopped == bool(between.group(1)), between.group(0)
