@@ -15,7 +15,8 @@ of `normbench findings`, which select subsets of their sweeps' runs themselves, 
   (report.sections.build);
 - ``--scaling KEY`` fits the selected runs as a ladder along KEY (report.scaling_section),
   whatever sweep made them, against the request's (or the sweep's) reference; ``--sweep NAME``
-  of a ladder sweep does so along the ladder's own key (a note where it cannot).
+  of a ladder sweep does so along the ladder's own key (a note where it cannot); either way
+  each rung is a section of its own, with its own verdicts (report.sections.build).
 
 The caller renders what comes back; warnings go to its ``warn`` as they arise, with their kind
 (``selection``, ``tuning``, ``across``, ``scaling``, ``diagnostics``), so that a terminal can
@@ -156,7 +157,8 @@ def verdicts(request: Request, selected: Selected, warn: Warn = _quiet) -> Repor
     best_over = request.best_over
     if best_over and not runs.empty:
         best_over = catalog.best_over_column(best_over, runs)
-    result = sections.build(selected.selection, by, best_over, selected.method, selected.tuned)
+    key = request.scaling or selected.ladder  # a ladder's size: a section, so verdicts, per rung
+    result = sections.build(selected.selection, by, best_over, selected.method, selected.tuned, key)
     if request.across:
         from normbench.report.across import across
 
@@ -164,7 +166,6 @@ def verdicts(request: Request, selected: Selected, warn: Warn = _quiet) -> Repor
         result.across = across(result, list(request.across), request.profile)
         for warning in result.warnings[before:]:  # the workloads left out, named
             warn(warning, "across")
-    key = request.scaling or selected.ladder
     if key is not None:
         from normbench.report.scaling_section import build as scaling
 

@@ -24,7 +24,7 @@ from normbench.report.grouping import (
     status_masks,
     varying_keys,
 )
-from normbench.report.labels import label_count, labels
+from normbench.report.labels import label, label_count, labels
 from normbench.report.precision import precision_table
 from normbench.report.results import RESULT_STATUSES, UNFINISHED_STATUSES, metric_of
 from normbench.report.stability import STRESS_AXES, stability_table
@@ -47,10 +47,15 @@ def build(
     best_over_key: str | None = None,
     method: Method | None = None,
     tuned: tuple[str, ...] = (),
+    rung_key: str | None = None,
 ) -> Report:
     """Every table that applies to a selection, section by section. ``tuned``: the keys a tuned
     comparison chose per group (normbench.sweeps.tuned); each group runs at its own value, so
-    they group nothing by default (a group at lr 1e-2 is compared with one at 3e-3)."""
+    they group nothing by default (a group at lr 1e-2 is compared with one at 3e-3).
+    ``rung_key``: a ladder's size key (``model.width``): each of its values a section of its
+    own, smallest first, so that every rung has its own verdicts (a group of width 8 is never
+    judged against the best of width 4), titled by the rung rather than by a setting that
+    follows it (its steps under a budget rule)."""
     method = method or Method()
     runs = selection.runs
     if runs.empty and selection.warnings:
@@ -69,13 +74,26 @@ def build(
         method = Method(**{**method.__dict__, "test": True})
     varying = varying_keys(runs)
     split = [k for k in varying if is_setting(k) and k not in (by or [])]
+    rungs = rung_key in varying and rung_key not in (by or []) and rung_key != best_over_key
+    if rungs:
+        split = [rung_key, *(k for k in split if k != rung_key and not follows(runs, k, rung_key))]
     known = None if split else varying  # one section: the selection's (0.3 s at 100,000 runs)
+    parts = groups(runs, split)
+    if rungs:  # smallest rung first (labels sort 16 before 8)
+        parts.sort(key=lambda part: _in_order(label(part[0][rung_key])))
     sections = [
         build_section(part, setting, by, best_over_key, method, tuned, known)
-        for setting, part in groups(runs, split)
+        for setting, part in parts
     ]
     counts = runs["status"].value_counts().to_dict()
     return Report(sections, method, counts, list(selection.warnings), best_over_key)
+
+
+def follows(runs: pd.DataFrame, key: str, rung_key: str) -> bool:
+    """Whether ``key`` holds one value per rung of ``rung_key`` (a ladder's steps, set per rung
+    by its budget rule): it then splits nothing the rungs do not, and is shown among the
+    section's fixed settings rather than in its title."""
+    return bool((labels(runs[key]).groupby(labels(runs[rung_key])).nunique() <= 1).all())
 
 
 def build_section(

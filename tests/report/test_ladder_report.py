@@ -1,0 +1,91 @@
+"""A ladder sweep's report (issue 62): a verdict per rung, sections titled by the rung, the
+reference the ladder lists first by default, and a record's own reference or a stopped ladder
+said as what they are. Runs written with chosen numbers (tests.helpers.make_run) and the
+record written by normbench.store.sweep_record.write, then `normbench report` itself."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from helpers import make_run
+from typer.testing import CliRunner
+
+from normbench.cli import app
+from normbench.store import sweep_record
+
+runner = CliRunner()
+
+
+def ladder_store(tmp_path, steps: dict[int, int], record_parts: dict | None = None):
+    """A width ladder of the CNN: LayerNorm (listed first) and BatchNorm at each width of
+    ``steps`` (width: its train.max_steps), three seeds; the wider rung clearly better, so
+    that one table over every rung would rank all its groups above the narrow rung's."""
+    runs = tmp_path / "runs"
+    entries = []
+    for width, max_steps in steps.items():
+        for norm, shift in (("layernorm", 0.0), ("batchnorm", 0.02)):
+            for seed in range(3):
+                overrides = [
+                    f"norm={norm}",
+                    f"seed={seed}",
+                    f"model.width={width}",
+                    f"train.max_steps={max_steps}",
+                ]
+                acc = 0.5 + width / 100 + shift + 0.005 * seed
+                rid = make_run(runs, overrides, acc=acc, test_acc=acc)
+                entries.append({"run_id": rid, "overrides": overrides})
+    ladder = {
+        "key": "model.width",
+        "values": [str(w) for w in steps],
+        "rungs": [{"value": str(w), "steps": s, "done": True} for w, s in steps.items()],
+    }
+    sweep_record.write(
+        "lad",
+        None,
+        ["norm", "seed"],
+        entries,
+        runs,
+        "local",
+        datetime.now(),
+        ["normbench", "sweep", "--ladder", "model.width=..."],
+        {"ladder": ladder, **(record_parts or {})},
+    )
+    return runs
+
+
+def report_json(runs, *extra: str) -> dict:
+    args = ["report", "--sweep", "lad", "--runs-dir", str(runs), "--format", "json", *extra]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_a_ladder_at_fixed_steps_has_a_verdict_per_rung(tmp_path):
+    """Every rung at train.max_steps=30: one section (so one verdict table) per width, each
+    group judged against a group of its own width, never a width-8 group against width 4."""
+    runs = ladder_store(tmp_path, {4: 30, 8: 30})
+    payload = report_json(runs)
+    assert [s["setting"] for s in payload["sections"]] == [{"model.width": 4}, {"model.width": 8}]
+    rows = payload["convergence"]
+    assert len(rows) == 4
+    for width in (4, 8):
+        of_rung = [row for row in rows if row["model.width"] == width]
+        assert len(of_rung) == 2, rows
+        assert sum(row["verdict"] == "reference" for row in of_rung) == 1, of_rung
+
+
+def test_a_ladder_section_is_titled_by_its_rung_not_its_steps(tmp_path):
+    """A budget rule gives each rung its own steps (width 8: 40, width 16: 20): the sections
+    are the rungs, smallest first (16 sorts before 8 as text), titled model.width=..."""
+    runs = ladder_store(tmp_path, {8: 40, 16: 20})
+    payload = report_json(runs)
+    assert [s["setting"] for s in payload["sections"]] == [
+        {"model.width": 8},
+        {"model.width": 16},
+    ]
+    assert [s["fixed"]["train.max_steps"] for s in payload["sections"]] == [40, 20]
+    text = runner.invoke(app, ["report", "--sweep", "lad", "--runs-dir", str(runs)]).output
+    assert "== model.width=8 ==" in text and "== model.width=16 ==" in text, text
+    assert "== train.max_steps" not in text
+    assert text.index("== model.width=8 ==") < text.index("== model.width=16 ==")
