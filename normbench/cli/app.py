@@ -17,9 +17,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated
 
-import click
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 from typer.exceptions import TyperException
 
 
@@ -48,7 +47,7 @@ class OneLineErrors(TyperGroup):
 CLICK_TYPES = {"str": "TEXT", "int": "INTEGER", "float": "FLOAT", "path": "PATH", "Path": "PATH"}
 
 
-def plain_types(command: click.Command) -> None:
+def plain_types(command: TyperCommand | TyperGroup) -> None:
     """Help that names what a value is as click does (TEXT, INTEGER, FLOAT, PATH, with ``...``
     where several are taken) and a flag by nothing, for this command and every command under
     it: typer 0.29 shows Python's types (``<bool>``, ``<list[str]>``, ``<list[Path]>``),
@@ -56,7 +55,7 @@ def plain_types(command: click.Command) -> None:
     out the options click and typer add (--help, --install-completion)."""
     get_params = command.get_params
 
-    def plain_params(ctx: click.Context) -> list[click.Parameter]:
+    def plain_params(ctx: typer.Context) -> list[TyperOption | TyperArgument]:
         params = get_params(ctx)
         for param in params:
             if not getattr(param.display_type_rich, "plain", False):
@@ -68,11 +67,11 @@ def plain_types(command: click.Command) -> None:
         plain_types(sub)
 
 
-def _plain_type(param: click.Parameter) -> Callable[[click.Context], str]:
+def _plain_type(param: TyperOption | TyperArgument) -> Callable[[typer.Context], str]:
     """A parameter's type as click names it (``<list[Path]>`` is PATH...), a flag's as nothing."""
     typer_type = param.display_type_rich  # typer's own
 
-    def shown(ctx: click.Context) -> str:
+    def shown(ctx: typer.Context) -> str:
         if getattr(param, "is_flag", False):
             return ""
         name = typer_type(ctx).strip("<>.")

@@ -137,7 +137,9 @@ def test_a_report_of_an_empty_directory_writes_nothing_there(tmp_path):
     assert (empty / ".index.sqlite").is_file()
 
 
+@pytest.mark.tracking
 def test_runs_export_validates_before_it_makes_its_destination(tmp_path):
+    pytest.importorskip("tensorboard", reason="the tracking extra")
     runs = tmp_path / "runs"
     make_run(runs, ["norm=layernorm"])
     board = tmp_path / "board"
@@ -146,7 +148,7 @@ def test_runs_export_validates_before_it_makes_its_destination(tmp_path):
     none = invoke("runs", "export", "--to", "tensorboard", str(board), str(runs), "norm=dyt")
     one_line(none, "no runs match")
     assert not board.exists()
-    pytest.importorskip("mlflow")
+    pytest.importorskip("mlflow", reason="the tracking extra")
     store = tmp_path / "ml.db"
     out = invoke("runs", "export", "--to", "mlflow", f"sqlite:///{store}", "--experiment", "")
     one_line(out, "--experiment ''")

@@ -436,12 +436,13 @@ def assert_exported_all(result, count: int) -> None:
     assert result.stdout.splitlines()[-1].startswith(f"exported {count} run(s)"), result.output
 
 
+@pytest.mark.tracking
 @settings(FUZZ, max_examples=15)
 @given(HOSTILE_METRICS)
 def test_tensorboard_export_of_hostile_metrics_columns_skips_rows_and_goes_on(
     tmp_path_factory, frame
 ):
-    pytest.importorskip("tensorboard")
+    pytest.importorskip("tensorboard", reason="the tracking extra")
     root = tmp_path_factory.mktemp("hostile")
     hostile_store(root / "runs", [frame])
     result = runner.invoke(
@@ -450,11 +451,12 @@ def test_tensorboard_export_of_hostile_metrics_columns_skips_rows_and_goes_on(
     assert_exported_all(result, 2)
 
 
+@pytest.mark.tracking
 def test_every_exporter_takes_the_hostile_metrics_columns_it_is_given(tmp_path):
     """No step column, NaN steps, a step of 1e30, negative and fractional steps: each run is
     exported without those rows, a warning naming it, and the export goes on."""
     for module in ("tensorboard", "mlflow", "sqlalchemy", "alembic"):
-        pytest.importorskip(module)
+        pytest.importorskip(module, reason="the tracking extra")
     runs = tmp_path / "runs"
     ids = hostile_store(runs, HOSTILE_FRAMES)
     for to, destination in (
@@ -494,11 +496,12 @@ def test_a_range_filter_selects_what_listing_the_range_would(seeds_store, start,
         ["runs", "export", "--to", "tensorboard", "{out}", "{runs}", "{filter}"],
     ],
 )
+@pytest.mark.tracking
 def test_a_huge_range_filter_is_never_expanded(seeds_store, tmp_path, command):
     """`seed=range(0,10000000000)`: listed it would be gigabytes and minutes; by membership
     it is instant, within 30 s and 1 GB."""
     if command[1] == "export":
-        pytest.importorskip("tensorboard")
+        pytest.importorskip("tensorboard", reason="the tracking extra")
     fields = {"runs": seeds_store, "filter": "seed=range(0,10000000000)", "out": tmp_path / "tb"}
     with limited(30, 1 << 30):
         result = runner.invoke(app, [part.format(**fields) for part in command])
@@ -598,6 +601,7 @@ WRITERS = {
 ODD = ["", "/dev/null", "{root}/to-null", "{root}/file/inside", "{runs}", "{root}/dir"]
 
 
+@pytest.mark.tracking
 @pytest.mark.parametrize("destination", ODD)
 @pytest.mark.parametrize("writer", list(WRITERS))
 def test_every_writing_option_refuses_an_odd_destination_in_one_line(tmp_path, writer, destination):
@@ -605,7 +609,7 @@ def test_every_writing_option_refuses_an_odd_destination_in_one_line(tmp_path, w
     directory: each option that writes says in one line why it cannot, before any work, and
     writes nothing (a directory is a fine destination for --plots and for log.tensorboard)."""
     if "tensorboard" in writer or "export" in writer:
-        pytest.importorskip("tensorboard")
+        pytest.importorskip("tensorboard", reason="the tracking extra")
     root = tmp_path
     runs = root / "runs"
     make_run(runs, ["norm=layernorm"])

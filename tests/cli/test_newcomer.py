@@ -82,6 +82,7 @@ def test_api_report_refuses_a_wrong_type_in_one_line(runs, option, valid):
         api.report(runs, **option)
 
 
+@pytest.mark.tracking
 def test_export_to_mlflow_keeps_mlflows_info_lines_off_the_screen(monkeypatch):
     import logging
 
@@ -99,7 +100,9 @@ def test_export_to_mlflow_keeps_mlflows_info_lines_off_the_screen(monkeypatch):
     assert all(logger.getEffectiveLevel() == logging.WARNING for logger in loggers)
 
 
+@pytest.mark.tracking
 def test_log_tensorboard_on_a_finished_run_says_nothing_was_logged_and_how(tmp_path):
+    pytest.importorskip("tensorboard", reason="the tracking extra")
     runs = tmp_path / "runs"
     rid = make_run(runs, ["norm=layernorm"])
     board = tmp_path / "board"
@@ -117,7 +120,9 @@ def test_log_tensorboard_on_a_finished_run_says_nothing_was_logged_and_how(tmp_p
     assert not board.exists()
 
 
+@pytest.mark.tracking
 def test_a_sweep_names_the_finished_runs_its_board_did_not_get(tmp_path):
+    pytest.importorskip("tensorboard", reason="the tracking extra")
     runs = tmp_path / "runs"
     for seed in (0, 1):
         make_run(runs, ["norm=layernorm", f"seed={seed}"])

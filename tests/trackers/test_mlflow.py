@@ -17,7 +17,10 @@ import mlflow  # noqa: E402
 
 runner = CliRunner()
 # mlflow's SQL store, under SQLAlchemy 2.1: not normbench's to fix
-pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy is deprecated")
+pytestmark = [
+    pytest.mark.tracking,
+    pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy is deprecated"),
+]
 
 
 def export(runs, uri, *arguments: str) -> list[str]:

@@ -22,6 +22,7 @@ pytest.importorskip("tensorboard", reason="the tracking extra: pip install 'norm
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
 from tensorboard.plugins.hparams import metadata  # noqa: E402
 
+pytestmark = pytest.mark.tracking
 runner = CliRunner()
 
 
@@ -133,7 +134,7 @@ def test_an_odd_export_destination_is_one_line(tmp_path, destination, words):
 
 
 def test_an_in_memory_mlflow_store_is_refused(tmp_path):
-    pytest.importorskip("mlflow")
+    pytest.importorskip("mlflow", reason="the tracking extra")
     runs = tmp_path / "runs"
     make_run(runs, ["norm=layernorm"])
     result = runner.invoke(app, ["runs", "export", "--to", "mlflow", "sqlite://", str(runs)])

@@ -88,8 +88,9 @@ def test_report_html_on_a_full_disk_names_the_file_and_keeps_the_old_page(disk, 
     assert page.read_text() == "the previous report"
 
 
+@pytest.mark.tracking
 def test_a_tensorboard_export_onto_a_full_disk_is_one_line(disk, tmp_path):
-    pytest.importorskip("tensorboard")
+    pytest.importorskip("tensorboard", reason="the tracking extra")
     mount, fill = disk
     runs = tmp_path / "runs"
     for seed in range(2):
