@@ -60,8 +60,7 @@ def build(
     runs = selection.runs
     if runs.empty and selection.warnings:
         raise UsageError(
-            f"no readable runs: {len(selection.warnings)} skipped (the warnings above name "
-            "each run and file)"
+            "no readable runs among those selected; the warnings above say which runs and why"
         )
     if runs.empty:
         raise UsageError("no runs match: check the runs directory, --sweep and the filters")

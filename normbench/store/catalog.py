@@ -170,9 +170,14 @@ def select(
     if tag is not None:
         runs = runs[runs["tags"].map(lambda tags: isinstance(tags, list) and tag in tags)]
     if sweep_ids is not None:
-        missing = set(sweep_ids) - set(runs.get("run_id", []))
+        present = set(runs.get("run_id", []))
+        missing = [rid for rid in dict.fromkeys(sweep_ids) if rid not in present]
         if missing:
-            selection.warnings.append(f"{len(missing)} runs of the sweep have no results yet")
+            named = ", ".join(plain(rid)[:80] for rid in missing[:3])
+            selection.warnings.append(
+                f"{len(missing)} runs of the sweep have no results yet ({named}"
+                f"{', ...' if len(missing) > 3 else ''})"
+            )
         runs = runs[runs["run_id"].isin(sweep_ids)]
     if filters:  # Hydra's override parser, imported only when there are filters: a second
         from hydra.core.override_parser.types import RangeSweep

@@ -7,6 +7,7 @@ file name.
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from pathlib import Path
 
 from normbench.core.errors import UsageError
@@ -96,8 +97,10 @@ def recorded_sweeps(runs_dir: Path) -> list[str]:
 
 def latest_record(runs_dir: Path, name: str) -> dict:
     """The latest record of the sweep called ``name`` (runs/sweeps/<name>-<time>-<id>.json):
-    the one started last; records that cannot be read are skipped, and when none can, refused
-    naming them (not "no such sweep": the sweep is there, its record spoiled)."""
+    the one started last (a start that is no timestamp, or one after the file was written,
+    counts before every other: sweep_record.started_at), then the one written last; records
+    that cannot be read are skipped, and when none can, refused naming them (not "no such
+    sweep": the sweep is there, its record spoiled)."""
     check_name(name, "--sweep")
     folder = runs_dir / "sweeps"
     records, unreadable = [], []
@@ -112,7 +115,8 @@ def latest_record(runs_dir: Path, name: str) -> dict:
             written = path.stat().st_mtime_ns
         except OSError:
             continue  # removed since it was listed
-        records.append((str(record.get("started")), written, record))
+        started = sweep_record.started_at(record, written)  # None: untrusted, never newest
+        records.append((started is not None, started or datetime.min, written, record))
     if not records and unreadable:
         raise UsageError(
             f"--sweep {name}: its record cannot be read ({', '.join(map(str, unreadable[:3]))}"
@@ -129,4 +133,4 @@ def latest_record(runs_dir: Path, name: str) -> dict:
             f"--sweep {name}: no such sweep in {folder}; valid: "
             + (", ".join(known) or "none (run normbench sweep first)")
         )
-    return max(records, key=lambda entry: entry[:2])[2]
+    return max(records, key=lambda entry: entry[:3])[3]

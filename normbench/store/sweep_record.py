@@ -24,7 +24,7 @@ import secrets
 import shutil
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from itertools import pairwise
 from pathlib import Path
 from typing import Any, TypedDict
@@ -191,6 +191,24 @@ def read(path: Path) -> SweepRecord | None:
     return upgrade.upgrade_record(record)
 
 
+def started_at(record: SweepRecord, written_ns: int) -> datetime | None:
+    """When a record says its sweep started, as a local time, or None when that cannot be
+    trusted: not an ISO timestamp (``"9999"``), or later than the file was last written (a
+    record is written as its sweep starts and only rewritten after; a day's slack for clocks
+    and zones), so that such a record never counts as a sweep's newest."""
+    started = record.get("started")
+    if not isinstance(started, str) or len(started) > 64:
+        return None
+    try:
+        when = datetime.fromisoformat(started)
+        if when.tzinfo is not None:
+            when = when.astimezone().replace(tzinfo=None)
+        written = datetime.fromtimestamp(written_ns / 1e9)
+    except (ValueError, OverflowError, OSError):  # OverflowError: a zone past year 1 or 9999
+        return None
+    return when if when <= written + timedelta(days=1) else None
+
+
 def sweep_name(stem: str) -> str:
     """A record's sweep name: its file name less the ``-<time>-<id>`` stamp."""
     for cut in range(len(stem)):
@@ -328,7 +346,23 @@ def _group(group) -> dict | None:
         "regret_bound": _number(group.get("regret_bound")),
         "tried": _tried(group.get("tried")),
         "edge": _text(group.get("edge")) if group.get("edge") else None,
+        "acc_best": _acc_best(group.get("acc_best"), chosen),
     }
+
+
+def _acc_best(best, chosen: str) -> str | None:
+    """Where the candidate with the best validation accuracy is not the chosen (loss-best)
+    one, the candidate and both accuracies; None where they agree, or the record has none (a
+    language model's, whose verdicts are on the loss in bits; an older or malformed one)."""
+    if not isinstance(best, dict) or not isinstance(best.get("candidate"), str):
+        return None
+    candidate = _text(best["candidate"])
+    if candidate == chosen:
+        return None
+    metric = _text(best.get("metric")).replace("_", " ")
+    value, own = _number(best.get("value")), _number(best.get("chosen_value"))
+    best_text, own_text = ("-" if v is None else f"{v:.4g}" for v in (value, own))
+    return f"{candidate} ({metric} {best_text}; the chosen {own_text})"
 
 
 def _list(state: dict, key: str, notes: list[str]) -> list:
