@@ -85,8 +85,10 @@ Tune = Annotated[
     typer.Option(
         "--tune",
         help="Tune this key per group, then confirm on fresh seeds: KEY=v1,v2,... "
-        "(repeatable; a preset's tune: too). Chosen on validation by successive halving at "
-        "an equal budget; verdicts on test from the confirmation seeds",
+        "(repeatable; a preset's tune: too). Chosen on the final validation loss at an "
+        "equal budget: every candidate at the full budget, or successive halving where that "
+        "trains at most half the full grid's steps (10 or more candidates at eta 3); "
+        "verdicts on test from the confirmation seeds",
         show_default=False,
     ),
 ]
@@ -101,7 +103,10 @@ TuneTrials = Annotated[
     ),
 ]
 Eta = Annotated[
-    int, typer.Option("--eta", help="With --tune: successive halving keeps 1/eta per rung.")
+    int,
+    typer.Option(
+        "--eta", help="With --tune, where successive halving is used: it keeps 1/eta per rung."
+    ),
 ]
 TuneExtend = Annotated[
     bool,
@@ -112,13 +117,14 @@ TuneExtend = Annotated[
     ),
 ]
 LadderAxis = Annotated[
-    str | None,
+    list[str] | None,  # a list so that a second --ladder is refused, not silently kept
     typer.Option(
         "--ladder",
-        help="A scaling ladder over one size: KEY=v1,v2,... with KEY model.width, model.depth "
-        "or data.train_samples (a preset's ladder: too); each rung the grid at that size, "
-        "smallest first, tuned when --tune is given; train.tokens_per_param=R sets each "
-        "rung's steps from its non-embedding parameters",
+        help="A scaling ladder over one size: KEY=v1,v2,... (3 or more values) with KEY "
+        "model.width, model.depth or data.train_samples (a preset's ladder: too); each rung "
+        "the grid at that size, smallest first, tuned when --tune is given (not of the "
+        "ladder's key); train.tokens_per_param=R sets each rung's steps from its "
+        "non-embedding parameters, output head included",
         show_default=False,
     ),
 ]
@@ -200,8 +206,10 @@ def sweep(
         launch = Launch(launcher, settings, jobs, Rerun(force, rerun_stale))
         seeds = None if not until_decided else max_seeds
         seeds = DEFAULT_MAX_SEEDS if until_decided and seeds is None else seeds
-        given = (ladder, ladder_transfer, preset, overrides, ladder_head_dim)
+        given = (_one_ladder(ladder), ladder_transfer, preset, overrides, ladder_head_dim)
         spec, overrides = ladder_plan.parse(*given)
+        if spec is not None:
+            ladder_plan.refuse_tuned_axis(spec, space, tune or [], preset)
         request = SweepRequest(
             preset,
             overrides,
@@ -246,6 +254,20 @@ def _check_quick(preset: str | None, jobs: int | None, name: str | None, max_run
         raise UsageError(f"--max-runs {max_runs}: valid: an integer >= 1")
 
 
+def _one_ladder(given: list[str] | None) -> str | None:
+    """The one ``--ladder`` given (a ladder has one size axis): a second is refused, naming
+    both, where it would otherwise replace the first unseen."""
+    from normbench.core.errors import UsageError
+    from normbench.core.keys import shown
+
+    if given and len(given) > 1:
+        raise UsageError(
+            f"--ladder given {len(given)} times ({', '.join(shown(g) for g in given)}); valid: "
+            "one --ladder KEY=v1,v2,... (a ladder varies one size)"
+        )
+    return given[0] if given else None
+
+
 DEFAULT_MAX_SEEDS = 8  # --until-decided without --max-seeds
 
 
@@ -259,7 +281,7 @@ def _check_max_seeds(max_seeds: int | None, until_decided: bool) -> None:
         from normbench.sweeps.adaptive import MAX_SEEDS_CAP
 
         raise UsageError(
-            f"--max-seeds {max_seeds}: applies only with --until-decided, and one seed decides "
-            f"nothing; valid: --until-decided --max-seeds 2 to {MAX_SEEDS_CAP}, or a grid's "
-            "seeds, e.g. seed=range(4)"
+            f"--max-seeds {max_seeds}: applies only with --until-decided; valid: "
+            f"--until-decided --max-seeds 2 to {MAX_SEEDS_CAP}, or a grid's seeds, e.g. "
+            "seed=range(4)"
         )

@@ -237,7 +237,8 @@ def canonical(cfg: dict) -> dict:
     ignores (schema.OPTIMIZER_KEYS), so that configs that cannot differ in outcome are one
     experiment with one run id (GroupNorm at ghost_batch 2 and 32 is the same run; so is AdamW
     at any train.muon_lr; a sweep crossing every norm with ghost_batch trains it once); and
-    model.base_width, which only muP reads, in a standard Transformer or CNN."""
+    model.base_width and model.base_head_dim, which only muP reads, in a standard Transformer
+    or CNN."""
     for key in NORM_SHARED_KEYS - norm_reads(cfg["norm"]):
         cfg["norm"][key] = None
     for key in ignored_by_optimizer({f"train.{k}": v for k, v in cfg["train"].items()}):
@@ -245,6 +246,8 @@ def canonical(cfg: dict) -> dict:
     model = cfg["model"]
     if "_target_" not in model and model.get("parametrization") == "standard":
         model["base_width"] = None
+        if "base_head_dim" in model:
+            model["base_head_dim"] = None
     return cfg
 
 

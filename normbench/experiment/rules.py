@@ -119,7 +119,9 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "model.parametrization=mup with train.optimizer=muon (muP's rates are AdamW's and "
-        "SGD's; Muon scales its own updates) or without model.base_width",
+        "SGD's; Muon scales its own updates), without model.base_width, or with a base model "
+        "the heads do not divide (model.base_width not a multiple of model.heads, or of "
+        "model.base_head_dim where set)",
         lambda cfg: _mup_rule(cfg),
     ),
     Rule(
@@ -303,6 +305,38 @@ def _mup_rule(cfg: dict) -> str | None:
         return (
             "model.parametrization=mup needs model.base_width (the width at which muP equals "
             f"the standard model), got null; valid: a positive integer, e.g. {model['width']}"
+        )
+    return _mup_heads_rule(model) if model["name"] == "transformer" else None
+
+
+def _mup_heads_rule(model: dict) -> str | None:
+    """The Transformer's base model must exist: its heads a whole number of whole-sized heads
+    (base_width / base_head_dim, or this model's heads where base_head_dim is null), and at
+    the base width it is this model, head size included (else the scale at m = 1 would not be
+    the standard one)."""
+    base_width, base_head = model["base_width"], model.get("base_head_dim")
+    if base_head is None:
+        heads = model["heads"]
+        if base_width % heads:
+            return (
+                f"model.base_width={base_width} is not a multiple of model.heads={heads} (the "
+                f"base model keeps this model's heads); valid: a multiple of {heads}, e.g. "
+                f"{model['width']}, or model.base_head_dim set"
+            )
+        return None
+    if base_width % base_head:
+        divisors = [d for d in range(1, base_width + 1) if base_width % d == 0]
+        valid = ", ".join(map(str, divisors)) if len(divisors) <= 12 else "a divisor of it"
+        return (
+            f"model.base_head_dim={base_head} does not divide model.base_width={base_width} "
+            f"(the base model has base_width / base_head_dim heads); valid: {valid} or null"
+        )
+    head = model["width"] // model["heads"]
+    if model["width"] == base_width and head != base_head:
+        return (
+            f"model.base_head_dim={base_head}, but at its base width this model is the base "
+            f"model and its heads are {head} wide (model.width={model['width']}, "
+            f"model.heads={model['heads']}); valid: model.base_head_dim={head} or null"
         )
     return None
 

@@ -70,6 +70,7 @@ LATER_OPTION_KEYS: dict[str, tuple[tuple[str, ...], Any]] = {
     "model.embed_scale": (("transformer",), False),
     "model.parametrization": (("transformer", "cnn"), "standard"),
     "model.base_width": (("transformer", "cnn"), None),  # null unless muP (compose.canonical)
+    "model.base_head_dim": (("transformer",), None),  # null: base_width / heads; unless muP
     "data.train_samples": (SUBSET_DATA, None),
     "model.zero_init_last_norm": (("resnet",), False),
 }
@@ -79,11 +80,19 @@ def _positive(nullable: bool = False) -> Key:
     return Key(int, minimum=1, nullable=nullable)
 
 
-def _parametrization_keys() -> dict[str, Key]:
-    """muP's two keys (normbench.layers.mup); base_width is null unless muP."""
+# muP's base sizes at most: wider than any model trained (GPT-3's width is 12,288); a base
+# width beyond it is a typo, whose width ratio would scale the readout by an absurd factor.
+MUP_LARGEST_BASE = 65536
+
+
+def _parametrization_keys(heads: bool = False) -> dict[str, Key]:
+    """muP's keys (normbench.layers.mup): the Transformer's also the base model's head size.
+    base_width and base_head_dim are null unless muP."""
+    base = Key(int, minimum=1, maximum=MUP_LARGEST_BASE, nullable=True)
     return {
         "model.parametrization": Key(str, choices=PARAMETRIZATIONS),
-        "model.base_width": _positive(nullable=True),
+        "model.base_width": base,
+        **({"model.base_head_dim": base} if heads else {}),
     }
 
 
@@ -142,7 +151,7 @@ OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
             "model.qk_norm": Key(str, choices=QK_NORMS),
             "model.embed_norm": Key(bool),
             "model.embed_scale": Key(bool),
-            **_parametrization_keys(),
+            **_parametrization_keys(heads=True),
         },
         "cnn": {
             "model.width": _positive(),

@@ -44,17 +44,28 @@ def width_ratio(model: dict) -> float:
     return model["width"] / model["base_width"] if is_mup(model) else 1.0
 
 
+def base_head_dim(model: dict) -> float:
+    """d_base, the head size of the base model (this model at ``base_width``): the Transformer's
+    ``model.base_head_dim`` where set (a ladder that adds heads at a fixed head size sets it to
+    that size: its base model has base_width / base_head_dim heads), else base_width / heads
+    (the base model keeps this model's heads, each narrower: width grows by widening heads)."""
+    given = model.get("base_head_dim")
+    return float(given) if given is not None else model["base_width"] / model["heads"]
+
+
 def attention_scale(model: dict) -> float | None:
     """The attention logits' scale: None (scaled dot-product attention's own 1/sqrt(d_head))
-    in the standard model and at the base width; under muP sqrt(d_base) / d_head, d_base the
-    head size at the base width with the same heads: 1/d_head as the width grows (Yang et al.
-    2022, section 4: q and k become correlated in training, so q.k grows like d_head), and
-    1/sqrt(d_head) at the base width."""
-    ratio = width_ratio(model)
-    if ratio == 1.0:
+    in the standard model and wherever the head is the base model's size; under muP
+    sqrt(d_base) / d_head, d_head the head size this model has and d_base the base model's
+    (base_head_dim). That is muP's 1/d_head attention (Yang et al. 2022, section 4 and
+    Table 3: q and k become correlated in training, so q.k grows like d_head) with the
+    ``mup`` package's constant multiplier set to sqrt(d_base), so that the base model's scale
+    is the standard 1/sqrt(d_base). Heads added at a fixed head size leave every logit's sum
+    as long as the base model's: the scale stays the standard one."""
+    if not is_mup(model):
         return None
-    head = model["width"] / model["heads"]
-    return math.sqrt(head / ratio) / head
+    head, base = model["width"] / model["heads"], base_head_dim(model)
+    return None if head == base else math.sqrt(base) / head
 
 
 class Readout(nn.Linear):

@@ -65,10 +65,15 @@ class LadderSpec:
         )
         return {"key": self.key, "values": self.values, "rule": rule, "head_dim": self.head_dim}
 
-    def overrides(self, value: str) -> list[str]:
-        """A rung's own overrides: its size, and its heads where they follow the width."""
-        heads = [f"model.heads={int(value) // self.head_dim}"] if self.head_dim else []
-        return [f"{self.key}={value}", *heads]
+    def overrides(self, value: str, transformer: bool = True) -> list[str]:
+        """A rung's own overrides: its size, and its heads where they follow the width; on the
+        shipped Transformer also muP's base head size, the ladder's (nulled unless muP), so
+        that muP's attention scale is the base model's at every rung (normbench.layers.mup)."""
+        if not self.head_dim:
+            return [f"{self.key}={value}"]
+        heads = [f"model.heads={int(value) // self.head_dim}"]
+        base = [f"model.base_head_dim={self.head_dim}"] if transformer else []
+        return [f"{self.key}={value}", *heads, *base]
 
 
 @dataclass
@@ -242,8 +247,12 @@ def _head_dim(given, in_preset, key: str, widths: list[str], rest: list[str], wh
             f"{option} {text}: model.width={uneven[0]} is not a multiple of it; valid: a "
             f"divisor of every width ({', '.join(widths)})"
         )
-    if any(o.partition("=")[0] == "model.heads" for o in rest):
-        raise UsageError(f"{option} {text} and model.heads: give one (the ladder sets the heads)")
+    for set_by_ladder in ("model.heads", "model.base_head_dim"):
+        if any(o.partition("=")[0] == set_by_ladder for o in rest):
+            raise UsageError(
+                f"{option} {text} and {set_by_ladder}: give one (the ladder sets the heads, and "
+                "muP's base head size to the ladder's)"
+            )
     return int(text)
 
 
@@ -266,8 +275,11 @@ def design(
             f"--ladder-transfer {spec.transfer}: nothing is tuned; valid: with --tune KEY=... "
             "or a preset's tune:"
         )
+    job = grids.grid_overrides(preset, overrides, max_runs)[1][0]
+    chosen = [o.partition("=")[2] for o in job if o.partition("=")[0] == "model"]
+    transformer = chosen[-1:] in ([], ["transformer"])  # the model with muP's base head size
     for value in spec.values:
-        at = [*overrides, *spec.overrides(value)]
+        at = [*overrides, *spec.overrides(value, transformer)]
         first = grids.grid_overrides(preset, at, max_runs)[1][0]
         cfg, size = _first(first, spec.key, value)
         steps = size.steps_for(spec.tokens_per_param) if spec.tokens_per_param else None

@@ -16,9 +16,9 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from normbench.core.errors import StoreError
+from normbench.core.errors import StoreError, UsageError
 from normbench.core.files import YAML_LIMIT, read_text
-from normbench.sweeps.grid import Job, Sweep
+from normbench.sweeps.grid import Job, Sweep, expand
 from normbench.sweeps.presets import preset_path
 
 # A preset's header states its measured time so: "5 minutes on 2 cores", "about 21 minutes of
@@ -29,12 +29,28 @@ MEASURED = re.compile(r"(?:about |~)?\d+(?:\.\d+)? (?:seconds|minutes|hours)[^.;
 # ---------------------------------------------------------------------------- before it starts
 def print_no_preset_note(console: Console, overrides: list[str]) -> None:
     """Overrides without a preset are a grid of their own: say so, and how to add them to the
-    default preset instead (``normbench sweep threads=1`` is one default run, not 42). On a
-    terminal the prose wraps at its width and the command stands on a line of its own (copied
-    whole); piped, it is one line."""
+    default preset instead (``normbench sweep threads=1`` is one default run, not 42). The
+    command is suggested only when its grid is accepted (it is composed here, every
+    combination checked, nothing planned): overrides the default preset refuses
+    (``batch_size=8`` below its ghost batches) get the reason and `normbench list` instead.
+    On a terminal the prose wraps at its width and the command stands on a line of its own
+    (copied whole); piped, it is one line."""
     from normbench.sweeps.presets import DEFAULT_PRESET
 
     command = f"normbench sweep {DEFAULT_PRESET} {' '.join(overrides)}"
+    try:
+        expand(DEFAULT_PRESET, list(overrides))
+    except UsageError as err:
+        reason = str(err)
+        if reason.startswith("job "):  # "job 46 of 150 (overrides): why": the why alone
+            reason = reason.partition("): ")[2] or reason
+        note = (
+            "no preset named: the grid is these overrides alone, over config.yaml's defaults. "
+            f"The default preset, {DEFAULT_PRESET}, would refuse them ({reason}); `normbench "
+            "list` shows the presets"
+        )
+        console.print(note, soft_wrap=not console.is_terminal, highlight=False)
+        return
     before = ":\n  " if console.is_terminal else ": "
     console.print(
         "no preset named: the grid is these overrides alone, over config.yaml's defaults; to "

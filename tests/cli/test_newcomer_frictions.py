@@ -4,6 +4,7 @@ the code does, suggestions for a mistyped option, and refusals before any plan i
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -57,3 +58,40 @@ def test_until_decided_lines_add_up_say_why_seeds_are_drawn_and_fit_80_columns(t
     ):
         stopped = "stopped for futility" in between.group(0)
         assert stopped == bool(between.group(1)), between.group(0)
+
+
+def test_a_refused_dry_run_prints_the_refusal_alone(tmp_path):
+    """The plan's header and column titles stood above the refusal of a grid's first job."""
+    result = normbench("sweep", "smoke", "norm=fancy", "--dry-run", runs=tmp_path / "runs")
+    assert result.returncode == 2 and result.stdout == "", result.stdout
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("normbench: error: job 1 of 2") and "norm=fancy" in line
+
+
+@pytest.mark.parametrize("overrides", [["norm=layernorm,rmsnorm"], ["batch_size=8,16"]])
+def test_the_no_preset_note_suggests_only_a_command_that_is_accepted(overrides, tmp_path):
+    """`normbench sweep batch_size=8,16` was told to try `normbench sweep batch_sensitivity
+    batch_size=8,16`, which the preset's ghost batches (up to 32) refuse."""
+    runs = tmp_path / "runs"
+    result = normbench("sweep", *overrides, "--dry-run", runs=runs)
+    assert result.returncode == 0, result.stderr
+    note = next(line for line in result.stdout.splitlines() if line.startswith("no preset"))
+    suggested = re.search(r"default preset: normbench (sweep .*)$", note)
+    if suggested is None:
+        assert "The default preset, batch_sensitivity, would refuse them (" in note
+        assert "norm.ghost_batch=16 is larger than batch_size=8" in note
+        assert "`normbench list` shows the presets" in note
+        return
+    again = normbench(*suggested.group(1).split(), "--dry-run", runs=runs)
+    assert again.returncode == 0, again.stderr
+
+
+def test_sweep_help_says_how_tune_chooses_as_the_design_does():
+    """The help said successive halving always; docs/design.md: every candidate at the full
+    budget, halving only where it trains at most half the full grid's steps."""
+    result = normbench("sweep", "--help", env={**os.environ, "COLUMNS": "200"})
+    said = " ".join(result.stdout.replace("│", " ").split())
+    assert "every candidate at the full budget, or successive halving where that trains at " in (
+        said
+    )
+    assert "at most half the full grid's steps" in said

@@ -203,9 +203,12 @@ def test_the_new_keys_at_their_defaults_leave_every_run_id_as_it_was():
         hashed = experiment(cfg)
         assert "parametrization" not in hashed["model"] and "base_width" not in hashed["model"]
         assert "compile" not in hashed["train"]
-        same = tiny(*overrides, "model.base_width=8", "train.compile=true")
+        base_head = [] if overrides else ["model.base_head_dim=8"]  # the Transformer's only
+        same = tiny(*overrides, "model.base_width=8", *base_head, "train.compile=true")
         assert run_id(compose(same)) == run_id(cfg)
-        assert run_id(compose(tiny(*overrides, "model.parametrization=mup"))) != run_id(cfg)
+        mup = compose(tiny(*overrides, "model.parametrization=mup"))
+        assert run_id(mup) != run_id(cfg)
+        assert "base_head_dim" not in experiment(mup)["model"]  # null: as before the key
 
 
 @pytest.mark.parametrize(
@@ -214,6 +217,35 @@ def test_the_new_keys_at_their_defaults_leave_every_run_id_as_it_was():
         (["model.parametrization=foo"], ["model.parametrization", "foo", "standard, mup"]),
         (["model.parametrization=mup", "train.optimizer=muon"], ["muon", "adamw, sgd"]),
         (["model.parametrization=mup", "model.base_width=null"], ["model.base_width", "null"]),
+        # the base model's heads (issue 62): tiny's Transformer is width 16 with 2 heads
+        (
+            ["model.parametrization=mup", "model.base_width=63"],
+            ["model.base_width=63", "model.heads=2", "valid: a multiple of 2"],
+        ),
+        (
+            ["model.parametrization=mup", "model.base_width=100000000000000000000"],
+            ["model.base_width=100000000000000000000", "an integer from 1 to 65536"],
+        ),
+        (
+            ["model=cnn", "model.parametrization=mup", "model.base_width=100000000000000000000"],
+            ["model.base_width=100000000000000000000", "an integer from 1 to 65536"],
+        ),
+        (
+            ["model.parametrization=mup", "model.base_width=1e20"],
+            ["model.base_width=1e+20", "an integer from 1 to 65536"],
+        ),
+        (
+            ["model.parametrization=mup", "model.base_width=64.5"],
+            ["model.base_width=64.5", "an integer from 1 to 65536"],
+        ),
+        (
+            ["model.parametrization=mup", "model.base_head_dim=12"],
+            ["model.base_head_dim=12", "model.base_width=64", "1, 2, 4, 8, 16, 32, 64 or null"],
+        ),
+        (
+            ["model.parametrization=mup", "model.base_width=16", "model.base_head_dim=4"],
+            ["model.base_head_dim=4", "heads are 8 wide", "model.base_head_dim=8 or null"],
+        ),
     ],
 )
 def test_bad_parametrization_is_one_line_exit_2(tmp_path, overrides, words):
