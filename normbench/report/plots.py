@@ -307,7 +307,9 @@ def learning_curves(
             if column == "train_loss":
                 losses.append(band["mean"])
             (line,) = ax.plot(band["x"], band["mean"], label=name)
-            ax.fill_between(band["x"], band["low"], band["high"], color=line.get_color(), alpha=0.2)
+            # arrays, not Series: numpy 1.24's masked arrays read a Series' deprecated _data
+            x, low, high = (band[name].to_numpy() for name in ("x", "low", "high"))
+            ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2)
             mark_seed_changes(ax, band, line.get_color())
         drawn += 1
     if not drawn:
