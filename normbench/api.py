@@ -330,15 +330,18 @@ def _report(
     """The report ``normbench report`` builds for these options (the same pipeline,
     normbench.report.pipeline), its runs directory, and the output options (``diagnostics``,
     ``only``). Warnings are raised as Python warnings, attributed to the caller."""
+    from normbench.core.suggest import did_you_mean
     from normbench.report.base import Method
     from normbench.report.pipeline import Request, build_report
+    from normbench.report.text import check_table_name
 
     unknown = sorted(set(options) - set(REPORT_OPTIONS))
     if unknown:
         raise UsageError(
-            f"report option {unknown[0]}: not an option of normbench report; valid: "
-            + ", ".join(REPORT_OPTIONS)
+            f"report option {unknown[0]}: not an option of normbench report"
+            f"{did_you_mean(unknown[0], REPORT_OPTIONS)}; valid: " + ", ".join(REPORT_OPTIONS)
         )
+    check_table_name(options.get("table"))
     steps: dict[str, dict[str, Any]] = {
         "select": {},
         "method": {},

@@ -148,12 +148,14 @@ def report(
     from normbench.core.errors import UsageError
     from normbench.report import pipeline
     from normbench.report.base import Method
+    from normbench.report.text import check_table_name
 
     # The store read and the tables make millions of objects and no cycles worth collecting
     # (cli.app.collector_paused); the figures, which matplotlib links in cycles, are drawn
     # with the collector back.
     with collector_paused():
         try:
+            check_table_name(table)  # before any run is read: a typo costs no report
             runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir, ctx)
             method = Method.from_options(alpha, margin, reference_batch, diverged, reference or [])
             check_outputs(fmt, out, html, plots, x, profile, across)

@@ -10,6 +10,7 @@ import math
 import pandas as pd
 
 from normbench.core.errors import UsageError
+from normbench.core.suggest import did_you_mean
 from normbench.report import TABLE_NAMES
 from normbench.report.base import Method, Metric, Report, Section
 from normbench.report.labels import label
@@ -34,13 +35,22 @@ def table_names(report: Report) -> list[str]:
 NOT_TUNED = "--table tuning: not a tuned sweep's report; valid: --sweep NAME of a sweep --tune"
 
 
+def check_table_name(only: str | None) -> None:
+    """``--table NAME`` names one of normbench's tables (with the one a typo most likely
+    meant): checked before any run is read, so that a typo costs no report."""
+    if only is not None and only not in TABLE_NAMES:
+        raise UsageError(
+            f"--table {only}: no such table{did_you_mean(only, TABLE_NAMES)}; valid: "
+            f"{', '.join(TABLE_NAMES)}"
+        )
+
+
 def check_table(report: Report, only: str | None) -> None:
     """``--table NAME``: refused in one line when NAME is no table of normbench's, or none
     of this report's, with the valid choices."""
     if only is None:
         return
-    if only not in TABLE_NAMES:
-        raise UsageError(f"--table {only}: valid: {', '.join(TABLE_NAMES)}")
+    check_table_name(only)
     if only == "tuning":  # asked of a report that has no tuned sweep (one that has is shown)
         raise UsageError(NOT_TUNED)
     present = table_names(report)

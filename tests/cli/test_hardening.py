@@ -609,7 +609,7 @@ def two_workloads(tmp_path_factory):
 @pytest.mark.parametrize(
     ("options", "words"),
     [
-        (["--table", "nope"], "--table nope: valid: across, convergence"),
+        (["--table", "nope"], "--table nope: no such table; valid: across, convergence"),
         (["--profile", "time"], "--profile time: for the table across workloads; add --across"),
         (["--across", ""], "--across '': name setting keys"),
         (["--across", "data,data"], "--across data,data: a key is given twice"),

@@ -95,3 +95,23 @@ def test_sweep_help_says_how_tune_chooses_as_the_design_does():
         said
     )
     assert "at most half the full grid's steps" in said
+
+
+def test_a_mistyped_table_is_answered_with_the_one_meant_before_any_run_is_read(tmp_path):
+    """`--table convergnce` listed eleven tables and no guess; it was checked after the whole
+    report was computed. An empty runs directory shows it is refused before any is read."""
+    result = normbench("report", str(tmp_path), "--table", "convergnce")
+    assert result.returncode == 2 and result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("normbench: error: --table convergnce: no such table (did you mean ")
+    assert "(did you mean convergence?); valid: across, convergence," in line
+
+
+def test_a_mistyped_api_option_is_answered_with_the_one_meant(tmp_path):
+    from normbench import api
+    from normbench.core.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"option refrence: .* \(did you mean reference\?\)"):
+        api.report(tmp_path, refrence="norm=layernorm")
+    with pytest.raises(UsageError, match=r"--table batch: .* \(did you mean batch_sensitivity\?"):
+        api.report(tmp_path, table="batch")

@@ -70,7 +70,7 @@ def test_different_budgets_and_data_are_separate_sections(tmp_path):
         ("--alpha", "2", "--alpha 2.0: valid: a number strictly between 0 and 0.5"),
         ("--diverged", "drop", "--diverged drop: valid: chance, exclude"),
         ("--format", "xml", "--format xml: valid: rich, csv, markdown, json"),
-        ("--table", "nope", "--table nope: valid: across, convergence"),
+        ("--table", "nope", "--table nope: no such table; valid: across, convergence"),
     ],
 )
 def test_bad_report_options_are_one_line_errors(study, flag, value, words):
@@ -242,7 +242,7 @@ def test_a_user_norms_options_fold_into_its_name(tmp_path):
 @pytest.mark.parametrize("fmt", ["rich", "markdown"])
 def test_table_names_are_checked_in_every_format(study, fmt):
     for table, words in (
-        ("nope", "--table nope: valid: across, convergence, batch_sensitivity"),
+        ("nope", "--table nope: no such table; valid: across, convergence, batch_sensitivity"),
         ("precision", "--table precision: this selection has no precision table"),
     ):
         result = runner.invoke(app, ["report", str(study), "--table", table, "--format", fmt])
