@@ -42,7 +42,7 @@ from normbench.experiment.options import (
 )
 from normbench.experiment.rules import RULES
 from normbench.experiment.schema import GROUPS, OPTION_SCHEMA, flatten, ignored_by_optimizer
-from normbench.layers.keys import NORM_SHARED_KEYS, norm_reads
+from normbench.layers.keys import NORM_SHARED, NORM_SHARED_KEYS, norm_reads
 
 
 def parse_overrides(overrides: Iterable[str], with_group_options: bool = False) -> list:
@@ -236,11 +236,17 @@ def canonical(cfg: dict) -> dict:
     """Null the norm.* keys the chosen norm ignores, and the train.* keys the chosen optimizer
     ignores (schema.OPTIMIZER_KEYS), so that configs that cannot differ in outcome are one
     experiment with one run id (GroupNorm at ghost_batch 2 and 32 is the same run; so is AdamW
-    at any train.muon_lr; a sweep crossing every norm with ghost_batch trains it once); and
+    at any train.muon_lr; a sweep crossing every norm with ghost_batch trains it once); the
+    data-parallel statistics keys norm.sync and norm.eval_stats at their defaults on one
+    device, where they cannot matter; and
     model.base_width and model.base_head_dim, which only muP reads, in a standard Transformer
     or CNN."""
     for key in NORM_SHARED_KEYS - norm_reads(cfg["norm"]):
         cfg["norm"][key] = None
+    if cfg["train"]["devices"] == 1:  # one process: its batch is the global batch, rank 0's
+        for key in ("sync", "eval_stats"):  # statistics the only ones, whatever these say
+            if cfg["norm"].get(key) is not None:
+                cfg["norm"][key] = NORM_SHARED[key].default
     for key in ignored_by_optimizer({f"train.{k}": v for k, v in cfg["train"].items()}):
         cfg["train"][key.partition(".")[2]] = None
     model = cfg["model"]

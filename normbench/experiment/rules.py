@@ -246,6 +246,27 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
+        "train.devices that does not divide batch_size (each device takes an equal share of "
+        "the global batch), or norm.ghost_batch that does not divide that share",
+        lambda cfg: _devices_rule(cfg),
+    ),
+    Rule(
+        "norm.sync=global with a norm that has no synchronizable batch statistics (valid: "
+        "batchnorm), or with norm.ghost_batch (statistics over the global batch, or over "
+        "chunks of each device's: one or the other)",
+        lambda cfg: _sync_rule(cfg),
+    ),
+    Rule(
+        "diagnostics=true with train.devices > 1: the diagnostics watch one process's model",
+        lambda cfg: (
+            f"diagnostics=true records one process's model, and train.devices="
+            f"{cfg['train']['devices']} trains on several; valid with train.devices > 1: "
+            "diagnostics=false"
+            if cfg["diagnostics"] and cfg["train"]["devices"] > 1
+            else None
+        ),
+    ),
+    Rule(
         "data.train_samples larger than the train split it takes a subset of",
         lambda cfg: _subset_rule(cfg),
     ),
@@ -405,6 +426,44 @@ def _subset_rule(cfg: dict) -> str | None:
         return (
             f"data.train_samples={data['train_samples']} is more than the train split of "
             f"data={data['name']} ({whole}{unit}); valid: 1..{whole}, or null (all of it)"
+        )
+    return None
+
+
+def _devices_rule(cfg: dict) -> str | None:
+    """Data-parallel ranks share the global batch equally (normbench.training.distributed),
+    and a ghost batch splits each rank's share."""
+    devices, batch = cfg["train"]["devices"], cfg["batch_size"]
+    if batch % devices:
+        return (
+            f"train.devices={devices} does not divide batch_size={batch} (each device takes "
+            f"an equal share of the global batch); valid: {_divisors(batch)}"
+        )
+    share, ghost = batch // devices, cfg["norm"].get("ghost_batch")
+    if devices > 1 and "ghost_batch" in norm_reads(cfg["norm"]) and ghost and share % ghost:
+        return (
+            f"norm.ghost_batch={ghost} does not divide the per-device batch {share} "
+            f"(batch_size={batch} / train.devices={devices}); valid: {_divisors(share)} or null"
+        )
+    return None
+
+
+def _sync_rule(cfg: dict) -> str | None:
+    norm = cfg["norm"]
+    if norm.get("sync") != "global":
+        return None
+    synchronizable = [name for name, entry in NORM_TABLE.items() if "sync" in entry.reads]
+    if "sync" not in norm_reads(norm):
+        return (
+            f"norm.sync=global needs batch statistics to synchronize, and "
+            f"norm={norm['name']} has none; valid: norm.sync=device, or norm="
+            + ", ".join(synchronizable)
+        )
+    if norm.get("ghost_batch") is not None:
+        return (
+            f"norm.sync=global takes statistics over the global batch, norm.ghost_batch="
+            f"{norm['ghost_batch']} over chunks of each device's; valid: one of them "
+            "(norm.ghost_batch=null, or norm.sync=device)"
         )
     return None
 

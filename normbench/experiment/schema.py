@@ -31,6 +31,7 @@ EXECUTION_KEYS = (
     "threads",
     "train.checkpoint_every",
     "train.compile",
+    "train.timeout_s",
     "log.tensorboard",
 )
 # Observations: what a run records about itself beyond its metrics. Asking for them does not
@@ -46,7 +47,13 @@ LATER_KEYS = {
     "train.muon_momentum": 0.95,
     "train.muon_qkv": "fused",
     "train.adam_beta2": 0.999,
+    "train.devices": 1,
+    "norm.sync": "device",
+    "norm.eval_stats": "rank0",
 }
+# Later keys shared by every norm section (normbench.layers.keys.NORM_SHARED): a norm that
+# does not read one has it nulled, and null leaves the run id as it was too.
+LATER_SHARED_KEYS = ("norm.sync", "norm.eval_stats")
 # The train.* keys only some optimizers read, with the optimizers that read them: the others
 # have them nulled in the resolved config (compose.canonical), so that configs that cannot
 # differ are one run. A nulled key is hashed as its default (the value every run made before
@@ -132,6 +139,8 @@ SCHEMA: dict[str, Key] = {
     "train.log_every": _positive(),
     "train.checkpoint_every": _positive(nullable=True),
     "train.compile": Key(bool),
+    "train.devices": _positive(),
+    "train.timeout_s": Key(float, minimum=1.0),
     "target.metric": Key(str, choices=("val_acc", "val_loss", "val_bpb")),
     "target.value": Key(float),
     "log.tensorboard": Key(str, nullable=True),
@@ -271,6 +280,7 @@ def experiment(cfg: dict) -> dict:
     flat = flatten(trimmed)
     later = {**LATER_KEYS, **later_option_keys(flat)}
     later = [key for key, old in later.items() if key in flat and flat[key] == old]
+    later += [key for key in LATER_SHARED_KEYS if key in flat and flat[key] is None]
     for key in (*EXECUTION_KEYS, *OBSERVATION_KEYS, *later):
         _remove(trimmed, key.split("."))
     return trimmed

@@ -43,6 +43,11 @@ NORM_SHARED: dict[str, NormKey] = {
     "ghost_batch": NormKey(Key(int, minimum=1, nullable=True), None),
     "mask_padding": NormKey(Key(bool), True),
     "fp32_stats": NormKey(Key(bool), True),
+    # Data-parallel runs (train.devices > 1, docs/distributed.md): batch statistics over each
+    # device's batch (DDP's default) or over the global batch (synchronized); the running
+    # statistics evaluation uses, rank 0's (DDP's buffer broadcast) or their mean over ranks.
+    "sync": NormKey(Key(str, choices=("device", "global")), "device"),
+    "eval_stats": NormKey(Key(str, choices=("rank0", "mean")), "rank0"),
 }
 NORM_SHARED_KEYS = frozenset(NORM_SHARED)
 # The shared keys every norm built on normbench.layers.norms.Norm reads (its constructor's),
@@ -103,11 +108,13 @@ def _shipped(cls: str, reads: tuple[str, ...] = (), **entry: Any) -> NormEntry:
 _ALPHA_INIT = NormKey(Key(float, minimum=0.0), 0.5)
 # The shipped norms: name (norm=NAME) -> entry. Their classes are in normbench.layers.norms.
 NORM_TABLE: dict[str, NormEntry] = {
-    "batchnorm": _shipped("BatchNorm", ("momentum", "ghost_batch")),
+    "batchnorm": _shipped("BatchNorm", ("momentum", "ghost_batch", "sync", "eval_stats")),
     "layernorm": _shipped("LayerNorm"),
     "instancenorm": _shipped("InstanceNorm", sequence_statistics=True),
     "groupnorm": _shipped("GroupNorm", ("groups",)),
-    "switchnorm": _shipped("SwitchNorm", ("momentum", "ghost_batch"), sequence_statistics=True),
+    "switchnorm": _shipped(
+        "SwitchNorm", ("momentum", "ghost_batch", "eval_stats"), sequence_statistics=True
+    ),
     "rmsnorm": _shipped("RMSNorm"),
     "adaln": _shipped("AdaLN", python_options=("cond_dim",), sequence_statistics=True),
     "dyt": _shipped("DyT", own={"alpha_init": _ALPHA_INIT}, per_position=("alpha_init",)),

@@ -126,7 +126,10 @@ class BatchStatisticsNorm(AffineNorm):
 
     ``ghost_batch`` splits the batch into chunks of that many samples, each normalized with its
     own statistics (the per-device batch of data-parallel training); every chunk updates the
-    running statistics, which eval mode uses.
+    running statistics, which eval mode uses. ``eval_stats`` says which running statistics a
+    data-parallel run evaluates with: ``rank0``'s (DistributedDataParallel broadcasts rank 0's
+    buffers) or the ``mean`` over ranks (timm's distribute_bn); the training loop acts on it
+    (normbench.training.distributed.evaluation_statistics).
     """
 
     def __init__(
@@ -135,11 +138,13 @@ class BatchStatisticsNorm(AffineNorm):
         layout: str,
         momentum: float = 0.1,
         ghost_batch: int | None = None,
+        eval_stats: str = "rank0",
         **common,
     ):
         super().__init__(num_features, layout, **common)
         self.momentum = momentum
         self.ghost_batch = ghost_batch
+        self.eval_stats = eval_stats
         self.register_buffer("running_mean", torch.zeros(num_features))
         self.register_buffer("running_var", torch.ones(num_features))
 
@@ -151,9 +156,26 @@ class BatchStatisticsNorm(AffineNorm):
 class BatchNorm(BatchStatisticsNorm):
     """Per feature over the batch: channels over (N, S), tokens over all real tokens (N, T);
     one F.batch_norm per ghost batch (on a CPU faster than SwitchNorm's all-chunks-at-once
-    moments: 1.9x against 3.5x a whole-batch F.batch_norm at ghost batch 4)."""
+    moments: 1.9x against 3.5x a whole-batch F.batch_norm at ghost batch 4).
+
+    ``sync="global"``: in a data-parallel run (torch.distributed initialised, more than one
+    rank) the statistics are over the global batch, every rank's samples, as if one process
+    held it: on CUDA through torch.nn.SyncBatchNorm, elsewhere (gloo on a CPU, which
+    SyncBatchNorm refuses) through ``synchronized_batch_norm``. ``"device"``: over this
+    process's batch, DistributedDataParallel's default."""
+
+    def __init__(self, num_features: int, layout: str, sync: str = "device", **options):
+        super().__init__(num_features, layout, **options)
+        self.sync = sync
 
     def bn(self, x: Tensor) -> Tensor:
+        if self.sync == "global" and self.training and data_parallel():
+            if x.is_cuda:
+                return self.torch_sync_bn()(x)
+            return synchronized_batch_norm(
+                x, self.running_mean, self.running_var, self.weight, self.bias,
+                self.momentum, self.eps,
+            )  # fmt: skip
         return F.batch_norm(
             x,
             self.running_mean,
@@ -177,6 +199,60 @@ class BatchNorm(BatchStatisticsNorm):
         out = torch.zeros_like(x)
         out[mask] = torch.cat(real)
         return out
+
+    def torch_sync_bn(self) -> nn.SyncBatchNorm:
+        """torch's SyncBatchNorm on this layer's parameters and running statistics, kept out
+        of the module tree (its tensors are this layer's: no second copy in state_dict)."""
+        layer = self.__dict__.get("_torch_sync")
+        if layer is None:
+            layer = nn.SyncBatchNorm(self.num_features, self.eps, self.momentum)
+            layer.weight, layer.bias = self.weight, self.bias
+            layer.running_mean, layer.running_var = self.running_mean, self.running_var
+            self.__dict__["_torch_sync"] = layer
+        return layer.train(self.training)
+
+
+def data_parallel() -> bool:
+    """Whether this process is one rank of several (torch.distributed initialised)."""
+    distributed = torch.distributed
+    return (
+        distributed.is_available()
+        and distributed.is_initialized()
+        and (distributed.get_world_size() > 1)
+    )
+
+
+def synchronized_batch_norm(
+    x: Tensor,
+    running_mean: Tensor,
+    running_var: Tensor,
+    weight: Tensor,
+    bias: Tensor,
+    momentum: float,
+    eps: float,
+) -> Tensor:
+    """Training-mode batch norm of ``x`` (N, C, *S) or (M, C) over the samples of every rank:
+    the mean, then the variance about it, each summed over ranks with
+    torch.distributed.nn.functional.all_reduce, whose backward is the all-reduce of the
+    gradients, so that the gradients are those of one process holding the global batch (as
+    torch.nn.SyncBatchNorm's, Ioffe & Szegedy 2015's formulas with the sums across ranks).
+    Two passes, as F.batch_norm's, not E[x^2] - mean^2. The running statistics move as
+    F.batch_norm moves them: the mean, and the unbiased variance (n / (n - 1))."""
+    from torch.distributed.nn.functional import all_reduce
+
+    dims = [0, *range(2, x.dim())]
+    local = torch.tensor([x.numel() // x.shape[1]], dtype=x.dtype, device=x.device)
+    sums = all_reduce(torch.cat([x.sum(dims), local]))
+    count = sums[-1].detach()
+    mean = sums[:-1] / count
+    shape = [1, -1] + [1] * (x.dim() - 2)
+    centred = x - mean.view(shape)
+    var = all_reduce(centred.square().sum(dims)) / count
+    with torch.no_grad():
+        running_mean.lerp_(mean.detach(), momentum)
+        running_var.lerp_(var.detach() * count / (count - 1).clamp_min(1), momentum)
+    scale = weight * torch.rsqrt(var + eps)
+    return centred * scale.view(shape) + bias.view(shape)
 
 
 class LayerNorm(AffineNorm):

@@ -125,8 +125,10 @@ def run_id(cfg: dict) -> str:
     model's import path names a builder function (``mypkg.models:build``), no name to show. A
     norm that takes its statistics over ghost
     batches smaller than the batch names them: ``batchnorm.ghost2-...-b32`` (32 per step,
-    statistics over 2). Runs stored before this (normbench 0.4) keep their ids:
-    ``earlier_run_id`` gives them, and ``stored_run_id`` finds them."""
+    statistics over 2); a data-parallel run its devices: ``...-b32.d2-...`` (32 per step over
+    2 devices; train.devices=1 adds nothing, so earlier ids stand). Runs stored before this
+    (normbench 0.4) keep their ids: ``earlier_run_id`` gives them, and ``stored_run_id``
+    finds them."""
     hashed = experiment(cfg)
     target = cfg["norm"].get("_target_")
     if target:
@@ -149,7 +151,11 @@ def _spelled(cfg: dict, hashed: dict, names: list[str]) -> str:
     ``hashed``."""
     digest = hashlib.sha256(json.dumps(hashed, sort_keys=True).encode()).hexdigest()[:8]
     model, norm, placement, precision = (headline(n) for n in [*names, cfg["precision"]["name"]])
-    return f"{model}-{norm}-{placement}-{precision}-b{cfg['batch_size']}-s{cfg['seed']}-{digest}"
+    batch = f"b{cfg['batch_size']}"
+    devices = cfg["train"].get("devices", 1)
+    if devices != 1:  # data-parallel: b32.d2, the global batch of 32 over 2 devices
+        batch += f".d{devices}"
+    return f"{model}-{norm}-{placement}-{precision}-{batch}-s{cfg['seed']}-{digest}"
 
 
 def renamed(cfg: dict) -> bool:
@@ -193,7 +199,8 @@ def headline(name: str) -> str:
 # not just compute (a directory name, an index row, a command-line argument) must match it:
 # no "/", no "..", nothing absolute, nothing hidden.
 RUN_ID = re.compile(
-    r"[a-z0-9_][a-z0-9_.]*-[a-z0-9_.]+-[a-z0-9_.]+-[a-z0-9_.]+-b[0-9]+-s[0-9]+-[0-9a-f]{8}"
+    r"[a-z0-9_][a-z0-9_.]*-[a-z0-9_.]+-[a-z0-9_.]+-[a-z0-9_.]+-b[0-9]+(?:\.d[0-9]+)?-s[0-9]+"
+    r"-[0-9a-f]{8}"
 )
 
 

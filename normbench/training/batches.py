@@ -16,11 +16,15 @@ Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]  # inputs, target
 
 
 def batches(
-    train: dict[str, torch.Tensor | None], context: int | None, order: DataOrder
+    train: dict[str, torch.Tensor | None],
+    context: int | None,
+    order: DataOrder,
+    share: slice | None = None,
 ) -> Iterator[Batch]:
     """Endless training batches from the split's tensors on the device (``train``): each
     epoch a fresh permutation from the seed. A byte stream (``context``: its window length)
-    gives windows at random positions instead, drawn from the same generator."""
+    gives windows at random positions instead, drawn from the same generator. ``share``: a
+    data-parallel rank's rows of each batch (every rank draws the whole batch, the same)."""
     if context is not None:
         stream = train["bytes"]
         offsets = torch.arange(context, device=order.device)
@@ -28,10 +32,10 @@ def batches(
             starts = torch.randint(
                 len(stream) - context, (order.batch_size, 1), generator=order.generator
             )
-            rows = starts.to(order.device) + offsets
+            rows = starts[share or slice(None)].to(order.device) + offsets
             yield stream[rows].long(), stream[rows + 1].long(), None
     while True:
-        idx = order.next()
+        idx = order.next()[share or slice(None)]
         mask = None if train["mask"] is None else train["mask"][idx]
         yield train["x"][idx], train["y"][idx], mask
 

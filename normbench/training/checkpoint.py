@@ -176,7 +176,11 @@ class Checkpointing:
 
     def save_checkpoint(self, step: int) -> None:
         """Save everything the steps after ``step`` depend on. The training clock moves on by
-        the time the save took, so that saving is not counted as training time."""
+        the time the save took, so that saving is not counted as training time. In a
+        data-parallel run rank 0 saves (the ranks' states are the same but for their
+        per-device BatchNorm buffers, which rank 0's replace at the next forward)."""
+        if not self.writes:
+            return
         started = time.perf_counter()
         save(
             self.checkpoint_path,

@@ -37,7 +37,8 @@ from normbench.store.rundir import (
     real_directory,
     run_id,
 )
-from normbench.training import checkpoint
+from normbench.training import checkpoint, distributed
+from normbench.training.distributed import Ranks
 from normbench.training.trainer import Trainer, now
 
 
@@ -81,6 +82,7 @@ def run_experiment(
     with a checkpoint resumes from it (``rerun.force``: starts afresh).
     """
     device = resolve_device(cfg["device"])
+    check_devices(cfg["train"]["devices"], device)
     run = RunDir(runs_dir, run_id(cfg))
     try:
         return _run_locked(cfg, run, device, rerun, progress, labels)
@@ -92,6 +94,19 @@ def run_experiment(
                 "some and run it again (`normbench runs clean` removes half-written runs)"
             ) from None
         raise
+
+
+def check_devices(devices: int, device: torch.device) -> None:
+    """train.devices ranks need as many GPUs on CUDA (one each); a CPU runs any number (gloo);
+    MPS has no collective backend."""
+    if devices == 1 or device.type == "cpu":
+        return
+    present = torch.cuda.device_count() if device.type == "cuda" else 1
+    if devices > present:
+        raise UsageError(
+            f"train.devices={devices} needs {devices} {device.type} devices and this machine "
+            f"has {present}; valid: 1..{present}, or device=cpu"
+        )
 
 
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)  # a full disk, or a full quota
@@ -252,9 +267,19 @@ def restore(runs_dir: Path, staging: Path, run_id: str) -> None:
 
 
 def train_and_record(
-    cfg: dict, run: RunDir, device: torch.device, progress: bool, labels: Labels
+    cfg: dict,
+    run: RunDir,
+    device: torch.device,
+    progress: bool,
+    labels: Labels,
+    ranks: Ranks | None = None,
 ) -> Outcome:
-    """Train one run and keep its status, timings and errors in meta.json."""
+    """Train one run and keep its status, timings and errors in meta.json. A data-parallel
+    run (train.devices > 1) is launched as its ranks, rank 0 of which comes back here with
+    ``ranks`` to train and record it (normbench.training.distributed)."""
+    if cfg["train"]["devices"] > 1 and ranks is None:
+        status, summary, error = distributed.launch(cfg, run, device, progress, labels)
+        return Outcome(run.run_id, run.path, status, summary, error)
     previous = run.read_meta() or {}
     resuming = (run.path / checkpoint.FILE_NAME).is_file()
     if cfg["threads"]:
@@ -292,7 +317,7 @@ def train_and_record(
     if not resuming:
         run.metrics_path.unlink(missing_ok=True)  # a forced re-run starts a fresh log
     start = time.perf_counter()
-    trainer = Trainer(cfg, device, run, progress)
+    trainer = Trainer(cfg, device, run, progress, ranks)
 
     def finish(status: str, error: str | None = None) -> None:
         trainer.summary["wall_s"] = round(trainer.wall_s + time.perf_counter() - start, 3)

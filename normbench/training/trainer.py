@@ -33,9 +33,16 @@ from normbench.layers.keys import norm_reads
 from normbench.layers.models import count_non_embedding, count_parameters, seeded_model
 from normbench.store.rundir import RunDir
 from normbench.trackers.tensorboard import RunEvents
-from normbench.training import checkpoint
+from normbench.training import checkpoint, cost
 from normbench.training.batches import Batch, DataOrder, batches
 from normbench.training.diagnostics import Diagnostics, frozen_buffers
+from normbench.training.distributed import (
+    Ranks,
+    data_parallel_model,
+    evaluation_statistics,
+    from_leader,
+    reduce_window,
+)
 from normbench.training.optimizers import build_optimizers, lr_factor, lr_scaling
 from normbench.training.progress import LiveLine, generating_note
 
@@ -52,8 +59,19 @@ class Trainer(checkpoint.Checkpointing):
     """The training loop of one run, with its evaluation, logging and progress display (its
     checkpoints: ``checkpoint.Checkpointing``)."""
 
-    def __init__(self, cfg: dict, device: torch.device, run: RunDir, progress: bool):
+    def __init__(
+        self,
+        cfg: dict,
+        device: torch.device,
+        run: RunDir,
+        progress: bool,
+        ranks: Ranks | None = None,
+    ):
         self.cfg, self.device, self.run, self.show_progress = cfg, device, run, progress
+        # One rank of a data-parallel run (normbench.training.distributed); None: one process.
+        # Only rank 0 evaluates and writes the run directory.
+        self.ranks = ranks
+        self.writes = ranks is None or ranks.leader
         self.rows: list[dict[str, float]] = []
         self.summary: dict = {}
         self.train_s = 0.0  # training time, evaluation excluded
@@ -82,7 +100,8 @@ class Trainer(checkpoint.Checkpointing):
         # torch.compile, sharing the model's parameters. Evaluation stays eager (it would
         # compile two graphs more, eval mode and its batch sizes, for a few percent of the
         # time), and so do the steps the diagnostics watch.
-        self.train_forward = torch.compile(self.model) if train["compile"] else self.model
+        forward = self.model if self.ranks is None else data_parallel_model(self.model, self.device)
+        self.train_forward = torch.compile(forward) if train["compile"] else forward
         self.steps_per_epoch = len(self.data.train) // cfg["batch_size"]
         self.data_order = DataOrder(
             len(self.data.train), cfg["batch_size"], cfg["seed"], self.device
@@ -118,7 +137,8 @@ class Trainer(checkpoint.Checkpointing):
     def batches(self) -> Iterator[Batch]:
         """Endless training batches in the run's data order (normbench.training.batches)."""
         context = self.data.train.context if isinstance(self.data.train, Stream) else None
-        return batches(self.tensors["train"], context, self.data_order)
+        share = None if self.ranks is None else self.ranks.share(self.cfg["batch_size"])
+        return batches(self.tensors["train"], context, self.data_order, share)
 
     def fit(self) -> str:
         """Train to the budget: every step trains; every ``train.log_every`` steps logs a row;
@@ -157,6 +177,9 @@ class Trainer(checkpoint.Checkpointing):
         }
         first = self.resume()
         self.training_batches = self.batches()  # after resume: it may set up afresh
+        # What a step costs (normbench.training.cost): one step counted without changing the
+        # training, then self.step timed; its numbers join the summary (finish_summary).
+        self.cost = cost.StepCost.attach(self)
         self.events = self.live_events()
         if first == 0:
             self.record_initial_loss()
@@ -200,14 +223,14 @@ class Trainer(checkpoint.Checkpointing):
         """The row of a logging step, its training loss and accuracy read from the window.
         Reading it waits for the device, so the clock counts the steps a GPU still had queued
         (they would otherwise fall into evaluation)."""
-        train_loss, train_acc = self.window.read()
+        train_loss, train_acc = self.window.read(self.ranks is not None)
         self.train_s += time.perf_counter() - self.tick
         return self.train_row(step, train_loss, train_acc, grad_norm)
 
     def evaluate_at(self, step: int, row: dict) -> None:
         """The validation loss and accuracy (and bits per byte) into ``row``; the target
         checked; the diagnostics recorded."""
-        row["val_loss"], row["val_acc"] = self.evaluate("val")
+        row["val_loss"], row["val_acc"] = self.evaluate_on_leader("val")
         if self.data.next_byte:
             row["val_bpb"] = row["val_loss"] / math.log(2)
         self.check_target(step, row)
@@ -244,7 +267,7 @@ class Trainer(checkpoint.Checkpointing):
 
     def evaluate_test(self) -> None:
         """The test split's loss and accuracy (and bits per byte) into the summary."""
-        self.summary["test_loss"], self.summary["test_acc"] = self.evaluate("test")
+        self.summary["test_loss"], self.summary["test_acc"] = self.evaluate_on_leader("test")
         self.summary["test_bpb"] = self.bits_per_byte(self.summary["test_loss"])
 
     def bits_per_byte(self, loss: float | None) -> float | None:
@@ -256,7 +279,7 @@ class Trainer(checkpoint.Checkpointing):
         loss_init of Wortsman et al.'s LR sensitivity (normbench.report.stats.lr_sensitivity).
         An evaluation draws no random number and moves no buffer, so the run trains as it
         would without it; metrics.parquet's first row stays the first logged step."""
-        loss, _ = self.evaluate("val")
+        loss, _ = self.evaluate_on_leader("val")
         self.summary.update(initial_val_loss=loss, initial_val_bpb=self.bits_per_byte(loss))
 
     def unigram_bpb(self) -> float | None:
@@ -363,6 +386,8 @@ class Trainer(checkpoint.Checkpointing):
             self.summary.update(steps_to_target=step, time_to_target_s=self.train_s)
 
     def write_logs(self) -> None:
+        if not self.writes:
+            return
         self.run.write_metrics(self.rows)
         if self.diagnostics is not None:
             self.diagnostics.write()
@@ -372,7 +397,7 @@ class Trainer(checkpoint.Checkpointing):
     def live_events(self) -> RunEvents | None:
         """``log.tensorboard=DIR``: the run's TensorBoard event file, written at every logging
         step as metrics.parquet is (a resumed run's earlier rows first); None when unset."""
-        if self.cfg["log"]["tensorboard"] is None:
+        if self.cfg["log"]["tensorboard"] is None or not self.writes:
             return None
         tags = tuple((self.run.read_meta() or {}).get("tags") or ())
         events = RunEvents(Path(self.cfg["log"]["tensorboard"]), self.run.run_id, self.cfg, tags)
@@ -388,6 +413,15 @@ class Trainer(checkpoint.Checkpointing):
             with frozen_buffers(self.model):
                 train_mode_acc = self.evaluate("val", train_mode=True)[1]
         self.diagnostics.record(step, train_mode_acc, eval_mode_acc)
+
+    def evaluate_on_leader(self, split: str) -> tuple[float, float]:
+        """``evaluate``; in a data-parallel run rank 0 evaluates, with the running statistics
+        norm.eval_stats chooses, and every rank gets its numbers."""
+        if self.ranks is None:
+            return self.evaluate(split)
+        with evaluation_statistics(self.model):
+            result = self.evaluate(split) if self.ranks.leader else (math.nan, math.nan)
+        return from_leader(result, self.device)
 
     @torch.no_grad()
     def evaluate(self, split: str, train_mode: bool = False) -> tuple[float, float]:
@@ -419,6 +453,7 @@ class Trainer(checkpoint.Checkpointing):
             unigram_bpb=self.unigram_bpb(),
             best_val_acc=max(row["val_acc"] for row in evaluated) if evaluated else None,
             train_loss_auc=self.train_loss_auc(),
+            **self.cost.summary(),
             parameters=count_parameters(self.model),
             parameters_non_embedding=count_non_embedding(self.model),
             # what an accuracy is counted over: its resolution is 1 / size
@@ -476,9 +511,14 @@ class Window:
         self.correct.copy_(state["correct"])
         self.samples, self.steps = state["samples"], state["steps"]
 
-    def read(self) -> tuple[float, float]:
-        """(mean loss, accuracy) since the last read, then start a new window."""
-        result = (self.loss.item() / self.steps, self.correct.item() / self.samples)
+    def read(self, across_ranks: bool = False) -> tuple[float, float]:
+        """(mean loss, accuracy) since the last read, then start a new window; with
+        ``across_ranks`` those of the global batches, over every rank's share."""
+        if across_ranks:
+            loss, accuracy = reduce_window(self.loss, self.correct, self.samples)
+            result = (loss / self.steps, accuracy)
+        else:
+            result = (self.loss.item() / self.steps, self.correct.item() / self.samples)
         self.clear()
         return result
 

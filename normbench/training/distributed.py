@@ -1,0 +1,324 @@
+"""One run as N data-parallel ranks (``train.devices=N``): PyTorch's DistributedDataParallel,
+launched on this machine by PyTorch's own launcher (torch.distributed.run's Python API,
+``elastic_launch``), gloo on a CPU and NCCL on CUDA.
+
+The process that runs ``normbench run`` holds the run's lock and launches the ranks; rank 0
+trains and records the run as one process does (``train_and_record``: config, meta.json,
+metrics, checkpoints), the others train beside it and write nothing. ``batch_size`` stays the
+global batch: every rank draws the same permutation from the run's seed and takes its share,
+the rows ``rank * share`` to ``(rank + 1) * share`` of each global batch, so the ranks
+together take exactly the batch one process would, in the same order, on every rerun.
+
+The ranks talk over 127.0.0.1 only: the launcher's store listens on a socket bound to the
+loopback address on a port the kernel picks free (never a busy one; ``LoopbackRendezvous``),
+and gloo and NCCL are told to use the loopback interface. A rank that fails, is killed or
+waits at a collective past ``train.timeout_s`` ends the run: the launcher stops every other
+rank (SIGTERM, then SIGKILL), and the run is marked ``failed`` with the first failure in one
+line; Ctrl-C or SIGTERM marks it ``interrupted``. Either way nothing is counted as a result,
+and a checkpoint (``train.checkpoint_every``) resumes it with the same number of ranks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import datetime
+import math
+import os
+import signal
+import socket
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.distributed import PrefixStore, TCPStore
+from torch.distributed.elastic.rendezvous.api import (
+    RendezvousInfo,
+    RendezvousParameters,
+    RendezvousStoreInfo,
+)
+from torch.distributed.elastic.rendezvous.static_tcp_rendezvous import (
+    StaticTCPRendezvous,
+    create_rdzv_handler,
+)
+from torch.distributed.launcher.api import LaunchConfig
+
+from normbench.core.interrupt import interrupt_on_sigterm
+from normbench.core.text import plain
+from normbench.store.rundir import Labels, RunDir
+
+LOOPBACK = "127.0.0.1"
+RENDEZVOUS = "normbench-loopback"  # the launcher's rendezvous backend, registered below
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """This process's place among the run's ranks."""
+
+    rank: int
+    world: int
+
+    @property
+    def leader(self) -> bool:
+        """Rank 0: the one that evaluates and writes the run directory."""
+        return self.rank == 0
+
+    def share(self, batch_size: int) -> slice:
+        """This rank's rows of a global batch of ``batch_size`` samples."""
+        size = batch_size // self.world
+        return slice(self.rank * size, (self.rank + 1) * size)
+
+
+# ------------------------------------------------------------------- the launching process
+def launch(
+    cfg: dict, run: RunDir, device: torch.device, progress: bool, labels: Labels
+) -> tuple[str, dict, str | None]:
+    """Train ``run`` on ``train.devices`` ranks and return its (status, summary, error) as
+    rank 0 recorded them, or as the launcher saw the run end: a rank's failure overrides what
+    rank 0 wrote (it was stopped because of it), and a run whose rank 0 could not record its
+    end is marked here. Ctrl-C and SIGTERM mark the run interrupted and raise
+    KeyboardInterrupt, as one process does."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import elastic_launch
+
+    devices = cfg["train"]["devices"]
+    config = launch_config(devices, run.run_id, cfg["train"]["timeout_s"])
+    entry = (cfg, str(run.path.parent), run.run_id, str(device), progress, labels)
+    handlers = {s: signal.getsignal(s) for s in LAUNCHER_SIGNALS}
+    try:
+        elastic_launch(config, rank_main)(*entry)
+    except ChildFailedError as err:
+        rank, failure = err.get_first_failure()
+        return mark_ended(run, "failed", f"rank {rank} of {devices}: {failure_line(failure)}")
+    except SignalException as err:
+        mark_ended(run, "interrupted", f"{signal.Signals(err.sigval).name} while training")
+        raise KeyboardInterrupt from None
+    finally:
+        for signum, handler in handlers.items():  # the launcher installs its own
+            signal.signal(signum, handler)
+    return mark_ended(run, "failed", "rank 0 ended without recording the run")
+
+
+def launch_config(devices: int, name: str, timeout_s: float) -> LaunchConfig:
+    """torch's launcher on this machine: ``devices`` ranks started by spawning, never
+    restarted, meeting through the loopback rendezvous within ``timeout_s``."""
+    register_rendezvous()
+    return LaunchConfig(
+        min_nodes=1,
+        max_nodes=1,
+        nproc_per_node=devices,
+        run_id=name,
+        rdzv_backend=RENDEZVOUS,
+        rdzv_endpoint=f"{LOOPBACK}:0",
+        rdzv_configs={"rank": 0, "timeout": math.ceil(timeout_s)},
+        max_restarts=0,
+        monitor_interval=0.1,
+        start_method="spawn",
+        local_addr=LOOPBACK,
+    )
+
+
+# The signals the launcher turns into stopping its ranks (TORCHELASTIC_SIGNALS_TO_HANDLE).
+LAUNCHER_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+
+
+def mark_ended(run: RunDir, status: str, error: str) -> tuple[str, dict, str | None]:
+    """The run's end as meta.json has it, after the ranks are gone. Rank 0's record stands
+    when it finished the run, or when it failed itself; otherwise (a rank failed, a signal,
+    rank 0 killed before it could write) ``status`` and ``error`` replace it."""
+    meta = run.read_meta() or {"run_id": run.run_id, "summary": {}}
+    recorded = meta.get("status")
+    keep = recorded in ("complete", "diverged") or (recorded == "failed" and status == "failed")
+    if not keep and not (recorded == "interrupted" and status == "interrupted"):
+        meta.update(status=status, error=error)
+        run.write_meta(meta)
+    return meta["status"], meta.get("summary") or {}, meta.get("error")
+
+
+def failure_line(failure) -> str:
+    """One line for a rank's failure: its exception, or the signal that killed it."""
+    if failure.signal_name() != "<N/A>" and failure.exitcode < 0:
+        return f"killed by {failure.signal_name()}"
+    message = failure.message
+    if isinstance(message, dict):
+        message = message.get("message", "")
+    first = next((line for line in str(message).splitlines() if line.strip()), "")
+    return plain(first) or f"exited with code {failure.exitcode}"
+
+
+# ------------------------------------------------------------------------- a rank's process
+def rank_main(
+    cfg: dict, runs_dir: str, run_id: str, device: str, progress: bool, labels: Labels
+) -> None:
+    """One rank: join the others, train, leave. Rank 0 records the run (and fails its process
+    when the run failed, so that the launcher stops the others at once); the others train
+    without writing."""
+    from normbench.training.run import train_and_record
+    from normbench.training.trainer import Trainer
+
+    die_with_launcher()
+    interrupt_on_sigterm()
+    ranks = join(cfg, torch.device(device))
+    cfg = {**cfg, "threads": 1}  # each rank one thread: N ranks, N cores
+    torch.set_num_threads(1)
+    place = rank_device(torch.device(device), ranks)
+    run = RunDir(Path(runs_dir), run_id)
+    try:
+        if ranks.leader:
+            outcome = train_and_record(cfg, run, place, progress, labels, ranks)
+            if outcome.status == "failed":
+                raise RankFailed(outcome.error or "failed")
+        else:
+            Trainer(cfg, place, run, False, ranks).fit()
+    finally:
+        dist.destroy_process_group()
+
+
+class RankFailed(RuntimeError):
+    """Rank 0's run failed (its error is in meta.json): the launcher stops the others."""
+
+
+def join(cfg: dict, device: torch.device) -> Ranks:
+    """Join the run's process group over the loopback interface."""
+    os.environ["GLOO_SOCKET_IFNAME"] = loopback_interface()
+    os.environ["NCCL_SOCKET_IFNAME"] = loopback_interface()
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    timeout = datetime.timedelta(seconds=cfg["train"]["timeout_s"])
+    dist.init_process_group(backend, timeout=timeout)
+    return Ranks(dist.get_rank(), dist.get_world_size())
+
+
+def rank_device(device: torch.device, ranks: Ranks) -> torch.device:
+    """A CUDA rank's own GPU (one per rank); a CPU rank's CPU."""
+    if device.type != "cuda":
+        return device
+    place = torch.device("cuda", ranks.rank)
+    torch.cuda.set_device(place)
+    return place
+
+
+def loopback_interface() -> str:
+    """The name of the interface that holds 127.0.0.1 (lo on Linux, lo0 on macOS)."""
+    for _, name in socket.if_nameindex():
+        if name.startswith("lo"):
+            return name
+    return "lo"
+
+
+def die_with_launcher() -> None:
+    """On Linux, SIGTERM this rank when its launcher dies (even by SIGKILL), so that no rank
+    outlives the run it belongs to."""
+    if sys.platform != "linux":
+        return
+    set_parent_death_signal = 1  # PR_SET_PDEATHSIG
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(set_parent_death_signal, signal.SIGTERM)
+    if os.getppid() == 1:  # the launcher died before the request took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+# --------------------------------------------------------------- the training loop's parts
+def reduce_window(loss: torch.Tensor, correct: torch.Tensor, samples: int) -> tuple[float, float]:
+    """The global batch's mean training loss and accuracy since the last logging step, from
+    each rank's sum of its per-step mean losses and its correct count: the mean of the
+    ranks' means (equal shares) and the correct predictions over all samples."""
+    totals = torch.stack(
+        [loss.double().cpu(), correct.double().cpu(), torch.tensor(float(samples))]
+    ).to(loss.device)
+    dist.all_reduce(totals)
+    world = dist.get_world_size()
+    return totals[0].item() / world, totals[1].item() / totals[2].item()
+
+
+def from_leader(values: tuple[float, ...], device: torch.device) -> tuple[float, ...]:
+    """Rank 0's ``values`` on every rank, so that every rank takes the same decisions
+    (divergence, the end) from the numbers rank 0 evaluated."""
+    shared = torch.tensor(
+        [math.nan if v is None else v for v in values], dtype=torch.float64, device=device
+    )
+    dist.broadcast(shared, src=0)
+    return tuple(None if math.isnan(v) else v for v in shared.tolist())
+
+
+@contextlib.contextmanager
+def evaluation_statistics(model: torch.nn.Module) -> Iterator[None]:
+    """Inside the block, each layer with ``eval_stats="mean"`` holds the mean of its running
+    statistics over the ranks (timm's distribute_bn, AlgoPerf's workloads); afterwards its own
+    again, so that evaluation changes nothing in training. Layers with ``rank0`` keep rank
+    0's, which rank 0 evaluates with (DistributedDataParallel's buffer broadcast). Every rank
+    must enter it together (an all-reduce)."""
+    averaged = [
+        module
+        for module in model.modules()
+        if getattr(module, "eval_stats", None) == "mean" and hasattr(module, "running_mean")
+    ]
+    kept = [(m.running_mean.clone(), m.running_var.clone()) for m in averaged]
+    for module in averaged:
+        for buffer in (module.running_mean, module.running_var):
+            dist.all_reduce(buffer)
+            buffer.div_(dist.get_world_size())
+    try:
+        yield
+    finally:
+        for module, (mean, var) in zip(averaged, kept, strict=True):
+            module.running_mean.copy_(mean)
+            module.running_var.copy_(var)
+
+
+def data_parallel_model(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    """The model under DistributedDataParallel (gradients averaged over the ranks in the
+    backward pass; rank 0's buffers broadcast at each forward, DDP's default)."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    ids = [device.index] if device.type == "cuda" else None
+    return DistributedDataParallel(model, device_ids=ids)
+
+
+# ---------------------------------------------------------------------------- rendezvous
+def register_rendezvous() -> None:
+    """Register the loopback rendezvous with the launcher (once per process)."""
+    from torch.distributed.elastic.rendezvous import rendezvous_handler_registry
+
+    with contextlib.suppress(ValueError):  # registered before
+        rendezvous_handler_registry.register(RENDEZVOUS, loopback_rendezvous)
+
+
+def loopback_rendezvous(params: RendezvousParameters) -> LoopbackRendezvous:
+    """The launcher's static rendezvous (one node, rank 0), with its store on 127.0.0.1."""
+    static = create_rdzv_handler(params)
+    return LoopbackRendezvous(
+        LOOPBACK, 0, static.rank, static.world_size, static.run_id, static.timeout.seconds
+    )
+
+
+class LoopbackRendezvous(StaticTCPRendezvous):
+    """torch's static rendezvous, whose TCPStore listens on a socket bound to 127.0.0.1 (torch's
+    own would listen on every interface) at a port the kernel picks free, so that the store
+    neither binds another address nor meets a busy port. The ranks find it through
+    MASTER_ADDR and MASTER_PORT, which the launcher sets from what this returns."""
+
+    def get_backend(self) -> str:
+        return RENDEZVOUS
+
+    def next_rendezvous(self) -> RendezvousInfo:
+        if self._store is None:
+            self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self.listener.bind((LOOPBACK, 0))
+            self.listener.listen(64)
+            self.master_port = self.listener.getsockname()[1]
+            self._store = TCPStore(
+                LOOPBACK,
+                self.master_port,
+                self.world_size,
+                True,
+                self.timeout,
+                multi_tenant=True,
+                master_listen_fd=self.listener.fileno(),
+            )
+        store = PrefixStore(self.run_id, self._store)
+        info = RendezvousStoreInfo(LOOPBACK, self.master_port)
+        return RendezvousInfo(store, self.rank, self.world_size, info)
