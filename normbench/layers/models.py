@@ -497,9 +497,10 @@ def count_parameters(model: nn.Module) -> int:
 
 
 def count_non_embedding(model: nn.Module) -> int:
-    """Trainable parameters less the embeddings (Kaplan et al. 2020's N): the Transformer's
-    token or patch embedding and its learned positions, and any nn.Embedding elsewhere. The
-    output layer stays in: it is a matmul at every position, as any other layer."""
+    """Trainable parameters less the embeddings: the Transformer's token or patch embedding
+    and its learned positions, and any nn.Embedding elsewhere. The output layer stays in (it
+    is a matmul at every position, as any other layer), so this is not Kaplan et al.'s N,
+    which leaves it out too (normbench.experiment.budget counts both)."""
     tables = [m for m in model.modules() if isinstance(m, nn.Embedding)]
     embedded = {id(p) for table in tables for p in table.parameters()}
     if isinstance(model, Transformer):

@@ -195,9 +195,15 @@ def design(sweep: Sweep, max_seeds: int, method: Method) -> SequentialDesign:
         per_group[group_key(job.cfg)] += 1
     most = max(per_group.values())
     if max_seeds < max(2, most) or max_seeds > MAX_SEEDS_CAP:
+        if max_seeds > MAX_SEEDS_CAP:
+            why = f"above the cap of {MAX_SEEDS_CAP} (a round per seed, each a report of the grid)"
+        elif max_seeds < 2:
+            why = "one seed decides nothing" if max_seeds == 1 else "a group needs 2 seeds or more"
+        else:
+            why = f"the grid already has {most} seeds per group"
         raise UsageError(
-            f"--max-seeds {max_seeds}: the grid already has {most} seed(s) per group, and one "
-            f"seed decides nothing; valid: an integer from {max(2, most)} to {MAX_SEEDS_CAP}"
+            f"--max-seeds {max_seeds}: {why}; valid: an integer from {max(2, most)} to "
+            f"{MAX_SEEDS_CAP}"
         )
     first = min(per_group.values())
     fractions = tuple((first + i) / max_seeds for i in range(1 + max_seeds - first))

@@ -4,13 +4,16 @@ each rung the preset's grid at that size with its step budget set by the budget 
 what each rung costs.
 
 The budget rule: ``train.tokens_per_param=R`` sets each rung's ``train.max_steps`` to
-ceil(R x N / tokens per step), N the *non-embedding* parameters (Kaplan et al. 2020) of the
-rung's model as the grid's first job builds it (normbench.experiment.budget), so that every
+ceil(R x N / tokens per step), N the non-embedding parameters with the output head kept (not
+Kaplan et al.'s N, which drops the head: normbench.experiment.budget names each count) of the
+rung's model as the grid's first job builds it, so that every
 rung sits in the same data regime and every group of a rung trains the same steps (an equal
 budget, which a tuned comparison needs: a norm's own parameters, DyT's alpha or a QK-norm's
 gains, would move N by well under 1% and the steps with it). Without the rule every rung
 trains the grid's own ``train.max_steps``. A data ladder holds the model fixed: its rungs
-differ in the unique data, which the fixed steps repeat as epochs.
+differ in the unique data, which the fixed steps repeat as epochs. A ladder has at least
+``MIN_RUNGS`` rungs (a trend is fitted through them), and a rung whose estimated time is
+beyond ``MAX_RUNG_HOURS`` on one worker is refused before its grid is composed.
 
 With width, the MLP's width follows (``model.mlp_ratio`` x width); the heads stay at
 ``model.heads``, their dimension width / heads growing (a width that the heads do not divide
@@ -21,6 +24,7 @@ trains or reads the store.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from normbench.core.errors import UsageError
@@ -43,6 +47,13 @@ SIZE_KEYS = ("model.width", "model.depth", "data.train_samples")
 FLOPS_PER_S = {"cpu": 1.4e10, "cuda": 1.0e14 / 5}
 SECONDS_PER_STEP = {"cpu": 0.004, "cuda": 0.002}
 SECONDS_PER_RUN = 2.0  # a run's start, data and evaluations (assumed)
+# The fewest rungs: the report's scaling fit (normbench.report.scaling) draws a trend through
+# the rungs, and two points fit any curve of its family exactly, leaving nothing to judge
+MIN_RUNGS = 3
+# A rung estimated beyond this on one worker is refused (about six weeks; the largest shipped
+# rung, ladder_lm_gpu's width 512, is about 6 h on a GPU): a typo's width or budget is
+# refused in one line instead of planned at millions of hours
+MAX_RUNG_HOURS = 1000
 
 
 @dataclass(frozen=True)
@@ -97,6 +108,7 @@ class Rung:
 
     @property
     def tokens_per_param(self) -> float:
+        """Per parameter of the rule's count (non-embedding, output head included)."""
         return self.tokens / self.size.non_embedding
 
     @property
@@ -122,18 +134,26 @@ class Rung:
 
     def seconds(self) -> float:
         """Estimated seconds on one worker for all this rung trains."""
-        kind = "cuda" if self.device == "cuda" else "cpu"
-        per_step = self.size.flops(1) / FLOPS_PER_S[kind] + SECONDS_PER_STEP[kind]
+        per_step = seconds_per_step(self.size, self.device)
         return self.steps_trained() * per_step + self.runs * SECONDS_PER_RUN
 
     def record(self, tuned: bool) -> dict:
+        """The record's rung: the parameters under each count (total; non-embedding with the
+        output head, the rule's N; without it, Kaplan's N) and tokens per parameter under
+        each, ``tokens_per_param`` the rule's."""
+        per_count = self.size.tokens_per_param(self.tokens)
         return {
             "value": self.value,
             "steps": self.steps,
             "parameters": self.size.parameters,
             "parameters_non_embedding": self.size.non_embedding,
+            "parameters_non_embedding_no_head": self.size.non_embedding_no_head,
             "tokens": self.tokens,
             "tokens_per_param": round(self.tokens_per_param, 3),
+            "tokens_per_param_by_count": {
+                name: None if ratio is None else round(ratio, 3)
+                for name, ratio in per_count.items()
+            },
             "epochs": round(self.epochs, 3),
             "flops": self.size.flops(self.steps),
             "tuned": tuned,
@@ -175,9 +195,9 @@ def parse(
     ``ladder:``), ``--ladder-transfer N`` and ``--ladder-head-dim D`` (else the preset's
     ``transfer`` and ``head_dim``), and the budget rule from the overrides
     (``train.tokens_per_param=R``, else the preset's). Returns (spec or None, the overrides
-    without the rule). Refused in one line: a key that is not a size, one rung, a value that
-    is not a positive integer, a rule with a fixed train.max_steps, a head dimension that does
-    not divide every width."""
+    without the rule). Refused in one line: a key that is not a size, fewer than MIN_RUNGS
+    rungs, an empty value or one that is not a positive integer in ASCII digits, a rule with a
+    fixed train.max_steps, a head dimension that does not divide every width."""
     block = dict(load_preset(preset).get("ladder") or {}) if preset else {}
     rule_given = [o for o in overrides if o.partition("=")[0].lstrip("+~") == RULE_KEY]
     rest = [o for o in overrides if o not in rule_given]
@@ -199,13 +219,27 @@ def parse(
             f"{where} {shown(key)}: not a size axis; valid: {', '.join(SIZE_KEYS)} (each rung's "
             "budget follows its size)"
         )
-    values = [v.strip() for v in values_text.strip("[]").split(",") if v.strip()]
-    if not all(v.isdigit() and int(v) > 0 for v in values):
-        raise UsageError(f"{where} {shown(text)}: valid: positive integers, e.g. {key}=16,32,64")
-    if len(set(map(int, values))) < 2:
-        raise UsageError(f"{where} {shown(text)}: one rung is no ladder; valid: two or more values")
+    values = [v.strip() for v in values_text.strip().strip("[]").split(",")]
+    if values_text.strip() and "" in values:
+        raise UsageError(
+            f"{where} {shown(text)}: an empty value between commas; valid: positive integers "
+            f"separated by single commas, e.g. {key}=16,32,64"
+        )
+    # ASCII digits only: str.isdigit() holds for '²' and '٨' too, which int() or Hydra refuse
+    bad = [v for v in values if not (v.isascii() and v.isdigit() and int(v) > 0)]
+    if bad:
+        raise UsageError(
+            f"{where} {shown(text)}: {shown(bad[0])} is not a positive integer; valid: positive "
+            f"integers in the digits 0-9, e.g. {key}=16,32,64"
+        )
     if len(set(map(int, values))) < len(values):
         raise UsageError(f"{where} {shown(text)}: a value given twice; valid: distinct values")
+    if len(values) < MIN_RUNGS:
+        few = "one rung is no ladder" if len(values) == 1 else f"{len(values)} rungs fit no trend"
+        raise UsageError(
+            f"{where} {shown(text)}: {few}; valid: {MIN_RUNGS} or more values (the report fits "
+            f"a curve through the rungs), e.g. {key}=16,32,64"
+        )
     if any(o.partition("=")[0] == key for o in rest):
         raise UsageError(
             f"{key}: the ladder's axis, also given as an override; valid: one of them "
@@ -256,6 +290,32 @@ def _head_dim(given, in_preset, key: str, widths: list[str], rest: list[str], wh
     return int(text)
 
 
+def refuse_tuned_axis(
+    spec: LadderSpec, space: dict[str, search.Values], given: list[str], preset: str | None
+) -> None:
+    """A tuned key that the ladder sets at each rung (its axis, and the heads and whatever
+    else follows a width ladder's head dimension) is refused in one line: tuned, every rung
+    would train at the tuned values and the rungs would collapse into one. ``given``: the
+    ``--tune`` texts, to name where the key came from (else ``preset``'s ``tune:``)."""
+    ladder_keys = [o.partition("=")[0] for o in spec.overrides(spec.values[0])]
+    for key in space:
+        if key not in ladder_keys:
+            continue
+        by_option = any(text.partition("=")[0].strip() == key for text in given)
+        where = "--tune" if by_option else f"sweep preset {preset}, tune:"
+        ladder = f"{spec.key}={','.join(spec.values)}"
+        why = (
+            f"the ladder's axis ({ladder})"
+            if key == spec.key
+            else f"set at each rung of the ladder ({ladder}) from its head dimension "
+            f"{spec.head_dim}"
+        )
+        raise UsageError(
+            f"{where} {key}: {why}, so it cannot be tuned (every rung would train at the "
+            "tuned values); valid: tune other keys, e.g. train.lr"
+        )
+
+
 def design(
     spec: LadderSpec,
     preset: str | None,
@@ -282,13 +342,15 @@ def design(
         at = [*overrides, *spec.overrides(value, transformer)]
         first = grids.grid_overrides(preset, at, max_runs)[1][0]
         cfg, size = _first(first, spec.key, value)
-        steps = size.steps_for(spec.tokens_per_param) if spec.tokens_per_param else None
-        steps = steps or cfg["train"]["max_steps"]
-        if steps is None:
+        rule = spec.tokens_per_param
+        wanted = size.steps_for(rule) if rule else cfg["train"]["max_steps"]
+        if wanted is None:
             raise UsageError(
                 f"--ladder: the budget is in steps; valid: {RULE_KEY}=R or train.max_steps "
                 "(found train.epochs)"
             )
+        _bound(spec, value, size, wanted * seconds_per_step(size, cfg["device"]), "one run")
+        steps = math.ceil(wanted)
         given = [o for o in at if o.partition("=")[0].lstrip("+~") != "train.max_steps"]
         grid = grids.expand(preset, [*given, f"train.max_steps={steps}"], max_runs)
         grid.name = name or grid.name
@@ -297,6 +359,7 @@ def design(
         tunes = tuned is not None and (not spec.transfer or len(rungs) < spec.transfer)
         facts = (train, cfg["batch_size"], cfg["device"])
         rung = Rung(value, grid, size, steps, *facts, tuned, tunes)
+        _bound(spec, value, size, rung.seconds(), f"its {rung.runs} runs")
         rungs.append(rung)
         runs_left -= rung.runs
         if runs_left < 0:
@@ -305,6 +368,27 @@ def design(
                 f"{spec.key}={value}; valid: fewer rungs or values, or a larger --max-runs"
             )
     return LadderPlan(spec, rungs[0].grid.name, rungs[0].grid.version, rungs, _notes(rungs))
+
+
+def seconds_per_step(size: Size, device: str) -> float:
+    """Estimated seconds of one optimiser step on one worker (the module's rates)."""
+    kind = "cuda" if device == "cuda" else "cpu"
+    return size.flops(1) / FLOPS_PER_S[kind] + SECONDS_PER_STEP[kind]
+
+
+def _bound(spec: LadderSpec, value: str, size: Size, seconds: float, what: str) -> None:
+    """Refuse a rung estimated beyond MAX_RUNG_HOURS on one worker (``what``: one run of it,
+    before its grid is composed, or all it trains)."""
+    if math.isfinite(seconds) and seconds <= MAX_RUNG_HOURS * 3600:
+        return
+    rule = spec.tokens_per_param
+    budget = f"{RULE_KEY} than {rule:g}" if rule else "train.max_steps"
+    raise UsageError(
+        f"--ladder rung {spec.key}={value}: {what} is estimated at {estimate_text(seconds)} on "
+        f"one worker ({size.non_embedding:.3g} non-embedding parameters), beyond the "
+        f"{MAX_RUNG_HOURS:,} h a rung may take; valid: a smaller {spec.key} or a smaller "
+        f"{budget}"
+    )
 
 
 def _first(overrides: list[str], key: str, value: str) -> tuple[dict, Size]:
@@ -333,4 +417,6 @@ def estimate_text(seconds: float) -> str:
         return f"{seconds:.0f} s"
     if seconds < 5400:
         return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
+    if seconds < 3.6e7:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 3600:.2g} h" if math.isfinite(seconds) else "more hours than a float holds"

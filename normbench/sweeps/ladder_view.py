@@ -1,6 +1,7 @@
-"""What a ladder shows: its ``--dry-run`` plan (every rung's parameters, both counts, tokens,
-steps, tokens per parameter, epochs over its unique data, 6·N·D and an estimated time) and,
-once trained, what each group chose at each rung."""
+"""What a ladder shows: its ``--dry-run`` plan (every rung's parameters, tokens, steps, tokens
+per parameter, epochs over its unique data, 6·N·D and an estimated time; then its parameters
+under each count's convention, tokens per parameter under each) and, once trained, what each
+group chose at each rung."""
 
 from __future__ import annotations
 
@@ -77,6 +78,39 @@ def rung_table(
     return table
 
 
+def counts_table(plan: LadderPlan) -> Table:
+    """One row per rung: the parameters under each convention (normbench.experiment.budget)
+    and the training tokens per parameter under each, so that a ratio is never read against
+    another count's (20 tokens per parameter by one is not 20 by another)."""
+    table = Table(
+        title="parameters by count, and training tokens per parameter under each",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+    )
+    columns = ("rung", "total", "tok/total", "non-emb", "tok/non-emb", "Kaplan N", "tok/Kaplan")
+    for column in columns:
+        table.add_column(column, justify="right")
+    for rung in plan.rungs:
+        size = rung.size
+        ratios = size.tokens_per_param(rung.tokens)
+        counts = (size.parameters, size.non_embedding, size.non_embedding_no_head)
+        cells = []
+        for count, ratio in zip(counts, ratios.values(), strict=True):
+            cells += ["-", "-"] if count is None else [short(count), f"{ratio:.3g}"]
+        table.add_row(rung.value, *cells)
+    return table
+
+
+COUNTS_NOTE = (
+    "total: every trainable parameter; non-emb: less the embedding and positions, the output "
+    "head kept (the budget rule's N, and 6ND's); Kaplan N: less the output head too, as Kaplan "
+    "et al. 2020 count N (Table 1: no embedding, positions or de-embedding; their formula also "
+    "leaves out biases and norms, counted here); -: a model without a head module"
+)
+
+
 def short(count: int) -> str:
     """1234 -> 1.2k, 8707328 -> 8.7M: a count in a column of ten."""
     for size, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
@@ -91,7 +125,7 @@ def print_plan(console: Console, plan: LadderPlan, runs_dir: Path, rerun: Rerun,
     if spec.tokens_per_param is not None:
         rule = (
             f"train.tokens_per_param={spec.tokens_per_param:g} sets each rung's steps from its "
-            "non-embedding parameters (counted on the grid's first job)"
+            "non-embedding parameters, output head included (counted on the grid's first job)"
         )
     elif spec.key == "data.train_samples":
         rule = "the model and its steps fixed at every rung, the unique training data varying"
@@ -111,13 +145,16 @@ def print_plan(console: Console, plan: LadderPlan, runs_dir: Path, rerun: Rerun,
     )
     console.print(rung_table(plan, runs_dir, rerun, console))
     console.print(
-        "params: all trainable; non-emb: less the embedding and positions (the rule's N); "
-        "tok/N: training tokens per non-emb parameter; epochs over the unique training data "
-        "(*: it repeats); 6ND: training FLOPs; runs: at most, tuning included; to do: of a "
-        "plain rung's grid, not yet complete (-: a tuned rung, known once its tuning has chosen)",
+        "params: all trainable; non-emb: less the embedding and positions, the output head "
+        "kept (the rule's N, not Kaplan's); tok/N: training tokens per non-emb parameter; "
+        "epochs over the unique training data (*: it repeats); 6ND: training FLOPs; runs: at "
+        "most, tuning included; to do: of a plain rung's grid, not yet complete (-: a tuned "
+        "rung, known once its tuning has chosen)",
         soft_wrap=not console.is_terminal,
         highlight=False,
     )
+    console.print(counts_table(plan))
+    console.print(COUNTS_NOTE, soft_wrap=not console.is_terminal, highlight=False)
     total = sum(rung.seconds() for rung in plan.rungs)
     console.print(
         f"estimated time: {estimate_text(total)} on one worker, {estimate_text(total / workers)}"

@@ -20,7 +20,9 @@ TINY = ["model=cnn", "model.width=8", "model.depth=1", "train.max_steps=4", "thr
         (["--reference", "nope=1"], "--reference nope=1: nope does not tell the groups"),
         (["--reference", "norm=nope"], "--reference norm=nope matches no group; valid: norm="),
         (["--max-seeds", "5"], "--max-seeds 5: rounds would add seeds up to 4294967298"),
-        (["--max-seeds", "0"], "--max-seeds 0: the grid already has 1 seed(s) per group"),
+        (["--max-seeds", "0"], "--max-seeds 0: a group needs 2 seeds or more; valid: an"),
+        # each bound its own reason: 10002 was told "one seed decides nothing" (issue 62)
+        (["--max-seeds", "10002"], "--max-seeds 10002: above the cap of 100 (a round per"),
     ],
 )
 def test_until_decided_is_checked_before_round_one(tmp_path, options, words, dry_run):
