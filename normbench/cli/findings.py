@@ -95,7 +95,8 @@ def findings(
 
 
 def check_order(runs_dir: Path) -> int:
-    """`findings --check`: each claim registered after its runs, one line each; 1 if any."""
+    """`findings --check`: one line per claim that was registered after its runs, or that
+    cannot be checked (its study's record unreadable or malformed); 1 if any."""
     from normbench.cli.app import check_runs_dir
     from normbench.core.errors import UsageError
     from normbench.studies import order, registry
@@ -104,22 +105,22 @@ def check_order(runs_dir: Path) -> int:
         check_runs_dir(runs_dir, "--runs-dir")
         if not runs_dir.is_dir():
             raise UsageError(f"--runs-dir {runs_dir}: does not exist; valid: a runs directory")
-        problems = order.problems(runs_dir)
-        count, checked = len(registry.claims()), order.checked(runs_dir)
+        checked = order.check(runs_dir)
+        count = len(registry.claims())
     except UsageError as err:
         raise fail(str(err)) from None
-    for line in problems:
+    for line in checked.problems:
         typer.echo(line, err=True)
-    if problems:
+    if checked.problems:
         return 1
-    if not checked:
+    if not checked.claims:
         typer.echo(
             f"0 of {count} registered claims have runs in {runs_dir}: nothing to check "
             "(normbench findings trains them)"
         )
         return 0
     typer.echo(
-        f"{checked} of {count} registered claims have runs in {runs_dir}: each registered "
-        "before the runs it reads"
+        f"{checked.claims} of {count} registered claims have runs in {runs_dir} "
+        f"({checked.runs} runs): each registered before the runs it reads"
     )
     return 0

@@ -95,18 +95,24 @@ def recorded_sweeps(runs_dir: Path) -> list[str]:
     return sorted({sweep_record.sweep_name(stem) for stem in stems})
 
 
+def record_paths(runs_dir: Path, name: str) -> list[Path]:
+    """The record files of the sweep called ``name`` (runs/sweeps/<name>-<time>-<id>.json),
+    read or not: not another sweep's whose name starts with this one's."""
+    check_name(name, "--sweep")
+    folder = runs_dir / "sweeps"
+    paths = sorted(folder.glob(f"{name}-*.json")) if folder.is_dir() else []
+    return [p for p in paths if sweep_record.RECORD_STAMP.fullmatch(p.stem[len(name) + 1 :])]
+
+
 def latest_record(runs_dir: Path, name: str) -> dict:
     """The latest record of the sweep called ``name`` (runs/sweeps/<name>-<time>-<id>.json):
     the one started last (a start that is no timestamp, or one after the file was written,
     counts before every other: sweep_record.started_at), then the one written last; records
     that cannot be read are skipped, and when none can, refused naming them (not "no such
     sweep": the sweep is there, its record spoiled)."""
-    check_name(name, "--sweep")
     folder = runs_dir / "sweeps"
     records, unreadable = [], []
-    for path in sorted(folder.glob(f"{name}-*.json")) if folder.is_dir() else []:
-        if not sweep_record.RECORD_STAMP.fullmatch(path.stem[len(name) + 1 :]):
-            continue  # another sweep whose name starts with this one's
+    for path in record_paths(runs_dir, name):
         record = sweep_record.read(path)
         if record is None:
             unreadable.append(path)

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from normbench.cli.app import app
@@ -170,3 +173,48 @@ def test_a_claim_registered_after_its_tuning_runs_is_named(tmp_path):
     assert "began 2026-01-01T00:00:00+00:00" in line
     path.write_text(json.dumps(record))  # without the tuning phase: nothing to name
     assert order.problems(runs, folder) == []
+
+
+def check_cli(runs: Path):
+    registry.claims.cache_clear()
+    return CliRunner().invoke(app, ["findings", "--check", "--runs-dir", str(runs)])
+
+
+def test_findings_check_fails_on_a_study_record_it_cannot_read(tmp_path):
+    """The placement study's runs are there, its record truncated: the claims that read it
+    cannot be checked, which is a failure in one line each, never "nothing to check"."""
+    runs = store_started_at(tmp_path, "2020-01-01T00:00:00+00:00", study="placement")
+    (path,) = (runs / "sweeps").glob("*.json")
+    path.write_text(path.read_text()[:50])
+    result = check_cli(runs)
+    assert result.exit_code == 1, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("xiong-warmup: its study's sweep record"), lines
+    assert "cannot be checked" in lines[0] and "nothing to check" not in result.output
+
+
+@pytest.mark.parametrize("claims", ["not a mapping", ["toy-claim"], {"toy-claim": 5}, None])
+def test_a_malformed_claims_part_is_a_problem_not_a_pass(tmp_path, claims):
+    folder = registered_at(tmp_path, "2026-01-01T00:00:00+00:00")
+    runs = store_started_at(tmp_path, "2026-02-01T00:00:00+00:00")
+    (path,) = (runs / "sweeps").glob("*.json")
+    path.write_text(json.dumps({**json.loads(path.read_text()), "claims": claims}))
+    (line,) = order.problems(runs, folder)
+    assert line.startswith("toy-claim: its sweep record's claims part is malformed"), line
+
+
+def test_findings_check_counts_the_claims_whose_study_has_runs_and_the_runs(tmp_path):
+    """A record whose runs are all gone checks nothing (it once counted as a claim checked);
+    with its ten runs present, the line counts them."""
+    now = datetime.now(UTC).isoformat(timespec="seconds")  # after every claim's commit
+    runs = store_started_at(tmp_path, now, study="placement")
+    with_runs = check_cli(runs)
+    assert with_runs.exit_code == 0, with_runs.output
+    assert " registered claims have runs in " in with_runs.output
+    assert with_runs.output.startswith("1 of ") and "(10 runs)" in with_runs.output
+    for run in runs.iterdir():
+        if run.name != "sweeps" and not run.name.startswith("."):
+            shutil.rmtree(run)
+    without = check_cli(runs)
+    assert without.exit_code == 0, without.output
+    assert without.output.startswith("0 of ") and "nothing to check" in without.output
