@@ -49,7 +49,8 @@ def findings(
         typer.Option(
             "--check",
             help="Train nothing: check that every registered claim was registered before the "
-            "runs it reads (exit 1 with a line per claim that was not).",
+            "runs it reads (exit 1 with a line per claim that was not, or that cannot be "
+            "checked).",
         ),
     ] = False,
 ) -> None:
