@@ -20,6 +20,7 @@ from normbench.cli.app import (
     RunsDir,
     app,
     check_runs_dir,
+    echo_error,
     fail,
     terminal,
 )
@@ -83,10 +84,8 @@ def run(
         outcome = run_experiment(config, runs_dir, rerun, not quiet, labels)
     except UsageError as err:
         raise fail(str(err)) from None
-    except KeyboardInterrupt:
-        typer.echo(
-            f"interrupted: {interrupted_note(RunDir(runs_dir, run_id(config)), force)}", err=True
-        )
+    except KeyboardInterrupt:  # broken between words on a terminal, as an error is
+        echo_error(interrupted_note(RunDir(runs_dir, run_id(config)), force))
         raise typer.Exit(130) from None
     echo_fields(summary_line(outcome, config))
     if outcome.skipped:
@@ -143,19 +142,23 @@ def kept_run(config: dict, runs_dir: Path, rerun, labels) -> Kept | None:
 
 
 def interrupted_note(run, force: bool) -> str:
-    """What an interrupted run kept, as its files say: a forced rerun of a finished run
-    trains beside it and is discarded, the finished result staying; any other run keeps its
-    metrics so far, and running it again resumes from its checkpoint if it saved one."""
+    """The line of an interrupted run: what it kept, as its files say. A forced rerun of a
+    finished run trains beside it and is discarded, the finished result staying; any other
+    run keeps its metrics so far (the step it reached: its live line is erased), and running
+    it again resumes from its checkpoint if it saved one."""
     from normbench.store.rundir import FINISHED
 
     meta = run.read_meta() or {}
     if force and meta.get("status") in FINISHED:
         return (
-            f"the forced rerun was discarded; {run.path} keeps its previous result "
+            f"interrupted: the forced rerun was discarded; {run.path} keeps its previous result "
             f"({meta['status']})"
         )
+    steps = meta.get("summary", {}).get("steps")
+    where = f" at step {steps}" if isinstance(steps, int) else ""  # the erased bar said it
     return (
-        f"metrics so far kept in {run.path}; running it again resumes from its last "
+        f"interrupted{where}: metrics so far kept in {run.path}; running it again resumes from "
+        "its last "
         "checkpoint if it saved one (train.checkpoint_every), else starts it over"
     )
 

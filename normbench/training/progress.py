@@ -66,12 +66,18 @@ class LiveLine:
 
     @contextlib.contextmanager
     def shown(self, show: bool):
-        """The line on stderr while the block runs (``show=False``: drawn nowhere)."""
+        """The line on stderr while the block runs (``show=False``: drawn nowhere). Ctrl-C
+        erases it: its last frame, cut mid-update with the terminal's ``^C`` in it, would
+        stand above the line that says where the run stopped (`normbench run`'s)."""
         with progress_bar(show, self.metric) as self.progress:
             self.task = self.progress.add_task(
                 self.run_id, total=self.total, completed=self.first, loss="-", val="-", speed="-"
             )
-            yield self
+            try:
+                yield self
+            except KeyboardInterrupt:
+                self.progress.live.transient = True  # read when the line stops, just below
+                raise
 
     def update(self, step: int, row: dict, train_s: float, evaluated: bool) -> None:
         shown = {"loss": f"{row['train_loss']:.3f}", "speed": f"{step / train_s:.0f}"}

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import os
 import re
+import select
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -115,3 +118,72 @@ def test_a_mistyped_api_option_is_answered_with_the_one_meant(tmp_path):
         api.report(tmp_path, refrence="norm=layernorm")
     with pytest.raises(UsageError, match=r"--table batch: .* \(did you mean batch_sensitivity\?"):
         api.report(tmp_path, table="batch")
+
+
+def screen(raw: bytes) -> list[str]:
+    """The lines a terminal shows for ``raw``: enough of one for rich's live line (carriage
+    return, erase line, cursor up; other escape sequences dropped)."""
+    lines, row, column = [""], 0, 0
+    text = raw.decode(errors="replace")
+    for token in re.findall(r"\x1b\[[0-9;?]*[A-Za-z]|\r|\n|[^\x1b\r\n]+", text):
+        if token == "\r":
+            column = 0
+        elif token == "\n":
+            row, column = row + 1, 0
+            lines += [""] * (row + 1 - len(lines))
+        elif token == "\x1b[2K":
+            lines[row] = ""
+        elif token == "\x1b[1A":
+            row = max(0, row - 1)
+        elif not token.startswith("\x1b"):
+            line = lines[row].ljust(column)
+            lines[row] = line[:column] + token + line[column + len(token) :]
+            column += len(token)
+    return [line.rstrip() for line in lines if line.strip()]
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_a_terminal_erases_the_live_line_and_breaks_its_line_between_words(tmp_path):
+    """At 80 columns the interrupted line (a run's path in it) wrapped mid-word, under the
+    live line's last frame cut mid-update."""
+    runs = tmp_path / "runs"
+    endless = [o for o in QUICK if not o.startswith("train.max_steps=")] + ["train.max_steps=99999"]
+    reader, writer = os.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "normbench", "run", *endless, "threads=1", "--runs-dir", str(runs)],
+        stdin=subprocess.DEVNULL,
+        stdout=writer,
+        stderr=writer,
+        env={**os.environ, "COLUMNS": "80"},
+    )
+    os.close(writer)
+    chunks, interrupted = [], False
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        ready, _, _ = select.select([reader], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(reader, 4096)
+            except OSError:  # a pty's reader after its writer closed
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        if not interrupted and list(runs.glob("*/metrics.parquet")):
+            time.sleep(0.5)
+            proc.send_signal(signal.SIGINT)
+            interrupted = True
+    assert proc.wait(timeout=60) == 130
+    os.close(reader)
+    shown = screen(b"".join(chunks))
+    assert not [line for line in shown if "━" in line], shown  # the live line is gone
+    # broken between words: a line is wider than 80 only where one word is (the run's path)
+    assert all(len(line) <= 80 or len(line.split()) == 1 for line in shown), shown
+    said = " ".join(line.strip() for line in shown)
+    (run_dir,) = [p for p in runs.iterdir() if not p.name.startswith(".")]
+    assert re.fullmatch(
+        rf"interrupted at step \d+: metrics so far kept in {re.escape(str(run_dir))}; running "
+        r"it again resumes from its last checkpoint if it saved one \(train.checkpoint_every\), "
+        r"else starts it over",
+        said,
+    ), shown
