@@ -77,6 +77,8 @@ class Method:
     reference_batch: int | None = None
     test: bool = False  # verdicts on the test split (set when --best-over chose on validation)
     reference: tuple[str, ...] = ()  # --reference KEY=VALUE ...: the group named before looking
+    # where ``reference`` came from, as its errors name it: typed, or a sweep's record
+    reference_origin: str = "--reference"
     # --until-decided: the information fraction of each look the design can take, the look
     # this report is, and how alpha was spent over them (normbench.report.sequential.SPENDING;
     # a record of an earlier version names its own: normbench.store.upgrade)

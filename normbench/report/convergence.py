@@ -72,7 +72,7 @@ def convergence_table(
     if table.empty:
         return table
     step = resolution(runs, metric, method.test)
-    references = reference_indices(rows, keys, method.reference)
+    references = reference_indices(rows, keys, method.reference, method.reference_origin)
     if references is None:
         best, verdicts = stats.compare_with_best(samples, method.level, method.margin, step)
         against = "best"
@@ -107,7 +107,7 @@ def convergence_table(
 
 
 def reference_indices(
-    rows: list[dict], keys: list[str], reference: tuple[str, ...]
+    rows: list[dict], keys: list[str], reference: tuple[str, ...], origin: str = "--reference"
 ) -> list[int | None] | None:
     """Each row's reference row, as ``--reference KEY=VALUE ...`` names it (``norm=`` for
     ``norm.name``), or None without one. The named keys pick the reference among rows that
@@ -117,7 +117,8 @@ def reference_indices(
     when no reference agrees exactly, so that ``--reference norm=groupnorm`` compares
     BatchNorm at every ghost batch with the one GroupNorm group. A row with no such reference,
     or with several, gets None. A name that matches no group, or a key that does not tell
-    groups apart, is refused in one line."""
+    groups apart, is refused in one line, named by its ``origin`` (``--reference``, or the
+    sweep record it came from: none was typed)."""
     if not reference:
         return None
     wanted = {}
@@ -126,7 +127,7 @@ def reference_indices(
         column = f"{key}.name" if f"{key}.name" in keys or key in GROUP_NAMES else key
         if column not in keys:
             raise UsageError(
-                f"--reference {item}: {key} does not tell the groups of this table apart; "
+                f"{origin} {item}: {key} does not tell the groups of this table apart; "
                 f"valid keys: {', '.join(k.removesuffix('.name') for k in keys) or 'none'}"
             )
         wanted[column] = value
@@ -149,9 +150,7 @@ def reference_indices(
                 for row in rows
             )
         )
-        raise UsageError(
-            f"--reference {' '.join(reference)} matches no group; valid: {shown[:300]}"
-        )
+        raise UsageError(f"{origin} {' '.join(reference)} matches no group; valid: {shown[:300]}")
     stratum = [tuple(label(row[k]) for k in strata) for row in rows]
     by_stratum = {stratum[i]: i for i in chosen}
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from normbench.core.errors import UsageError
 from normbench.report import sections
 from normbench.report.base import Method, Report
+from normbench.report.labels import labels
 from normbench.report.tuning import Tuning, tuning_of
 from normbench.store import catalog, records
 from normbench.store.catalog import Selection
@@ -104,6 +105,8 @@ def select(request: Request, scanning: Scan | None = None, warn: Warn = _quiet) 
         warn(warning, "selection")
     if request.method.reference:  # named here: it wins over the one the sweep named
         design.pop("reference", None)
+    elif "reference" in design:  # its errors say where it came from: none was typed
+        design["reference_origin"] = f"--sweep {request.sweep}: its recorded reference"
     tuning = tuning_of(request.runs_dir, request.sweep)
     if tuning and tuning.phase != "done" and selection.runs.empty:
         raise UsageError(
@@ -117,9 +120,36 @@ def select(request: Request, scanning: Scan | None = None, warn: Warn = _quiet) 
         selection.warnings.extend(tuning.notes)
         for note in tuning.notes:
             warn(note, "tuning")
+    ladder = records.ladder_key(request.runs_dir, request.sweep) if request.sweep else None
+    if ladder and not request.method.reference and "reference" not in design:
+        design |= ladder_reference(request, selection, warn)
     selected = _resolved(selection, request, design, tuning, commands)
-    selected.ladder = records.ladder_key(request.runs_dir, request.sweep) if request.sweep else None
+    selected.ladder = ladder
     return selected
+
+
+def ladder_reference(request: Request, selection: Selection, warn: Warn) -> dict:
+    """A ladder named no reference: its verdicts per rung and its scaling section compare
+    with the group it lists first (the preset's first norm, not the first by name), said in a
+    note; nothing when that group has no runs here."""
+    listed = records.listed_reference(request.runs_dir, request.sweep)
+    runs = selection.runs
+    for item in listed:
+        key, _, value = item.partition("=")
+        (column,) = catalog.as_columns([key], runs)
+        if column not in runs or value not in set(labels(runs[column])):
+            listed = ()
+    if not listed:
+        return {}
+    note = (
+        f"no --reference named: each rung's verdicts and the scaling section compare with "
+        f"{' '.join(listed)}, the group the ladder lists first (named before looking); name "
+        "another with --reference"
+    )
+    selection.warnings.append(note)
+    warn(note, "selection")
+    origin = f"--sweep {request.sweep}: the group its ladder lists first,"
+    return {"reference": listed, "reference_origin": origin}
 
 
 def refuse_empty(runs_dir: Path) -> None:

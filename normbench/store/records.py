@@ -67,6 +67,15 @@ def ladder_key(runs_dir: Path, names: str) -> str | None:
     return sweep_record.ladder_key(latest_record(runs_dir, listed[0])) if len(listed) == 1 else None
 
 
+def listed_reference(runs_dir: Path, name: str) -> tuple[str, ...]:
+    """The group the named sweep lists first (sweep_record.listed_group, its ladder key
+    aside): a ladder's reference where none was named."""
+    record = latest_record(runs_dir, name)
+    runs, ladder = record["runs"], sweep_record.ladder_key(record)
+    overrides = runs[0].get("overrides") if runs else None
+    return sweep_record.listed_group(record.get("axes"), overrides, (ladder,) if ladder else ())
+
+
 def tuning_run_ids(runs_dir: Path) -> tuple[dict[str, list[str]], int]:
     """Per tuned sweep, the runs its tuning phase trained, over every record of it (a rerun
     writes a new record whose list grows rung by rung: the union keeps a killed rerun's

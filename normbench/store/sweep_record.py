@@ -255,6 +255,22 @@ def recorded_reference(record: SweepRecord) -> tuple[str, ...]:
     return tuple(named) if ok else ()
 
 
+def listed_group(axes: object, overrides: object, skip: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The group a sweep lists first, as ``--reference`` names it: its first axis (the seed and
+    ``skip`` aside) at the value of its first job (``norm=layernorm`` for ladder_lm, whose
+    preset lists LayerNorm first); () when the axes or overrides are not plain KEY=VALUE texts
+    (a record is untrusted)."""
+    if not isinstance(axes, list) or not isinstance(overrides, list):
+        return ()
+    first = next((a for a in axes if isinstance(a, str) and a not in ("seed", *skip)), None)
+    for override in overrides:
+        key, _, value = override.partition("=") if isinstance(override, str) else ("", "", "")
+        if key == first and re.fullmatch(r"[a-z_][a-z0-9_.]{0,99}", key or "-"):
+            ok = re.fullmatch(r"[A-Za-z0-9_.:+-]{1,100}", value)
+            return (f"{key}={value}",) if ok else ()
+    return ()
+
+
 def ladder_key(record: SweepRecord) -> str | None:
     """The size axis of a ladder sweep (its ``ladder`` part's key), for its report's scaling
     section; None for another sweep or a key that is not a plain dotted config key."""

@@ -89,3 +89,34 @@ def test_a_ladder_section_is_titled_by_its_rung_not_its_steps(tmp_path):
     assert "== model.width=8 ==" in text and "== model.width=16 ==" in text, text
     assert "== train.max_steps" not in text
     assert text.index("== model.width=8 ==") < text.index("== model.width=16 ==")
+
+
+def test_a_ladder_without_a_reference_compares_with_the_group_it_lists_first(tmp_path):
+    """LayerNorm is listed first (as ladder_lm's preset lists it), BatchNorm is better and
+    first by name: every rung's verdicts are against LayerNorm, and a note says so."""
+    runs = ladder_store(tmp_path, {4: 30, 8: 30})
+    result = runner.invoke(
+        app, ["report", "--sweep", "lad", "--runs-dir", str(runs), "--format", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["method"]["reference"] == "norm=layernorm"
+    references = [row for row in payload["convergence"] if row["verdict"] == "reference"]
+    assert [(row["norm.name"], row["model.width"]) for row in references] == [
+        ("layernorm", 4),
+        ("layernorm", 8),
+    ]
+    assert "the group the ladder lists first" in result.stderr
+    named = report_json(runs, "--reference", "norm=batchnorm")  # a named one wins
+    assert named["method"]["reference"] == "norm=batchnorm"
+
+
+def test_a_recorded_reference_that_names_no_group_is_said_to_come_from_the_record(tmp_path):
+    runs = ladder_store(tmp_path, {4: 30, 8: 30}, {"reference": ["norm=nonorm"]})
+    result = runner.invoke(app, ["report", "--sweep", "lad", "--runs-dir", str(runs)])
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith("normbench: error: --sweep lad: its recorded reference norm=nonorm "), (
+        line
+    )
+    assert "matches no group; valid: norm=batchnorm | norm=layernorm" in line
