@@ -29,6 +29,7 @@ from rich.text import Text
 from normbench.core.errors import UsageError
 from normbench.core.interrupt import interrupt_on_sigterm
 from normbench.report.base import Method
+from normbench.store.sweep_record import listed_group
 from normbench.sweeps import adaptive, halving, live, precheck, tuned, tuned_plan
 from normbench.sweeps import grid as grids
 from normbench.sweeps import plan as planning
@@ -199,7 +200,7 @@ def _open_plain(request, runs_dir, launch, console, dry_run, ask, host) -> Opene
     def closing() -> None:
         if plan:
             _line(console, looks_text(plan, design.looks, session))
-        _results_line(console, grid.name, runs_dir)
+        _results_line(console, grid.name, runs_dir, method.reference)
         boards = _boards(grid.jobs) - {None}
         finished = len(grid.jobs) - len(todo)
         if len(boards) == 1 and finished:  # runs already finished reached no board: say so
@@ -271,7 +272,7 @@ def _open_tuned(request, runs_dir, launch, console, dry_run, host) -> Opened | N
             _line(console, looks_text(design.plan, design.looks, session))
         for line in tuned_view.verdict_lines(plan, session.jobs, runs_dir, method):
             _line(console, line)
-        _results_line(console, grid.name, runs_dir)
+        _results_line(console, grid.name, runs_dir, method.reference)
 
     return Opened(session, design, notes, interrupted, closing)
 
@@ -323,8 +324,9 @@ def _open_ladder(request, runs_dir, launch, console, dry_run, host) -> Opened | 
         table = ladder_view.choices_table(plan, session.extra["ladder"])
         if table is not None:
             console.print(table)
-        where = _where(runs_dir)
-        console.print(f"results: normbench report --sweep {plan.name}{where}", soft_wrap=True)
+        first = plan.rungs[0].grid  # the report's default: the group the ladder lists first
+        listed = listed_group(first.axes, first.jobs[0].overrides, (plan.spec.key,))
+        _results_line(console, plan.name, runs_dir, method.reference or listed)
 
     return Opened(session, design, lambda: None, interrupted, closing)
 
@@ -359,8 +361,13 @@ def _where(runs_dir: Path) -> str:
     return f" --runs-dir {runs_dir}" if runs_dir != Path("runs") else ""
 
 
-def _results_line(console: Console, name: str, runs_dir: Path) -> None:
-    _line(console, f"results: normbench report --sweep {name}{_where(runs_dir)}")
+def _results_line(
+    console: Console, name: str, runs_dir: Path, reference: tuple[str, ...] = ()
+) -> None:
+    """The report command to run next, with the reference its report compares against (the
+    record keeps a named one too: the command says it, so that a reader sees it)."""
+    named = f" --reference {' '.join(reference)}" if reference else ""
+    _line(console, f"results: normbench report --sweep {name}{_where(runs_dir)}{named}")
 
 
 def _line(console: Console, line) -> None:
