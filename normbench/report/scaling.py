@@ -1,20 +1,26 @@
-"""Scaling ladders as pure functions: per group a curve L(C) = E + A (C / C0)^(-alpha) fitted
-to the rung means, intervals by a bootstrap over seeds within each rung, the compute
-multiplier of each group against a reference, the trend of that multiplier along the ladder
-and where the curves cross (docs/statistics.md, "Scaling ladders", has the formulas and
-their sources; normbench.report.scaling_section builds a report's section from runs).
+"""Scaling ladders as pure functions: each group's compute multiplier against a reference read
+off the runs at every rung, its trend along the ladder, and, only where a parametric curve
+fits, the multiplier beyond the ladder and where the curves cross (docs/statistics.md,
+"Scaling ladders", has the method, its error rates and their conditions;
+normbench.report.scaling_curves the curves; normbench.report.scaling_section builds a
+report's section from runs).
 
-The fit is variable projection (Golub and Pereyra 1973): for a fixed exponent the floor E and
-the scale A are a linear least-squares fit, so only the exponent is searched, by
-scipy.optimize.least_squares from the best point of a grid. Every curve of a bootstrap is
-fitted in one least_squares call (each curve's residuals depend on its own exponent only: a
-block-diagonal Jacobian), so a thousand refits cost about what one does.
+Within the ladder no curve is assumed. The logarithms of the reference's rung means, made
+non-increasing in compute by isotonic regression (scipy.optimize.isotonic_regression: a
+reference whose loss rose between rungs would give two computes for one loss), are joined by
+monotone cubic Hermite interpolation in ln C (Fritsch and Carlson 1980; slopes by
+``hermite_slopes``): log-log axes, on which a power law is straight and one with a floor E
+bends by E / L of its exponent, so that the interpolation's bias between rungs is small; the
+cubic keeps the curve between rungs monotone and, unlike straight lines between rungs,
+follows the bend that remains. A group's multiplier at a rung is the reference's compute at which
+this curve reaches the group's rung-mean loss, over the group's compute. A loss outside the
+reference's measured range has no measured multiplier, only a bound: above the reference's
+highest rung mean, the multiplier is below the one the reference's smallest rung gives; below
+its lowest, above the one its top rung gives.
 
-E, the data's irreducible loss, is shared by a ladder's groups (one floor, each group its own
-A and alpha: a floor per group let the trend verdict err too often, ``fit_ladder``); a
-ladder of one group fits its own from ``MIN_RUNGS_FREE`` rungs on. E is identified only by a
-ladder that bends: where its bootstrap interval runs into the model's bounds, E is fixed at 0
-(a pure power law, a straight line on log axes). Every output says which.
+Intervals come from a bootstrap over seeds within each rung, paired across groups where they
+share the rung's seeds; a resample outside the reference's range counts at the end it lies
+beyond (so an interval may be one-sided).
 """
 
 from __future__ import annotations
@@ -23,147 +29,21 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, sparse
+from scipy import interpolate
+from scipy import optimize as scipy_optimize
 
-EXPONENT_RANGE = (0.01, 3.0)  # alpha's bounds (C is divided by the ladder's smallest compute)
-GRID = np.geomspace(*EXPONENT_RANGE, 64)  # least_squares starts from the best of these
-MIN_RUNGS_FREE = 4  # a curve with its own floor: 3 parameters and a degree of freedom
+from normbench.report import scaling_curves as curves_of
+from normbench.report.scaling_curves import CURVED, NONE, PER_GROUP, SHARED, ZERO
+
+__all__ = ["CURVED", "NONE", "PER_GROUP", "SHARED", "ZERO"]
+
 BOOTSTRAP = 1000  # refits per interval
-# least_squares' budget: the fits of a ladder that follows a power law converge in 4 to 6
-# evaluations; one that does not (a flat ladder of a few steps) stops here, and its refits at
-# wherever they stopped are what the identification of E (``_unbounded``) then judges
-MAX_EVALUATIONS = 50
 TREND_MARGIN = 0.05  # |slope| in log10(multiplier) per decade of compute that counts as constant
+MIN_TREND_RUNGS = 3  # a slope from fewer rungs in range is inconclusive
 WINDOW = 100.0  # curves extrapolated to 100x the top rung's compute, no further
 EXTRAPOLATED = (10.0, 100.0)  # the multiplier beyond the ladder, at these multiples of its top
-PER_GROUP, SHARED, ZERO = "per group", "shared", "fixed at 0"
-
-
-@dataclass
-class Curves:
-    """Fitted curves L(C) = floor + scale * (C / c0)^(-exponent), one per leading index: shape
-    (G,) for a point fit, (B, G) for B bootstrap refits of G groups."""
-
-    floor: np.ndarray
-    scale: np.ndarray
-    exponent: np.ndarray
-    c0: float
-
-    def loss(self, compute: np.ndarray) -> np.ndarray:
-        """The fitted loss at ``compute`` (broadcast against the curves' trailing axis)."""
-        ratio = np.log(np.asarray(compute, dtype=float) / self.c0)
-        return self.floor[..., None] + self.scale[..., None] * np.exp(
-            -self.exponent[..., None] * ratio
-        )
-
-    def log_compute_for(self, loss: np.ndarray) -> np.ndarray:
-        """ln of the compute at which each curve reaches ``loss`` (same shape as loss, with the
-        curves' axes leading): +inf where the loss is at or below the curve's floor (never
-        reached), NaN where the curve does not fall (scale <= 0)."""
-        excess = loss - self.floor[..., None]
-        scale = self.scale[..., None]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out = math.log(self.c0) - np.log(excess / scale) / self.exponent[..., None]
-        out = np.where(excess <= 0, np.inf, out)
-        return np.where(scale > 0, out, np.nan)
-
-
-# ------------------------------------------------------------------------------ fitting
-def _linear(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Least squares y = floor + scale * x along the last axis: (floor, scale)."""
-    xm, ym = x.mean(-1, keepdims=True), y.mean(-1, keepdims=True)
-    sxx = ((x - xm) ** 2).sum(-1)
-    scale = ((x - xm) * (y - ym)).sum(-1) / np.where(sxx > 0, sxx, np.nan)
-    return ym[..., 0] - scale * xm[..., 0], scale
-
-
-def _free_residuals(exponent: np.ndarray, log_c: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Variable projection's residuals: for each curve's exponent, the linear fit's."""
-    x = np.exp(-exponent[:, None] * log_c)
-    floor, scale = _linear(x, y)
-    return np.nan_to_num(y - floor[:, None] - scale[:, None] * x, nan=1e6).ravel()
-
-
-def _start(log_c: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Each curve's best exponent on GRID (variable projection's residual sum of squares)."""
-    x = np.exp(-GRID[:, None, None] * log_c[None])  # (grid, K, R)
-    floor, scale = _linear(x, np.broadcast_to(y, x.shape))
-    rss = ((y - floor[..., None] - scale[..., None] * x) ** 2).sum(-1)
-    return GRID[np.nanargmin(np.nan_to_num(rss, nan=np.inf), axis=0)]
-
-
-def _block_sparsity(curves: int, rows: int, columns: int = 1) -> sparse.csr_matrix:
-    """Which residuals depend on which parameters: curve k's ``rows`` residuals on its own
-    ``columns`` parameters."""
-    return sparse.kron(sparse.eye(curves, format="csr"), np.ones((rows, columns)), format="csr")
-
-
-def _solve(residuals, start: np.ndarray, sparsity) -> np.ndarray:
-    """The exponents least_squares finds from ``start`` (inside the bounds)."""
-    low, high = EXPONENT_RANGE
-    start = np.clip(start, low * 1.0001, high * 0.9999)
-    found = optimize.least_squares(
-        residuals,
-        start,
-        bounds=EXPONENT_RANGE,
-        jac_sparsity=sparsity,
-        method="trf",
-        max_nfev=MAX_EVALUATIONS,
-        tr_options={"maxiter": 100},
-    )
-    return found.x
-
-
-def fit_free(compute: np.ndarray, y: np.ndarray, c0: float) -> Curves:
-    """A curve with a floor of its own per row of ``y`` (rows: curves, columns: rungs; the
-    compute of each point in ``compute``, broadcast to y's shape)."""
-    shape = y.shape[:-1]
-    log_c = np.broadcast_to(np.log(compute / c0), y.shape).reshape(-1, y.shape[-1])
-    flat = y.reshape(-1, y.shape[-1])
-    exponent = _solve(
-        lambda a: _free_residuals(a, log_c, flat),
-        _start(log_c, flat),
-        _block_sparsity(len(flat), flat.shape[1]),
-    )
-    floor, scale = _linear(np.exp(-exponent[:, None] * log_c), flat)
-    return Curves(floor.reshape(shape), scale.reshape(shape), exponent.reshape(shape), c0)
-
-
-def _shared_fit(exponent: np.ndarray, log_c: np.ndarray, y: np.ndarray):
-    """For exponents (K, G): the floor shared by each replicate's groups and each group's
-    scale, by least squares: with P_g the projection on x_g, the floor minimises
-    sum_g |(I - P_g)(y_g - E)|^2."""
-    x = np.exp(-exponent[..., None] * log_c)  # (K, G, R)
-    xx = (x * x).sum(-1, keepdims=True)
-    ones = 1 - x * x.sum(-1, keepdims=True) / xx  # (I - P_g) 1
-    rest = y - x * (x * y).sum(-1, keepdims=True) / xx  # (I - P_g) y
-    floor = (ones * rest).sum((-1, -2)) / (ones * ones).sum((-1, -2))
-    scale = (x * (y - floor[:, None, None])).sum(-1) / xx[..., 0]
-    return floor, scale, x
-
-
-def fit_shared(compute: np.ndarray, y: np.ndarray, c0: float, start: np.ndarray) -> Curves:
-    """Curves whose groups share one floor: ``y`` (K, G, R), K replicates of G groups;
-    ``start`` the exponents (K, G) to search from (the free fits')."""
-    k, g, r = y.shape
-    log_c = np.broadcast_to(np.log(compute / c0), y.shape)
-
-    def residuals(a: np.ndarray) -> np.ndarray:
-        floor, scale, x = _shared_fit(a.reshape(k, g), log_c, y)
-        fitted = floor[:, None, None] + scale[..., None] * x
-        return np.nan_to_num(y - fitted, nan=1e6).ravel()
-
-    exponent = _solve(residuals, start.ravel(), _block_sparsity(k, g * r, g)).reshape(k, g)
-    floor, scale, _ = _shared_fit(exponent, log_c, y)
-    return Curves(np.broadcast_to(floor[:, None], (k, g)).copy(), scale, exponent, c0)
-
-
-def fit_zero(compute: np.ndarray, y: np.ndarray, c0: float) -> Curves:
-    """Pure power laws L = A (C / C0)^(-alpha): a straight line on log axes, by least
-    squares of ln L on ln C (no search)."""
-    log_c = np.broadcast_to(np.log(compute / c0), y.shape)
-    intercept, slope = _linear(log_c, np.log(np.maximum(y, 1e-12)))
-    return Curves(np.zeros_like(slope), np.exp(intercept), -slope, c0)
+MEASURED, ABOVE, BELOW = "measured", "lower bound", "upper bound"  # a rung's multiplier
+FITTED, NOT_ESTIMABLE = "extrapolated", "not estimable"  # a point beyond the ladder's
 
 
 # ----------------------------------------------------------------------------- bootstrap
@@ -247,84 +127,80 @@ def widened_interval(
     factor = widening(flat, cells, dof, level)
     centre = np.ravel(point)
     with np.errstate(invalid="ignore"):
-        low = np.where(np.isinf(low), low, centre - factor * (centre - low))
-        high = np.where(np.isinf(high), high, centre + factor * (high - centre))
+        unbounded = ~np.isfinite(centre)  # a bound, not a measurement: its interval as found
+        low = np.where(np.isinf(low) | unbounded, low, centre - factor * (centre - low))
+        high = np.where(np.isinf(high) | unbounded, high, centre + factor * (high - centre))
     return low.reshape(shape), high.reshape(shape)
 
 
-# ------------------------------------------------------------------------------ analysis
-@dataclass
-class Fit:
-    """A ladder's curves (point fit and bootstrap refits) and how E was treated."""
-
-    mode: str  # PER_GROUP | SHARED | ZERO
-    point: Curves  # (G,)
-    refits: Curves  # (B, G)
-    why: str  # why E was treated so, in words
+# ------------------------------------------------------------------ measured multipliers
+def monotone_reference(means: np.ndarray) -> np.ndarray:
+    """Each row of ``means`` (K, R) made non-increasing along the rungs by isotonic
+    regression (least squares, pool-adjacent-violators)."""
+    return np.stack([scipy_optimize.isotonic_regression(row, increasing=False).x for row in means])
 
 
-def _unbounded(fit: Curves, alpha: float) -> bool:
-    """Whether E's bootstrap runs into the model's bounds: more than ``alpha`` of the refits
-    put some group's E below 0, its exponent at a bound of EXPONENT_RANGE, or its scale at or
-    below 0 (a curve that does not fall); or the point fit does."""
-    low, high = EXPONENT_RANGE
-
-    def bad(c: Curves) -> np.ndarray:
-        edge = (c.exponent <= low * 1.001) | (c.exponent >= high * 0.999)
-        return (c.floor < 0) | edge | ~(c.scale > 0)
-
-    return bool(bad(fit).any()) if fit.floor.ndim == 1 else bool(bad(fit).any(-1).mean() > alpha)
-
-
-def fit_ladder(compute: np.ndarray, means: np.ndarray, replicates: np.ndarray, alpha: float) -> Fit:
-    """The curves of G groups over R rungs (``compute``, ``means``: (G, R); ``replicates``:
-    (B, G, R) bootstrap means). Several groups share one floor E, the data's irreducible
-    loss, where the ladder identifies it (a floor per group made the trend verdict wrong 11%
-    of the time at alpha 0.05 under parallel curves in our simulations, a shared one 4.7%:
-    docs/statistics.md); one group has a floor of its own from MIN_RUNGS_FREE rungs on;
-    otherwise E = 0. The point fit and the refits are fitted in one call, the point first."""
-    groups, rungs = means.shape
-    c0 = float(compute.min())
-    every = np.concatenate([means[None], replicates])
-    if groups == 1 and rungs < MIN_RUNGS_FREE:
-        why = f"one group of {rungs} rungs: a floor needs {MIN_RUNGS_FREE} or more"
-    else:
-        if groups == 1:
-            found = fit_free(compute, every, c0)
-        else:
-            log_c = np.broadcast_to(np.log(compute / c0), every.shape).reshape(-1, rungs)
-            start = _start(log_c, every.reshape(-1, rungs)).reshape(every.shape[:2])
-            found = fit_shared(compute, every, c0, start)
-        point, refits = _split(found)
-        if not (_unbounded(point, alpha) or _unbounded(refits, alpha)):
-            how = "fitted per group" if groups == 1 else "shared by the groups"
-            return Fit(PER_GROUP if groups == 1 else SHARED, point, refits, f"E {how}")
-        why = f"{'E' if groups == 1 else 'a shared E'} is not identified (its bootstrap "
-        why += "interval reaches the model's bounds)"
-    return Fit(ZERO, *_split(fit_zero(compute, every, c0)), f"{why}; E = 0")
+def hermite_slopes(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The slopes at the nodes of a monotone cubic Hermite curve through each row of ``y``
+    (K, R) at ``x`` (R,): inside, the weighted harmonic mean of the neighbouring secants
+    (Fritsch and Butland 1984, the rule of scipy's PchipInterpolator), 0 where they differ in
+    sign or one is 0; at the two ends, the end segment's secant. PchipInterpolator's
+    three-point end rule sets the end slope to 0 when the curve bends strongly (rungs 16x
+    apart on a power law with a floor), which flattens the top segment and made a
+    multiplier of 0.95 read 0.17 there; the secant keeps the slope's sign and size."""
+    h = np.diff(x)
+    secant = np.diff(y, axis=-1) / h
+    slopes = np.empty_like(y)
+    slopes[:, 0], slopes[:, -1] = secant[:, 0], secant[:, -1]
+    left, right = secant[:, :-1], secant[:, 1:]
+    w1, w2 = 2 * h[1:] + h[:-1], h[1:] + 2 * h[:-1]
+    same = (left * right) > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        harmonic = (w1 + w2) / (w1 / left + w2 / right)
+    slopes[:, 1:-1] = np.where(same, harmonic, 0.0)
+    return slopes
 
 
-def _split(curves: Curves) -> tuple[Curves, Curves]:
-    """The first curves of a stacked fit (the point fit) and the rest (the refits)."""
-    parts = (curves.floor, curves.scale, curves.exponent)
-    return Curves(*(p[0] for p in parts), curves.c0), Curves(*(p[1:] for p in parts), curves.c0)
+def measured_log10_multipliers(log_c: np.ndarray, means: np.ndarray, reference: int):
+    """log10 of each group's multiplier at each rung, read off the runs (the module
+    docstring): ``log_c`` (G, R) ln compute, ``means`` (K, G, R) K replicates of the rung
+    means. Returns (K, G, R) with +inf where the group's loss is below the reference's lowest
+    rung mean, -inf where above its highest, NaN where the reference is level there (two
+    rungs at one loss: any compute between them reaches it); and (G, R) the bounds those
+    give (log10 of the multiplier the reference's top rung, resp. smallest rung, would
+    mean)."""
+    k, groups, rungs = means.shape
+    x = log_c[reference]
+    log_loss = np.log(np.maximum(means, 1e-300))  # losses are positive
+    ref = monotone_reference(log_loss[:, reference])  # (K, R), non-increasing
+    spline = interpolate.CubicHermiteSpline(x, ref.T, hermite_slopes(x, ref).T, axis=0)
+    coefficients = spline.c  # (4, R - 1, K): a cubic per segment, in (x - x_j)
+    target = log_loss.reshape(k, -1)  # (K, G R)
+    segment = np.clip((ref[:, None, :] >= target[..., None]).sum(-1) - 1, 0, rungs - 2)
+    rows = np.arange(k)[:, None]
+    c = coefficients[:, segment, rows]  # (4, K, G R)
+    low, high = np.zeros_like(target), np.diff(x)[segment]
+    for _ in range(48):  # bisection on the monotone cubic of the segment: 2^-48 of its width
+        middle = (low + high) / 2
+        value = ((c[0] * middle + c[1]) * middle + c[2]) * middle + c[3]
+        above = value > target
+        low, high = np.where(above, middle, low), np.where(above, high, middle)
+    reached = x[segment] + (low + high) / 2
+    out = (reached - log_c.reshape(-1)) / math.log(10)
+    flat = np.take_along_axis(ref, segment, 1) == np.take_along_axis(ref, segment + 1, 1)
+    out = np.where(flat, np.nan, out)  # on a level stretch any compute there reaches it
+    out = np.where(target > ref[:, :1], -np.inf, np.where(target < ref[:, -1:], np.inf, out))
+    out = out.reshape(k, groups, rungs)
+    out[:, reference] = 0.0
+    bounds = np.where(
+        log_loss[0] < ref[0, -1],
+        x[-1] - log_c,
+        np.where(log_loss[0] > ref[0, 0], x[0] - log_c, np.nan),
+    )
+    return out, bounds / math.log(10)
 
 
-def log10_multiplier(curves: Curves, group: int, reference: int, compute: np.ndarray):
-    """log10 of the compute the reference needs to reach the group's fitted loss at
-    ``compute``, over that compute (> 0: the group needs less compute than the reference);
-    +inf where the reference's curve never gets that low. Curves (G,) or (B, G)."""
-    reached = _one(curves, group).loss(compute)
-    needed = _one(curves, reference).log_compute_for(reached)
-    return (needed - np.log(compute)) / math.log(10)
-
-
-def _one(curves: Curves, group: int) -> Curves:
-    """One group's curve (or its refits) of ``curves``."""
-    parts = (curves.floor, curves.scale, curves.exponent)
-    return Curves(*(part[..., group] for part in parts), curves.c0)
-
-
+# ----------------------------------------------------------------------------- the trend
 @dataclass
 class Trend:
     """How the group's multiplier moves along the ladder against the reference."""
@@ -333,6 +209,8 @@ class Trend:
     low: float  # its 1 - alpha interval (direction: alpha/2 each way)
     high: float
     verdict: str  # shrinking | growing | constant | inconclusive
+    rungs: int = 0  # the rungs in range it is decided on
+    why: str = ""  # why inconclusive without a slope, in words
 
 
 def trend(
@@ -343,16 +221,24 @@ def trend(
     cells: np.ndarray,
     dof: np.ndarray,
 ) -> Trend:
-    """The trend verdict from the log10 multipliers at the rungs (``point``: (R,), ``refits``:
-    (B, R)) against log10 compute (R,): the least-squares slope of s * log10(multiplier) on
-    log10(compute), s the sign of the point fit's mean log multiplier (so the slope is that
-    of |log multiplier| while the sign holds), and its 1 - alpha interval: *constant* when the
-    interval lies inside +-TREND_MARGIN (two one-sided tests at alpha / 2 each: at most alpha
-    when |slope| >= the margin, measured 2.7 to 3.5% at alpha 0.05 on the margin itself:
-    docs/statistics.md), else *shrinking* or *growing* when it lies below or above 0 (error
-    rate alpha when the multiplier is constant, alpha / 2 each way), else *inconclusive*.
-    The interval as ``widened_interval`` (``cells``, ``dof``: the refits' cell means and
-    their degrees of freedom); a refit with an infinite multiplier counts at both ends."""
+    """The trend verdict from the measured log10 multipliers at the rungs in range
+    (``point``: (R,), ``refits``: (B, R), non-finite where out of range) against log10
+    compute (R,): the least-squares slope of s * log10(multiplier) on log10(compute), s the
+    sign of the mean log multiplier (so the slope is that of |log multiplier| while the sign
+    holds), and its 1 - alpha interval: *constant* when the interval lies inside
+    +-TREND_MARGIN (two one-sided tests at alpha / 2 each), else *shrinking* or *growing* when
+    it lies below or above 0, else *inconclusive*; *inconclusive* too with fewer than
+    MIN_TREND_RUNGS rungs in range. A rung is in range when its point and its whole interval
+    are; a refit that leaves the range at one of those rungs counts at both ends. The
+    interval as ``widened_interval`` (``cells``, ``dof``: the refits' cell means and their
+    degrees of freedom). Error rates and their conditions: docs/statistics.md."""
+    used = np.isfinite(point)
+    used &= np.isfinite(refits).mean(0) >= 1 - alpha  # the interval at 1 - alpha is finite
+    if used.sum() < MIN_TREND_RUNGS:
+        why = f"{int(used.sum())} rung(s) in the reference's range; a trend needs "
+        why += f"{MIN_TREND_RUNGS} or more"
+        return Trend(math.nan, math.nan, math.nan, "inconclusive", int(used.sum()), why)
+    point, refits, log10_c = point[used], refits[:, used], log10_c[used]
     sign = 1.0 if np.mean(point) >= 0 else -1.0
     x = log10_c - log10_c.mean()
 
@@ -362,9 +248,8 @@ def trend(
         return np.where(np.isfinite(found), found, np.nan)
 
     slope = slopes(point)
-    samples = slopes(refits)
-    low, high = (float(v) for v in widened_interval(slope, samples, cells, dof, 1 - alpha))
-    return Trend(float(slope), low, high, trend_verdict(low, high, TREND_MARGIN))
+    low, high = (float(v) for v in widened_interval(slope, slopes(refits), cells, dof, 1 - alpha))
+    return Trend(float(slope), low, high, trend_verdict(low, high, TREND_MARGIN), int(used.sum()))
 
 
 def trend_verdict(low: float, high: float, margin: float) -> str:
@@ -380,13 +265,66 @@ def trend_verdict(low: float, high: float, margin: float) -> str:
     return "inconclusive"
 
 
-def crossings(curves: Curves, group: int, reference: int, low_c: float, high_c: float):
+# --------------------------------------------------------------- beyond the ladder: fits
+@dataclass
+class Fit:
+    """A ladder's parametric curves (only where a form fits) and how they were chosen."""
+
+    mode: str  # the form chosen, or NONE
+    point: object | None  # scaling_curves.Curves | Curved, (G,); None: no form fits
+    refits: object | None  # the same, (B, G): refits with seed and misfit noise
+    why: str  # the choice, in words
+    lack_of_fit_p: float  # the chosen form's (or the best-fitting form's when none fits)
+    group_p: np.ndarray  # (G,) each group's lack-of-fit p under that form
+    tests: dict  # every form's scaling_curves.LackOfFit
+
+
+def fit_ladder(
+    compute: np.ndarray,
+    cells: list[list[Cell]],
+    replicates: np.ndarray,
+    alpha: float,
+    rng: np.random.Generator,
+) -> Fit:
+    """The parametric form for what lies beyond the runs (scaling_curves.choose) and its
+    refits: each refit is fitted to the seed bootstrap's rung means (``replicates`` (B, G, R))
+    plus a rung-level normal deviation of each group's excess variance (the lack of fit's
+    method-of-moments estimate): a parametric bootstrap of a model with rung-level random
+    effects, so misfit widens the intervals, not only seed noise. The form is chosen once,
+    on the data; the refits do not choose again."""
+    means = np.array([[c.values.mean() for c in row] for row in cells])
+    counts = np.array([[len(c.values) for c in row] for row in cells], dtype=float)
+    pure = np.array([[((c.values - c.values.mean()) ** 2).sum() for c in row] for row in cells])
+    choice = curves_of.choose(compute, means, counts, pure, alpha)
+    if choice.form is None:
+        best = max(choice.tests, key=lambda f: np.nan_to_num(choice.tests[f].p, nan=-1.0))
+        test = choice.tests[best]
+        return Fit(NONE, None, None, choice.why, test.p, test.group_p, choice.tests)
+    test = choice.tests[choice.form]
+    noise = rng.standard_normal(replicates.shape) * np.sqrt(test.excess_variance)[None, :, None]
+    refits = curves_of.split(
+        curves_of.fit(choice.form, compute, np.concatenate([means[None], replicates + noise]))
+    )[1]
+    return Fit(choice.form, choice.curves, refits, choice.why, test.p, test.group_p, choice.tests)
+
+
+def log10_multiplier(curves, group: int, reference: int, compute: np.ndarray):
+    """log10 of the compute the reference's fitted curve needs to reach the group's fitted
+    loss at ``compute``, over that compute (> 0: the group needs less compute); +inf where
+    the reference's curve never gets that low. Curves (G,) or (B, G)."""
+    reached = curves_of.one(curves, group).loss(compute)
+    needed = curves_of.one(curves, reference).log_compute_for(reached)
+    return (needed - np.log(compute)) / math.log(10)
+
+
+def crossings(curves, group: int, reference: int, low_c: float, high_c: float):
     """Where the group's fitted curve first crosses the reference's between ``low_c`` and
     ``high_c``: the compute, by linear interpolation of the loss difference on a grid of
     513 points even in log compute (the decades spanned / 512); NaN where they do not
     cross. Curves (G,) gives a number, (B, G) an array."""
     grid = np.geomspace(low_c, high_c, 513)
-    gap = np.atleast_2d(_one(curves, group).loss(grid) - _one(curves, reference).loss(grid))
+    gap = curves_of.one(curves, group).loss(grid) - curves_of.one(curves, reference).loss(grid)
+    gap = np.atleast_2d(gap)
     changes = np.signbit(gap[:, 1:]) != np.signbit(gap[:, :-1])
     first = np.argmax(changes, axis=1)
     found = changes[np.arange(len(gap)), first]
@@ -396,26 +334,64 @@ def crossings(curves: Curves, group: int, reference: int, low_c: float, high_c: 
         where = log_grid[first] + (log_grid[first + 1] - log_grid[first]) * g0 / (g0 - g1)
     with np.errstate(over="ignore"):  # rows that do not cross: their number is discarded
         out = np.where(found, np.exp(where), np.nan)
-    return float(out[0]) if curves.floor.ndim == 1 else out
+    return (
+        float(out[0])
+        if np.ndim(curves.slope if hasattr(curves, "slope") else curves.floor) == 1
+        else out
+    )
 
 
+# ------------------------------------------------------------------------------ analysis
 @dataclass
 class GroupScaling:
-    """One group's answer: its curve with intervals and, against the reference, the
-    multiplier at each rung and beyond, the trend and the crossing (log10 compute)."""
+    """One group's answer against the reference: the multiplier at each rung (measured, or a
+    bound) and beyond (from the fitted form, or not estimable), the trend on the measured
+    multipliers, the fitted form's exponent and floor, and the crossing (log10 compute)."""
 
-    exponent: float
+    compute: np.ndarray  # (R + len(EXTRAPOLATED),): the rungs, then the extrapolated points
+    multiplier: np.ndarray  # log10, at ``compute``; at a bound, the bound
+    multiplier_ci: tuple[np.ndarray, np.ndarray]
+    kind: list[str]  # per point: MEASURED, ABOVE, BELOW, FITTED or NOT_ESTIMABLE
+    trend: Trend | None  # None for the reference
+    exponent: float  # the form's local log-log exponent at the top rung; NaN: no form
     exponent_ci: tuple[float, float]
     floor: float
     floor_ci: tuple[float, float]
-    scale: float
-    compute: np.ndarray  # (R + len(EXTRAPOLATED),): the rungs, then the extrapolated points
-    multiplier: np.ndarray  # log10, at ``compute``
-    multiplier_ci: tuple[np.ndarray, np.ndarray]
-    trend: Trend | None  # None for the reference
-    crossing: float  # log10 compute, NaN: no crossing within WINDOW x the top rung
+    lack_of_fit_p: float  # this group's, under the ladder's form
+    crossing: float  # log10 compute, NaN: no crossing within WINDOW x the top rung, or none
     crossing_ci: tuple[float, float]
-    crossing_share: float  # of the refits that cross in the window
+    crossing_share: float  # of the refits that cross in the window; NaN without a form
+
+
+def measured_multipliers(
+    cells: list[list[Cell]],
+    reference: int,
+    alpha: float,
+    boot: int = BOOTSTRAP,
+    rng: np.random.Generator | None = None,
+):
+    """Within the ladder: (point (G, R) log10 multipliers, refits (B, G, R), interval
+    (low, high) each (G, R) at 1 - 2 alpha, bounds (G, R), the bootstrap's cell means (B, M)
+    and their degrees of freedom (M,), the replicates (B, G, R))."""
+    rng = rng or np.random.default_rng(0)
+    log_c = np.log([[c.compute for c in row] for row in cells])
+    means = np.array([[c.values.mean() for c in row] for row in cells])
+    replicates = resampled_means(cells, boot, rng)
+    every, bounds = measured_log10_multipliers(
+        log_c, np.concatenate([means[None], replicates]), reference
+    )
+    point, refits = every[0], every[1:]
+    flat = replicates.reshape(boot, -1)
+    dof = np.array([len(c.values) - 1 for row in cells for c in row], dtype=float)
+    low, high = widened_interval(point, refits, flat, dof, 1 - 2 * alpha)
+    return point, refits, (low, high), bounds, flat, dof, replicates
+
+
+def _kind(log10: float) -> str:
+    """What a rung's multiplier is: measured, a bound, or not estimable (a level reference)."""
+    if math.isnan(log10):
+        return NOT_ESTIMABLE
+    return MEASURED if math.isfinite(log10) else (ABOVE if log10 > 0 else BELOW)
 
 
 def analyse(
@@ -428,44 +404,72 @@ def analyse(
     """A ladder's fit and each group's answer (``cells``: [group][rung]), intervals at
     1 - 2 alpha (the trend's as ``trend`` says)."""
     rng = rng or np.random.default_rng(0)
+    point, refits, (low, high), bounds, flat, dof, replicates = measured_multipliers(
+        cells, reference, alpha, boot, rng
+    )
     compute = np.array([[c.compute for c in row] for row in cells])
-    means = np.array([[c.values.mean() for c in row] for row in cells])
-    replicates = resampled_means(cells, boot, rng)
-    fit = fit_ladder(compute, means, replicates, alpha)
-    flat = replicates.reshape(boot, -1)
-    dof = np.array([len(c.values) - 1 for row in cells for c in row], dtype=float)
+    fit = fit_ladder(compute, cells, replicates, alpha, rng)
     level = 1 - 2 * alpha
 
-    def ci(point, samples):
-        return widened_interval(np.asarray(point, dtype=float), samples, flat, dof, level)
+    def ci(value, samples):
+        return widened_interval(np.asarray(value, dtype=float), samples, flat, dof, level)
 
     out = []
+    top = compute[:, -1].max()
     for g in range(len(cells)):
-        at = np.concatenate([compute[g], compute[g, -1] * np.array(EXTRAPOLATED)])
-        point = log10_multiplier(fit.point, g, reference, at)
-        refits = log10_multiplier(fit.refits, g, reference, at)
-        rungs = len(compute[g])
-        low_c, high_c = compute.min(), WINDOW * compute[:, -1].max()
-        cross = crossings(fit.point, g, reference, low_c, high_c)
-        crossed = crossings(fit.refits, g, reference, low_c, high_c)
+        beyond = compute[g, -1] * np.array(EXTRAPOLATED)
+        kinds = [_kind(v) for v in point[g]]
+        shown = np.where(np.isfinite(point[g]), point[g], bounds[g])
+        # a bound's interval is the bound's side: (bound, inf) or (0, bound)
+        above, below = point[g] == np.inf, point[g] == -np.inf
+        m_low = list(np.where(above, bounds[g], np.where(below, -np.inf, low[g])))
+        m_high = list(np.where(below, bounds[g], np.where(above, np.inf, high[g])))
+        multiplier = list(shown)
         trend_of = None
         if g != reference:
-            log10_c = np.log10(compute[g])
-            trend_of = trend(point[:rungs], refits[:, :rungs], log10_c, alpha, flat, dof)
+            trend_of = trend(point[g], refits[:, g], np.log10(compute[g]), alpha, flat, dof)
+        exponent = floor = cross = share = math.nan
+        exponent_ci = floor_ci = cross_ci = (math.nan, math.nan)
+        if fit.point is None:
+            kinds += [NOT_ESTIMABLE] * len(beyond)
+            multiplier += [math.nan] * len(beyond)
+            m_low += [math.nan] * len(beyond)
+            m_high += [math.nan] * len(beyond)
+        else:
+            far = log10_multiplier(fit.point, g, reference, beyond)
+            far_refits = log10_multiplier(fit.refits, g, reference, beyond)
+            far_low, far_high = ci(far, far_refits)
+            kinds += [FITTED] * len(beyond)
+            multiplier += list(far)
+            m_low += list(far_low)
+            m_high += list(far_high)
+            one, many = curves_of.one(fit.point, g), curves_of.one(fit.refits, g)
+            exponent = float(one.slope_at(top))
+            exponent_ci = tuple(map(float, ci(exponent, many.slope_at(top))))
+            floor = float(one.floor)
+            floor_ci = tuple(map(float, ci(floor, many.floor)))
+            if g != reference:
+                low_c, high_c = compute.min(), WINDOW * top
+                found = crossings(fit.point, g, reference, low_c, high_c)
+                crossed = crossings(fit.refits, g, reference, low_c, high_c)
+                cross = math.log10(found) if math.isfinite(found) else math.nan
+                cross_ci = tuple(map(float, ci(np.log10(found), np.log10(crossed))))
+                share = float(np.isfinite(crossed).mean())
         out.append(
             GroupScaling(
-                float(fit.point.exponent[g]),
-                tuple(map(float, ci(fit.point.exponent[g], fit.refits.exponent[:, g]))),
-                float(fit.point.floor[g]),
-                tuple(map(float, ci(fit.point.floor[g], fit.refits.floor[:, g]))),
-                float(fit.point.scale[g]),
-                at,
-                point,
-                ci(point, refits),
+                np.concatenate([compute[g], beyond]),
+                np.array(multiplier),
+                (np.array(m_low), np.array(m_high)),
+                kinds,
                 trend_of,
-                math.log10(cross) if math.isfinite(cross) else math.nan,
-                tuple(map(float, ci(np.log10(cross), np.log10(crossed)))),
-                float(np.isfinite(crossed).mean()),
+                exponent,
+                exponent_ci,
+                floor,
+                floor_ci,
+                float(fit.group_p[g]),
+                cross,
+                cross_ci,
+                share,
             )
         )
     return fit, out

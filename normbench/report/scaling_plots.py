@@ -1,7 +1,9 @@
 """The scaling section's figures (``report --scaling KEY`` with ``--plots`` or ``--html``):
-per ladder, each group's loss against compute on log axes (the rung means and each seed, the
-fitted curve to 100x the top rung with its bootstrap band, dashed where extrapolated), and
-each group's compute multiplier against the reference along the same axis with its band.
+per ladder, each group's loss against compute on log axes (the rung means and each seed; the
+fitted curve to 100x the top rung with its bootstrap band, dashed where extrapolated, only
+where a form fits), and each group's compute multiplier against the reference: measured at
+the rungs with its interval (a triangle for a bound: up for "more than", down for "less
+than"), then the fitted curve's beyond the top rung, dashed, where a form fits.
 Built as normbench.report.plots builds its figures (no pyplot, no mathtext)."""
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def _grid(ladder) -> np.ndarray:
 
 def _title(result, ladder, what: str) -> str:
     where = f" ({settings_text(ladder.setting)})" if ladder.setting else ""
-    return f"{what} along {result.key}{where}; E {ladder.fit.mode}"
+    return f"{what} along {result.key}{where}; fit: {ladder.fit.mode}"
 
 
 def loss_figure(result, ladder, alpha: float) -> Figure:
@@ -61,8 +63,10 @@ def loss_figure(result, ladder, alpha: float) -> Figure:
     fig = new_figure(8, 4.8, about)
     ax = fig.subplots()
     grid = _grid(ladder)
-    fitted = ladder.fit.point.loss(grid)
-    low, high = scaling.interval(ladder.fit.refits.loss(grid), 1 - 2 * alpha)
+    fitted = ladder.fit.point is not None
+    if fitted:
+        curve = ladder.fit.point.loss(grid)
+        low, high = scaling.interval(ladder.fit.refits.loss(grid), 1 - 2 * alpha)
     for g, name in enumerate(ladder.names[:MAX_CURVES]):
         cells = ladder.cells[g]
         compute = np.array([c.compute for c in cells])
@@ -77,9 +81,12 @@ def loss_figure(result, ladder, alpha: float) -> Figure:
                 color=line.get_color(),
                 alpha=0.4,
             )
+        if not fitted:  # the rung means joined: no curve to draw
+            ax.plot(compute, [c.values.mean() for c in cells], ":", color=line.get_color())
+            continue
         inside = grid <= compute[-1]
-        ax.plot(grid[inside], fitted[g][inside], "-", color=line.get_color())
-        ax.plot(grid[~inside], fitted[g][~inside], "--", color=line.get_color())
+        ax.plot(grid[inside], curve[g][inside], "-", color=line.get_color())
+        ax.plot(grid[~inside], curve[g][~inside], "--", color=line.get_color())
         ax.fill_between(grid, low[g], high[g], color=line.get_color(), alpha=0.15, linewidth=0)
     ax.set(
         xscale="log",
@@ -92,24 +99,46 @@ def loss_figure(result, ladder, alpha: float) -> Figure:
 
 
 def multiplier_figure(result, ladder, alpha: float) -> Figure:
-    """Each group's compute multiplier against the reference along compute, with its band;
-    1 is parity, above 1 the group needs less compute than the reference."""
+    """Each group's compute multiplier against the reference: measured at the rungs with its
+    interval, bounds as open triangles, the fitted form's beyond the top rung (dashed, with
+    its band) where one fits; 1 is parity, above 1 the group needs less compute."""
     reference = ladder.names[ladder.reference]
     about = _title(result, ladder, f"Compute multiplier against {reference}")
     fig = new_figure(8, 4.8, about)
     ax = fig.subplots()
     grid = _grid(ladder)
     top = max(c.compute for row in ladder.cells for c in row[-1:])
+    beyond = grid[grid >= top]
+    rungs = len(ladder.rungs)
     for g, name in enumerate(ladder.names[:MAX_CURVES]):
         if g == ladder.reference:
             continue
-        point = scaling.log10_multiplier(ladder.fit.point, g, ladder.reference, grid)
-        refits = scaling.log10_multiplier(ladder.fit.refits, g, ladder.reference, grid)
-        low, high = scaling.interval(refits, 1 - 2 * alpha)
-        (line,) = ax.plot(grid, 10.0**point, "-", color=f"C{g}", label=plain(name))  # as in loss
-        ax.fill_between(
-            grid, 10.0**low, 10.0**high, color=line.get_color(), alpha=0.15, linewidth=0
+        answer = ladder.answers[g]
+        compute = answer.compute[:rungs]
+        values = 10.0 ** answer.multiplier[:rungs]
+        low, high = (10.0 ** part[:rungs] for part in answer.multiplier_ci)
+        kinds = np.array(answer.kind[:rungs])
+        measured = kinds == scaling.MEASURED
+        (line,) = ax.plot(
+            compute[measured], values[measured], "o-", color=f"C{g}", label=plain(name)
         )
+        ax.vlines(compute[measured], low[measured], high[measured], color=line.get_color())
+        for kind, marker in ((scaling.ABOVE, "^"), (scaling.BELOW, "v")):
+            at = kinds == kind
+            ax.plot(compute[at], values[at], marker, color=line.get_color(), fillstyle="none")
+        if ladder.fit.point is not None:
+            point = scaling.log10_multiplier(ladder.fit.point, g, ladder.reference, beyond)
+            refits = scaling.log10_multiplier(ladder.fit.refits, g, ladder.reference, beyond)
+            band_low, band_high = scaling.interval(refits, 1 - 2 * alpha)
+            ax.plot(beyond, 10.0**point, "--", color=line.get_color())
+            ax.fill_between(
+                beyond,
+                10.0**band_low,
+                10.0**band_high,
+                color=line.get_color(),
+                alpha=0.15,
+                linewidth=0,
+            )
     ax.axhline(1.0, color="0.4", linewidth=0.8)
     ax.axvline(top, color="0.6", linestyle=":", linewidth=0.8, label="top rung")
     ax.set(

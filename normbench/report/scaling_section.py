@@ -6,8 +6,10 @@ Each run's loss is its final validation loss: bits per byte on the language mode
 report's metric there), the cross-entropy in nats elsewhere; a diverged run counts at chance
 unless ``--diverged exclude``. Its compute is C = 6 N D (Kaplan et al. 2020): N the parameter
 count the run records (``parameters_non_embedding`` where every run records it, else
-``parameters``: the table says which), D the training examples seen, steps x batch size x
-tokens per example (``data.context`` on the language model, else 1). A rung is a value of
+``parameters``: the table says which), D the tokens trained on, steps x batch size x
+tokens per example, counted as the ladder's plan counts them (normbench.experiment.budget:
+a window's bytes, an image's patches in the Transformer, its pixels or a signal's length in
+a convolutional model). A rung is a value of
 KEY (the keys that follow it, one value per rung, such as ``train.max_steps`` under a budget
 rule, belong to the rung); groups are the other keys that vary (or ``--by``), setting keys
 (data, model) split the runs into ladders of their own.
@@ -15,6 +17,7 @@ rule, belong to the rung); groups are the other keys that vary (or ``--by``), se
 
 from __future__ import annotations
 
+import json
 import math
 import numbers as numeric
 from dataclasses import dataclass, field
@@ -23,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from normbench.core.errors import UsageError
+from normbench.experiment.budget import positions
 from normbench.report import scaling
 from normbench.report.base import BITS_PER_BYTE, Method
 from normbench.report.convergence import reference_index
@@ -135,8 +139,8 @@ def build(
         rung_rows += _rung_rows(ladder, key)
     if not ladders:
         raise UsageError(
-            f"--scaling {key}: no group has results at 3 or more of its values "
-            f"({', '.join(label(v) for v in rung_values)})"
+            f"--scaling {key}: no ladder of 3 or more values of {key} "
+            f"({', '.join(label(v) for v in rung_values)}): " + "; ".join(notes)
         )
     named = bool(method.reference)
     if not named:
@@ -161,12 +165,35 @@ def _losses(runs: pd.DataFrame, column: str, bits: bool, method: Method) -> np.n
 
 
 def _tokens(runs: pd.DataFrame) -> np.ndarray:
-    """D: steps taken x batch size x tokens per example (data.context, else 1)."""
+    """D: steps taken x batch size x tokens per example, the positions the model computes at
+    by the rule the ladder's plan counts with (normbench.experiment.budget.positions: a
+    window's bytes, an image's patches in the Transformer, its pixels in the CNN)."""
     steps = numbers(runs["steps"]) if "steps" in runs else np.full(len(runs), np.nan)
     if "train.max_steps" in runs:
         steps = np.where(np.isfinite(steps), steps, numbers(runs["train.max_steps"]))
-    context = numbers(runs["data.context"]) if "data.context" in runs else np.ones(len(runs))
-    return steps * numbers(runs["batch_size"]) * np.where(np.isfinite(context), context, 1.0)
+    return steps * numbers(runs["batch_size"]) * _positions(runs)
+
+
+def _positions(runs: pd.DataFrame) -> np.ndarray:
+    """Each run's tokens per example from its recorded data and model settings (once per
+    distinct pair); NaN where they cannot be read (the run then leaves the ladder)."""
+    sections = [c for c in runs.columns if c.startswith(("data.", "model."))]
+    found: dict[str, float] = {}
+    out = []
+    for _, row in runs[sections].iterrows():
+        cfg: dict[str, dict] = {"data": {}, "model": {}}
+        for column, value in row.items():
+            if not (isinstance(value, float) and math.isnan(value)):
+                group, _, name = column.partition(".")
+                cfg[group][name] = value
+        key = json.dumps(cfg, sort_keys=True, default=str)
+        if key not in found:
+            try:
+                found[key] = float(positions(cfg))
+            except (UsageError, KeyError, TypeError, ValueError):
+                found[key] = math.nan
+        out.append(found[key])
+    return np.array(out, dtype=float)
 
 
 def _follows(runs: pd.DataFrame, key: str, other: str) -> bool:
@@ -175,21 +202,43 @@ def _follows(runs: pd.DataFrame, key: str, other: str) -> bool:
 
 
 def _ladder(part, setting, key, keys, method, boot, notes) -> Ladder | None:
-    """One setting's ladder: the rungs every group has (groups missing one are left out,
-    noted), the reference, the fit."""
+    """One setting's ladder: the groups with 3 or more rungs in common with the reference
+    (the named one, else the first by name among the groups with 3 or more rungs), on the
+    rungs they all have; the groups left out and the rungs dropped are noted."""
     found = []
     for values, runs in groups(part, keys):
         name = " ".join(f"{k.removesuffix('.name')}={label(values[k])}" for k in keys) or "all"
         by_rung = {v: r for v, r in runs.groupby(runs[key].astype(float))}
         found.append((values, name, by_rung))
-    common = sorted(set.intersection(*(set(r) for _, _, r in found)))
     where = f" ({' '.join(f'{k}={label(v)}' for k, v in setting.items())})" if setting else ""
+    tall = [item for item in found if len(item[2]) >= 3]
+    if not tall:
+        most = max(len(by_rung) for _, _, by_rung in found)
+        notes.append(f"no ladder{where}: no group has 3 or more values of {key} (at most {most})")
+        return None
+    named = reference_index([v for v, _, _ in found], keys, method.reference)
+    if named is not None and len(found[named][2]) < 3:
+        notes.append(
+            f"no ladder{where}: the reference {found[named][1]} has "
+            f"{len(found[named][2])} value(s) of {key}; a ladder needs 3"
+        )
+        return None
+    anchor_rungs = set(found[named][2] if named is not None else tall[0][2])
+    kept = [item for item in tall if len(anchor_rungs & set(item[2])) >= 3]
+    for _, name, by_rung in found:
+        if all(name != other for _, other, _ in kept):
+            notes.append(
+                f"{name}{where}: left out, {len(anchor_rungs & set(by_rung))} value(s) of {key} "
+                f"in common with the reference (a ladder needs 3)"
+            )
+    common = sorted(set.intersection(*(set(r) for _, _, r in kept)))
     if len(common) < 3:
         notes.append(f"no ladder{where}: its groups share {len(common)} value(s) of {key}")
         return None
-    for _, name, by_rung in found:
+    for _, name, by_rung in kept:
         if set(by_rung) - set(common):
             notes.append(f"{name}{where}: values of {key} the other groups lack left out")
+    found = kept
     rows = [values for values, _, _ in found]
     reference = reference_index(rows, keys, method.reference) if method.reference else 0
     cells = [[_cell(by_rung[v]) for v in common] for _, _, by_rung in found]
@@ -225,50 +274,75 @@ def _ratio(log10: float) -> float:
     return 10.0**log10 if math.isfinite(log10) else (math.inf if log10 > 0 else math.nan)
 
 
+def _bounded(log10: float) -> float:
+    """An interval's end as a multiplier: -inf (unbounded below) is 0, +inf is inf."""
+    return 10.0**log10 if not math.isnan(log10) else math.nan
+
+
 def _rows(ladder: Ladder, method: Method, count: str, loss: str) -> list[dict]:
     """One row per group of a ladder (the JSON keys docs/design.md lists)."""
     rows = []
     rungs = len(ladder.rungs)
+    fit = ladder.fit
     for g, answer in enumerate(ladder.answers):
         low, high = answer.multiplier_ci
         trend = answer.trend
         cross_low, cross_high = answer.crossing_ci
+        is_reference = g == ladder.reference
+        crossing_of = (lambda v: math.nan) if is_reference or fit.point is None else _ratio
         row = {
             **ladder.setting,
             "group": ladder.names[g],
             "reference": ladder.names[ladder.reference],
             "rungs": rungs,
             "seeds": min(len(c.values) for c in ladder.cells[g]),
-            "exponent": answer.exponent,
-            "exponent_ci_low": answer.exponent_ci[0],
-            "exponent_ci_high": answer.exponent_ci[1],
-            "E": answer.floor,
-            "E_ci_low": answer.floor_ci[0] if ladder.fit.mode != scaling.ZERO else 0.0,
-            "E_ci_high": answer.floor_ci[1] if ladder.fit.mode != scaling.ZERO else 0.0,
-            "E_mode": ladder.fit.mode,
-            "E_shared": ladder.fit.mode == scaling.SHARED,
-            "E_why": ladder.fit.why,
-            "A": answer.scale,
-            "C0": ladder.fit.point.c0,
-            "compute_top": float(answer.compute[rungs - 1]),
             "multiplier_top": _ratio(answer.multiplier[rungs - 1]),
-            "multiplier_ci_low": _ratio(low[rungs - 1]),
-            "multiplier_ci_high": _ratio(high[rungs - 1]),
+            "multiplier_top_kind": answer.kind[rungs - 1],
+            "multiplier_ci_low": _bounded(low[rungs - 1]),
+            "multiplier_ci_high": _bounded(high[rungs - 1]),
+            "rungs_measured": sum(k == scaling.MEASURED for k in answer.kind[:rungs]),
         }
-        for i, times in enumerate(scaling.EXTRAPOLATED):
-            at = rungs + i
-            row[f"multiplier_{times:g}x"] = _ratio(answer.multiplier[at])
-            row[f"multiplier_{times:g}x_ci_low"] = _ratio(low[at])
-            row[f"multiplier_{times:g}x_ci_high"] = _ratio(high[at])
         row.update(
             trend=trend.verdict if trend else "reference",
             trend_slope=trend.slope if trend else math.nan,
             trend_ci_low=trend.low if trend else math.nan,
             trend_ci_high=trend.high if trend else math.nan,
-            crossing=_ratio(answer.crossing) if g != ladder.reference else math.nan,
-            crossing_ci_low=_ratio(cross_low) if g != ladder.reference else math.nan,
-            crossing_ci_high=_ratio(cross_high) if g != ladder.reference else math.nan,
-            crossing_share=answer.crossing_share if g != ladder.reference else math.nan,
+            trend_rungs=trend.rungs if trend else rungs,
+            trend_why=trend.why if trend else "",
+            form=fit.mode,
+            form_why=fit.why,
+            lack_of_fit_p=answer.lack_of_fit_p,
+            form_lack_of_fit_p=fit.lack_of_fit_p,
+            exponent=answer.exponent,
+            exponent_ci_low=answer.exponent_ci[0],
+            exponent_ci_high=answer.exponent_ci[1],
+            E=answer.floor,
+            E_ci_low=answer.floor_ci[0],
+            E_ci_high=answer.floor_ci[1],
+            E_mode=fit.mode,
+            E_shared=fit.mode == scaling.SHARED,
+            E_why=fit.why,
+            C0=float(ladder.cells[0][0].compute),
+            compute_top=float(answer.compute[rungs - 1]),
+        )
+        for i, times in enumerate(scaling.EXTRAPOLATED):
+            at = rungs + i
+            row[f"multiplier_{times:g}x"] = _ratio(answer.multiplier[at])
+            row[f"multiplier_{times:g}x_ci_low"] = _bounded(low[at])
+            row[f"multiplier_{times:g}x_ci_high"] = _bounded(high[at])
+            row[f"multiplier_{times:g}x_kind"] = answer.kind[at]
+        row.update(
+            crossing=crossing_of(answer.crossing),
+            crossing_ci_low=crossing_of(cross_low),
+            crossing_ci_high=crossing_of(cross_high),
+            crossing_share=math.nan if is_reference else answer.crossing_share,
+            crossing_kind=(
+                "reference"
+                if is_reference
+                else scaling.NOT_ESTIMABLE
+                if fit.point is None
+                else scaling.FITTED
+            ),
             count=count,
             loss=loss,
         )
@@ -279,9 +353,14 @@ def _rows(ladder: Ladder, method: Method, count: str, loss: str) -> list[dict]:
 def _rung_rows(ladder: Ladder, key: str) -> list[dict]:
     """Per group, one row per rung and per extrapolated point."""
     rows = []
+    fit = ladder.fit
     for g, answer in enumerate(ladder.answers):
         low, high = answer.multiplier_ci
-        fitted = ladder.fit.point.loss(answer.compute)[g]
+        fitted = (
+            fit.point.loss(answer.compute)[g]
+            if fit.point is not None
+            else np.full(len(answer.compute), math.nan)
+        )
         for i, compute in enumerate(answer.compute):
             cell = ladder.cells[g][i] if i < len(ladder.rungs) else None
             rows.append(
@@ -297,8 +376,9 @@ def _rung_rows(ladder: Ladder, key: str) -> list[dict]:
                     "loss_mean": float(cell.values.mean()) if cell else math.nan,
                     "loss_fit": float(fitted[i]),
                     "multiplier": _ratio(answer.multiplier[i]),
-                    "multiplier_ci_low": _ratio(low[i]),
-                    "multiplier_ci_high": _ratio(high[i]),
+                    "multiplier_kind": answer.kind[i],
+                    "multiplier_ci_low": _bounded(low[i]),
+                    "multiplier_ci_high": _bounded(high[i]),
                 }
             )
     return rows
@@ -309,18 +389,24 @@ def caption(result: Scaling, method: Method) -> str:
     level = f"{100 * (1 - 2 * method.level):.4g}%"
     against = "named before looking" if result.named else "the first group by name"
     n = "non-embedding parameters" if result.count == COUNTS[0] else "parameters (all)"
+    alpha = f"{method.level:.4g}"
     return (
-        f"Scaling along {result.key}: per group L(C) = E + A (C/C0)^-alpha fitted to the rung "
-        f"means of {result.loss.removeprefix('final_')} (variable projection, scipy "
-        f"least_squares), C = 6 N D with N the {n} and D = steps x batch x tokens per "
-        f"example; [ ] {level} intervals by bootstrap over seeds within each rung "
-        f"(Satterthwaite-widened). x ref: the compute multiplier, how much more compute the "
-        f"reference ({against}) needs to reach the group's loss (> 1: the group needs less), "
-        f"at the top rung (x ref@10x, @100x: at 10x and 100x its compute, extrapolated beyond "
-        f"the runs). trend: the slope of |log10 multiplier| per decade of compute across the "
-        f"rungs, by its {100 * (1 - method.level):.4g}% interval: constant = inside "
-        f"+-{scaling.TREND_MARGIN} (two one-sided tests, error rate at most alpha "
-        f"{method.level:.4g}), shrinking or growing = below or above 0 (error rate alpha when "
-        f"the multiplier is constant), else inconclusive. cross: where "
-        f"the fitted curves cross within {scaling.WINDOW:g}x the top rung, or no."
+        f"Scaling along {result.key} on {result.loss.removeprefix('final_')}: C = 6 N D with N "
+        f"the {n} and D = steps x batch x tokens per example. x ref: the compute multiplier, "
+        f"how much more compute the reference ({against}) needs to reach the group's rung-mean "
+        f"loss (> 1: the group needs less), measured at the top rung on the reference's own "
+        f"rung means (monotone interpolation in log-log), no curve assumed; '> m' or '< m' "
+        f"where the group's loss lies beyond the reference's measured range (a bound, not a "
+        f"measurement); [ ] {level} intervals by bootstrap over seeds, paired by seed "
+        f"(Satterthwaite-widened). trend: the slope of |log10 multiplier| per decade of "
+        f"compute over the rungs measured, by its {100 * (1 - method.level):.4g}% interval: "
+        f"constant = inside +-{scaling.TREND_MARGIN}, shrinking or growing = below or above 0, "
+        f"else inconclusive, and inconclusive with fewer than {scaling.MIN_TREND_RUNGS} rungs "
+        f"measured; a false shrinking or growing at most alpha {alpha} when the multiplier is "
+        f"constant and a false constant at most alpha when the slope's size is at least the "
+        f"margin, both measured by simulation (docs/statistics.md) with the seeds normal and "
+        f"independent. x ref@10x, @100x and cross: from a fitted curve (floor per group, "
+        f"shared, zero, or a log-log parabola that steepens; the least AICc among those "
+        f"passing a lack-of-fit F test at alpha {alpha}; form and p in the table), with "
+        f"misfit carried into the intervals; 'n/e' (not estimable) where no form fits."
     )

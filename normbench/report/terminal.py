@@ -107,6 +107,7 @@ def scaling_rich(result, method: Method, width: int | None = None):
     """Per group of each ladder: its exponent, E, the multiplier against the reference at
     the top rung and extrapolated, the trend and the crossing; at a narrow width the
     extrapolated multipliers, the crossing and E give way, named in the caption."""
+    from normbench.report import scaling
     from normbench.report.scaling_section import caption
 
     rows = [row for _, row in result.table.iterrows()]
@@ -121,35 +122,48 @@ def scaling_rich(result, method: Method, width: int | None = None):
         return ci(row, "exponent", lambda v: fmt(v, 3))
 
     def top(row) -> str:
+        kind = row["multiplier_top_kind"]
+        if kind != scaling.MEASURED:
+            return ("> " if kind == scaling.ABOVE else "< ") + _times(row["multiplier_top"])
         low, high = _times(row["multiplier_ci_low"]), _times(row["multiplier_ci_high"])
         return f"{_times(row['multiplier_top'])} [{low}, {high}]"
+
+    def beyond(row, name: str) -> str:
+        return "n/e" if row[name + "_kind"] == scaling.NOT_ESTIMABLE else ci(row, name)
 
     def crossing(row) -> str:
         if row["trend"] == "reference":
             return "-"
+        if row["crossing_kind"] == scaling.NOT_ESTIMABLE:
+            return "n/e"
         if math.isnan(row["crossing"]):
             return "no"
         return f"{row['crossing']:.2g}"
 
+    def form(row) -> str:
+        return f"{row['form']} p={fmt(row['lack_of_fit_p'], 2)}"
+
     columns = [
         *key_cells(setting, result.table),
         Column("group", [cell(r["group"]) for r in rows], justify="left", key=True),
+        Column("x ref top", [top(r) for r in rows], wraps=True),
+        Column("trend", [r["trend"] for r in rows], justify="left"),
+        Column("fit", [form(r) for r in rows], wraps=True),
         Column("alpha", [exponent(r) for r in rows], wraps=True),
         Column("E", [fmt(r["E"]) + ("*" if r["E_shared"] else "") for r in rows]),
-        Column("x ref top", [top(r) for r in rows], wraps=True),
-        Column("x ref@10x", [ci(r, "multiplier_10x") for r in rows], wraps=True),
-        Column("x ref@100x", [ci(r, "multiplier_100x") for r in rows], wraps=True),
-        Column("trend", [r["trend"] for r in rows], justify="left"),
+        Column("x ref@10x", [beyond(r, "multiplier_10x") for r in rows], wraps=True),
+        Column("x ref@100x", [beyond(r, "multiplier_100x") for r in rows], wraps=True),
         Column("cross", [crossing(r) for r in rows]),
     ]
     return fit(
         columns,
-        ["x ref@100x", "x ref@10x", "cross", "E"],
+        ["x ref@100x", "x ref@10x", "cross", "E", "alpha", "fit"],
         width,
         lambda left_out: (
             caption(result, method)
-            + " E: the fitted floor (*: shared by the groups); E "
-            + ", ".join(sorted({r["E_mode"] for r in rows}))
+            + " fit: the form and this group's lack-of-fit p; alpha: its local log-log "
+            + "exponent at the top rung; E: its floor (*: shared by the groups). "
+            + "; ".join(sorted({r["form_why"] for r in rows}))
             + "."
             + narrow(left_out)
         ),

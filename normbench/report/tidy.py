@@ -122,11 +122,15 @@ def scaling_method(report: Report) -> dict:
         "key": result.key,
         "loss": result.loss,
         "count": result.count,
-        "compute": "6 N D: N the count named, D = steps x batch_size x data.context (else 1)",
+        "compute": (
+            "6 N D: N the count named, D = steps x batch_size x tokens per example "
+            "(normbench.experiment.budget.positions, the ladder plan's rule)"
+        ),
         "bootstrap": scaling.BOOTSTRAP,
         "ci_level": 1 - 2 * report.method.level,
         "trend_margin": scaling.TREND_MARGIN,
         "trend_alpha": report.method.level,
+        "trend_min_rungs": scaling.MIN_TREND_RUNGS,
         "extrapolated": list(scaling.EXTRAPOLATED),
         "window": scaling.WINDOW,
         "reference_named": result.named,

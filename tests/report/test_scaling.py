@@ -1,16 +1,8 @@
-"""report.scaling's statistics proved on synthetic ladders with known curves: fits recover
-the exponent, the nominal-90% intervals of the exponent and of the compute multiplier cover
-the truth at least 85% of the time, the trend verdict's errors stay within its alpha (a
-direction claimed under parallel curves, *constant* claimed on the margin), and the crossing
-of two curves is found.
-
-Seed noise is like the real runs': a seed standard deviation of 0.015 in a loss that falls
-from about 2.5 to 1.2 along the ladder. Measured once at a larger scale (docs/statistics.md,
-"Scaling ladders"; 200 to 300 ladders, 300 refits each): nominal-90% intervals covered 92%
-(exponent) and 93% (multiplier at the top rung) with 6 rungs of 3 seeds, 86.5% and 90% with 4
-rungs at noise 0.02; at alpha 0.05 the trend said shrinking or growing for 4.7% of ladders
-with parallel curves, constant for 4.0% of those on the margin. The tests below repeat this
-at a smaller scale, seeded."""
+"""report.scaling's pieces on synthetic ladders with known curves: the multipliers read off
+the runs (exact where the runs are, bounds where the reference's range ends, no trend from too
+few rungs), the interpolation's slopes, the parametric forms and their lack-of-fit test, and
+the crossing of two fitted curves. Coverage and error rates by simulation:
+tests/report/test_scaling_simulation.py."""
 
 from __future__ import annotations
 
@@ -18,8 +10,10 @@ import math
 
 import numpy as np
 import pytest
+from scipy import interpolate
 
-from normbench.report import scaling
+from normbench.report import scaling, scaling_curves
+from tests.report.scaling_designs import SHIPPED, Design, power, shifted, wiggled
 
 
 def ladder(rng, k=(1.0, 2.0), rungs=6, seeds=3, sd=0.015, exponent=0.4, floor=1.0, scale=1.5):
@@ -39,66 +33,117 @@ def ladder(rng, k=(1.0, 2.0), rungs=6, seeds=3, sd=0.015, exponent=0.4, floor=1.
     ]
 
 
-def test_the_fit_recovers_a_known_curve():
+def test_hermite_slopes_are_pchips_inside():
+    """Inside, the slopes are scipy's PchipInterpolator's (Fritsch and Butland); at the ends
+    the end segments' secants."""
+    rng = np.random.default_rng(0)
+    x = np.cumsum(rng.uniform(0.5, 2.0, 6))
+    y = -np.cumsum(rng.uniform(0.01, 1.0, (4, 6)), axis=1)
+    slopes = scaling.hermite_slopes(x, y)
+    for row, found in zip(y, slopes, strict=True):
+        pchip = interpolate.PchipInterpolator(x, row).derivative()(x)
+        np.testing.assert_allclose(found[1:-1], pchip[1:-1], rtol=1e-10)
+        assert found[0] == pytest.approx((row[1] - row[0]) / (x[1] - x[0]))
+
+
+def test_a_multiplier_within_the_ladder_is_read_off_the_runs():
+    """Noise-free groups at 0.3 and 2x the reference's compute on the shipped ladder: each
+    in-range rung's multiplier within 2% of the truth; where the group's loss is beyond the
+    reference's measured range, a bound on the right side of the truth."""
+    curve = power(1.0, 2.46, 0.144)
+    design = Design("", SHIPPED, [curve, shifted(curve, 0.3), shifted(curve, 2.0)], 2, 0.0, True)
+    point, _, _, bounds, *_ = scaling.measured_multipliers(design.draw(_rng()), 0, 0.05)
+    truth = design.truth()
+    measured = np.isfinite(point)
+    np.testing.assert_allclose(10 ** point[measured], 10 ** truth[measured], rtol=0.02)
+    assert point[1, 0] == -np.inf and truth[1, 0] < bounds[1, 0]  # "< bound": above the range
+    assert point[2, -1] == np.inf and truth[2, -1] > bounds[2, -1]  # "> bound": below it
+    assert measured[1, 1:].all() and measured[2, :-1].all()
+
+
+def _rng() -> np.random.Generator:
+    return np.random.default_rng(0)
+
+
+def test_a_reference_that_is_level_measures_nothing_there():
+    """Two rungs of the reference at one loss (every run at chance, say): any compute
+    between them reaches that loss, so a group's multiplier there is not estimable."""
+    flat = [scaling.Cell(c, np.arange(2), np.array([2.3, 2.3])) for c in (1e9, 1e10, 1e11)]
+    group = [scaling.Cell(c, np.arange(2), np.array([2.3, 2.3])) for c in (1e9, 1e10, 1e11)]
+    point, *_ = scaling.measured_multipliers([flat, group], 0, 0.05, boot=20)
+    assert np.isnan(point[1]).all()
+
+
+def test_the_trend_is_inconclusive_with_fewer_than_3_rungs_in_range():
+    """A group 10x behind the reference on a 5-rung ladder: its loss lies above the
+    reference's range at the first rungs, leaving fewer than 3 measured."""
+    curve = power(1.0, 2.46, 0.144)
+    design = Design("", SHIPPED, [curve, shifted(curve, 0.02)], 4, 0.01, True)
+    _, answers = scaling.analyse(design.draw(_rng()), 0, 0.05, boot=100, rng=_rng())
+    assert answers[1].trend.verdict == "inconclusive"
+    assert answers[1].trend.rungs < scaling.MIN_TREND_RUNGS
+    assert "rung(s) in the reference's range" in answers[1].trend.why
+
+
+def test_the_per_group_form_recovers_a_known_curve():
     rng = np.random.default_rng(0)
     cells = ladder(rng, k=(1.0,), sd=0.0005)
-    fit, (answer,) = scaling.analyse(cells, 0, 0.05, boot=200, rng=rng)
-    assert fit.mode == scaling.PER_GROUP
-    assert answer.exponent == pytest.approx(0.4, abs=0.01)
-    assert answer.floor == pytest.approx(1.0, abs=0.01)
-    assert answer.exponent_ci[0] <= 0.4 <= answer.exponent_ci[1]
+    compute = np.array([[c.compute for c in cells[0]]])
+    means = np.array([[c.values.mean() for c in cells[0]]])
+    fitted = scaling_curves.split(
+        scaling_curves.fit(scaling_curves.PER_GROUP, compute, means[None])
+    )
+    point = fitted[0]
+    assert point.exponent[0] == pytest.approx(0.4, abs=0.01)
+    assert point.floor[0] == pytest.approx(1.0, abs=0.01)
 
 
-def test_a_short_ladder_shares_e_or_fixes_it_and_says_so():
+def test_lack_of_fit_refuses_a_wrong_form_and_a_ladder_no_form_fits():
+    """A power law with a floor of 1: the pure power law (E = 0) fails its lack-of-fit test.
+    A ladder that wiggles around any power law by 10% (far beyond its seeds' noise): no form
+    fits, so the multipliers beyond the runs and the crossing are not estimable, and say so."""
     rng = np.random.default_rng(1)
-    fit, _ = scaling.analyse(ladder(rng, rungs=3), 0, 0.05, boot=100, rng=rng)
-    assert fit.mode in (scaling.SHARED, scaling.ZERO)
-    fit, _ = scaling.analyse(ladder(rng, k=(1.0,), rungs=3), 0, 0.05, boot=100, rng=rng)
-    assert fit.mode == scaling.ZERO and "rungs" in fit.why
+    fit, _ = scaling.analyse(ladder(rng), 0, 0.05, boot=100, rng=rng)
+    assert fit.mode in (scaling.SHARED, scaling.PER_GROUP)
+    assert fit.tests[scaling.ZERO].p < 0.05
+    assert "lack of fit p" in fit.why
+    curve = wiggled(power(1.0, 2.46, 0.144), 0.1)
+    design = Design("", SHIPPED, [curve, shifted(curve, 0.5)], 8, 0.01, True)
+    fit, answers = scaling.analyse(design.draw(rng), 0, 0.05, boot=100, rng=rng)
+    assert fit.mode == scaling.NONE and fit.point is None
+    assert fit.why.startswith("no form fits")
+    assert answers[1].kind[-2:] == [scaling.NOT_ESTIMABLE] * 2
+    assert np.isnan(answers[1].multiplier[-2:]).all() and math.isnan(answers[1].crossing)
 
 
-def test_nominal_90_percent_intervals_cover_at_least_85_percent():
+def test_a_curve_whose_log_log_slope_steepens_gets_the_curved_form():
+    """ln L = a + b t + c t^2 with c < 0 (the shipped LayerNorm's bend): no form with a floor
+    >= 0 can steepen; the curved one fits."""
     rng = np.random.default_rng(2)
-    exponent, multiplier, n = 0, 0, 60
-    for _ in range(n):
-        _, answers = scaling.analyse(ladder(rng), 0, 0.05, boot=100, rng=rng)
-        low, high = answers[1].exponent_ci
-        exponent += low <= 0.4 <= high
-        low, high = answers[1].multiplier_ci
-        multiplier += low[5] <= math.log10(2.0) <= high[5]  # the top rung
-    assert exponent / n >= 0.85
-    assert multiplier / n >= 0.85
+    from tests.report.scaling_designs import bent
+
+    curve = bent()
+    design = Design("", SHIPPED, [curve, shifted(curve, 0.5)], 8, 0.005, True)
+    fit, _ = scaling.analyse(design.draw(rng), 0, 0.05, boot=100, rng=rng)
+    assert fit.mode == scaling.CURVED, fit.why
 
 
-def test_the_trend_verdict_errs_within_alpha_when_the_multiplier_is_constant():
-    rng = np.random.default_rng(3)
-    alpha, n = 0.1, 60
-    wrong = 0
-    for _ in range(n):
-        _, answers = scaling.analyse(ladder(rng, rungs=5), 0, alpha, boot=100, rng=rng)
-        wrong += answers[1].trend.verdict in ("shrinking", "growing")
-    assert wrong / n <= alpha + 2 * math.sqrt(alpha * (1 - alpha) / n)
-
-
-def test_the_trend_verdict_says_constant_within_alpha_when_the_slope_is_at_the_margin():
-    """Pure power laws (E = 0): log10 of the multiplier is (0.42 / 0.4 - 1) log10 C + c, a
-    slope of exactly TREND_MARGIN per decade, the nearest a trend that is not constant gets."""
-    rng = np.random.default_rng(6)
-    alpha, n, compute = 0.1, 60, np.geomspace(1e9, 1e11, 6)
-    wrong = 0
-    for _ in range(n):
-        cells = [
-            [
-                scaling.Cell(
-                    c, np.arange(3), scale * (c / 1e9) ** -exponent + 0.015 * rng.standard_normal(3)
-                )
-                for c in compute
-            ]
-            for scale, exponent in ((3.0, 0.4), (2.5, 0.4 * (1 + scaling.TREND_MARGIN)))
-        ]
-        _, answers = scaling.analyse(cells, 0, alpha, boot=100, rng=rng)
-        wrong += answers[1].trend.verdict == "constant"
-    assert wrong / n <= alpha + 2 * math.sqrt(alpha * (1 - alpha) / n)
+def test_the_lack_of_fit_test_and_its_excess_variance():
+    """Rung means off their curve by a rung-level deviation of sd 0.03 besides seed noise
+    (sd 0.02, 8 seeds): the F test rejects, and the excess variance the refits add estimates
+    0.03^2; with no rung-level deviation the test keeps its level and the excess is small."""
+    rng = np.random.default_rng(5)
+    groups, rungs, seeds, sd = 50, 40, 8, 0.02
+    counts = np.full((groups, rungs), seeds, dtype=float)
+    pure = sd**2 * rng.chisquare(seeds - 1, (groups, rungs))
+    seed_part = sd / math.sqrt(seeds) * rng.standard_normal((groups, rungs))
+    misfit = scaling_curves.lack_of_fit(
+        seed_part + 0.03 * rng.standard_normal((groups, rungs)), counts, pure, 0
+    )
+    assert misfit.p < 1e-6
+    assert np.median(misfit.excess_variance) == pytest.approx(0.03**2, rel=0.2)
+    fits = scaling_curves.lack_of_fit(seed_part, counts, pure, 0)
+    assert fits.p > 0.01 and np.median(fits.excess_variance) < 0.1 * 0.03**2
 
 
 def test_a_gap_that_closes_is_shrinking_and_the_curves_crossing_is_found():
