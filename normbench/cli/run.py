@@ -7,6 +7,7 @@ build a plugin; normbench.training only when something trains).
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,10 +78,16 @@ def run(
         echo_fields(summary_line(kept, config))
         board_unused(config, runs_dir, kept.path.name)
         return
-    from normbench.training.run import run_experiment
+    import torch
+
+    from normbench.training.run import resolve_device, run_experiment
 
     interrupt_on_sigterm()
     try:
+        on_cpu = resolve_device(config["device"]).type == "cpu"
+        warning = load_warning(config["threads"], torch.get_num_threads(), on_cpu)
+        if warning:
+            echo_error(warning)
         outcome = run_experiment(config, runs_dir, rerun, not quiet, labels)
     except UsageError as err:
         raise fail(str(err)) from None
@@ -92,6 +99,41 @@ def run(
         board_unused(config, runs_dir, outcome.run_id)
     if outcome.status == "failed":
         raise typer.Exit(1)
+
+
+# A CPU run whose torch threads (one per core by default) meet a machine where this many
+# processes per core already wait or run (the 1-minute load average over the cores) is warned:
+# torch's threads wait for each other at every operation, so one thread held up by another
+# process holds up all of them (two threads on two shared cores: many times slower, README).
+LOADED_PER_CORE = 0.5
+
+
+def load_warning(
+    threads: int | None,
+    torch_threads: int,
+    on_cpu: bool,
+    load: float | None = None,
+    cores: int | None = None,
+) -> str | None:
+    """One line when a CPU run leaves ``threads`` unset (torch runs ``torch_threads``, more
+    than one) on a machine already loaded (``load``: the 1-minute load average, read from
+    os.getloadavg when not given; ``cores``: os.cpu_count's); else None. Never an error: the
+    run's numbers do not depend on it, only its speed."""
+    if threads is not None or torch_threads <= 1 or not on_cpu:
+        return None
+    cores = cores or os.cpu_count() or 1
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except (OSError, AttributeError):  # no load average here (Windows)
+            return None
+    if load < LOADED_PER_CORE * cores:
+        return None
+    return (
+        f"warning: this machine is busy (load average {load:.1f} on {cores} cores) and torch "
+        f"runs {torch_threads} threads that wait for each other: threads=1 can be many times "
+        "faster here"
+    )
 
 
 def board_unused(config: dict, runs_dir: Path, skipped_id: str) -> None:

@@ -187,3 +187,31 @@ def test_ctrl_c_on_a_terminal_erases_the_live_line_and_breaks_its_line_between_w
         r"else starts it over",
         said,
     ), shown
+
+
+@pytest.mark.parametrize(
+    ("threads", "torch_threads", "on_cpu", "load", "warned"),
+    [
+        (None, 2, True, 1.0, True),  # one other process on two cores: half of them busy
+        (None, 2, True, 0.9, False),  # a quiet machine
+        (1, 2, True, 9.0, False),  # threads=1 given
+        (2, 2, True, 9.0, False),  # threads given: the user chose
+        (None, 1, True, 9.0, False),  # OMP_NUM_THREADS=1: torch runs one thread already
+        (None, 2, False, 9.0, False),  # a GPU run
+    ],
+)
+def test_a_cpu_run_without_threads_on_a_busy_machine_is_warned_once(
+    threads, torch_threads, on_cpu, load, warned
+):
+    """The load average is injected (never a loaded machine in a test): the line appears only
+    when threads is unset, torch would run several threads on the CPU, and the machine is
+    busy; it is one line, naming the load, the cores and the fix."""
+    from normbench.cli.run import load_warning
+
+    line = load_warning(threads, torch_threads, on_cpu, load=load, cores=2)
+    assert (line is not None) == warned
+    if warned:
+        assert line == (
+            f"warning: this machine is busy (load average {load:.1f} on 2 cores) and torch runs "
+            "2 threads that wait for each other: threads=1 can be many times faster here"
+        )
