@@ -35,6 +35,7 @@ from normbench.report.text import (
     short,
     stability_caption,
     table_loss,
+    target_header,
     with_ci,
 )
 
@@ -326,6 +327,7 @@ def convergence_rich(section: Section, method: Method, width: int | None = None)
         )
     test = metric.test_column.split("_")[0]
     delta = "Δ ref" if against == "reference" else "Δ best"
+    target = target_header(section)
     columns = [
         *key_cells(section.keys, data),
         Column("n", [str(v) for v in data["results"]]),
@@ -335,7 +337,7 @@ def convergence_rich(section: Section, method: Method, width: int | None = None)
         *([Column("params", [count(v) for v in data["parameters"]])] if shows_params else []),
         Column("verdict", verdicts, justify="left"),
         Column(
-            "target",
+            target,
             [
                 f"{fmt(s, 0)} {r}/{n}"
                 for s, r, n in zip(
@@ -346,7 +348,7 @@ def convergence_rich(section: Section, method: Method, width: int | None = None)
         Column("d/f", [f"{d}/{f}" for d, f in zip(data["diverged"], data["failed"], strict=True)]),
         Column("reason", [cell(r if r != ONE_RUN else "") for r in data["reason"]], "left"),
     ]
-    names = {"n": "n", test: "test", delta: "delta", "params": "params", "target": "target"}
+    names = {"n": "n", test: "test", delta: "delta", "params": "params", target: "target"}
     names |= {"d/f": "d/f", "reason": "reason"}
 
     def caption(left_out: tuple[str, ...]) -> str:
@@ -360,7 +362,7 @@ def convergence_rich(section: Section, method: Method, width: int | None = None)
             text += f" Every group has {count(next(iter(counts)))} parameters."
         return text
 
-    return fit(columns, ["reason", "params", "target", test, "d/f"], width, caption)
+    return fit(columns, ["reason", "params", target, test, "d/f"], width, caption)
 
 
 def batch_rich(section: Section, method: Method, width: int | None = None):

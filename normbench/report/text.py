@@ -202,7 +202,8 @@ def convergence_caption(
         "delta": f"{delta} ± its {ci_percent(method)} CI (1 - 2 alpha: the TOST interval, "
         f"inside ±{method.margin} when equivalent)",
         "params": "params: trainable parameters (a difference may come from capacity)",
-        "target": f"target: median steps until {target_text(section)}, and runs that reached it",
+        "target": f"{target_header(section)}: median steps until {target_text(section)}, and "
+        "runs that reached it",
         "d/f": "d/f: diverged/failed runs",
         "reason": "reason: how each verdict was reached (paired by seed or Welch), or why none was",
     }
@@ -213,6 +214,18 @@ def convergence_caption(
         + (CLIPPED if clipped else "")
         + narrow(left_out)
     )
+
+
+def target_header(section: Section) -> str:
+    """The header of the convergence table's steps-to-target column: ``to 0.85``, the value
+    its steps count to (``target`` said neither what nor to what; ``steps to 0.85`` would
+    cost the reason column at 100 columns), ``to target`` where the runs have several
+    targets (the caption names them)."""
+    runs = section.runs
+    if runs is None or runs.empty or "target.value" not in runs:
+        return "to target"
+    values = set(runs["target.value"])
+    return f"to {label(next(iter(values)))}" if len(values) == 1 else "to target"
 
 
 def target_text(section: Section) -> str:

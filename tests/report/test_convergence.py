@@ -299,7 +299,10 @@ def test_the_target_column_names_the_target_it_counts_steps_to(tmp_path):
     shown = runner.invoke(app, ["report", str(runs), "--format", "markdown"])
     assert shown.exit_code == 0, shown.output
     said = " ".join(shown.output.split())
-    assert "target: median steps until val acc >= 0.7 (target.metric, target.value)" in said
+    assert "to 0.7: median steps until val acc >= 0.7 (target.metric, target.value)" in said
+    # and the column's header says it too (issue 62: "target" said neither what nor to what)
+    header = next(line for line in shown.output.splitlines() if "verdict" in line)
+    assert "| to 0.7 |" in header and "| target |" not in header, header
     make_run(runs, ["norm=layernorm", "seed=0", "target.value=0.8"], steps_to_target=100)
     mixed = runner.invoke(
         app, ["report", str(runs), "norm=batchnorm,layernorm", "--format", "markdown"]
