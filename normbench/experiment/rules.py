@@ -15,6 +15,7 @@ from normbench.layers.keys import (
     NORM_TABLE,
     RESNET_PLACEMENTS,
     SEQUENCE_STATISTICS_NORMS,
+    norm_entry,
     norm_reads,
 )
 
@@ -277,6 +278,12 @@ RULES: tuple[Rule, ...] = (
         lambda cfg: _tokens_rule(cfg),
     ),
     Rule(
+        "norm.impl=fused for a norm without a fused kernel (valid: batchnorm, groupnorm, "
+        "layernorm, rmsnorm), or fused batchnorm, one F.batch_norm over the whole batch, "
+        "with ghost batches, synchronized statistics or data=tokens' padding",
+        lambda cfg: _impl_rule(cfg),
+    ),
+    Rule(
         "log.tensorboard=DIR without TensorBoard installed (it comes with the tracking extra)",
         lambda cfg: (
             missing(("tensorboard",), f"log.tensorboard={cfg['log']['tensorboard']}")
@@ -444,6 +451,36 @@ def _devices_rule(cfg: dict) -> str | None:
         return (
             f"norm.ghost_batch={ghost} does not divide the per-device batch {share} "
             f"(batch_size={batch} / train.devices={devices}); valid: {_divisors(share)} or null"
+        )
+    return None
+
+
+def _impl_rule(cfg: dict) -> str | None:
+    norm = cfg["norm"]
+    impl = norm.get("impl") or "module"
+    if impl != "fused":
+        return None
+    entry = norm_entry(norm)
+    if impl not in entry.implementations:
+        valid = ", ".join(entry.implementations)
+        return f"norm.impl=fused: norm={norm['name']} has no fused kernel; valid: {valid}"
+    if norm["name"] != "batchnorm":
+        return None
+    one_call = "norm.impl=fused is one F.batch_norm over the whole batch"
+    if norm.get("ghost_batch") is not None:
+        return (
+            f"{one_call}, norm.ghost_batch={norm['ghost_batch']} chunks of it; valid: one of "
+            "them (norm.ghost_batch=null, or norm.impl=module)"
+        )
+    if norm.get("sync") == "global":
+        return (
+            f"{one_call} on each device, norm.sync=global over all; valid: norm.sync=device, "
+            "or norm.impl=module"
+        )
+    if cfg["data"]["name"] == "tokens" and norm.get("mask_padding"):
+        return (
+            f"{one_call}, padding included, and data=tokens pads; valid: norm.impl=module, "
+            "or norm.mask_padding=false"
         )
     return None
 

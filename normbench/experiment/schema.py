@@ -50,6 +50,7 @@ LATER_KEYS = {
     "train.devices": 1,
     "norm.sync": "device",
     "norm.eval_stats": "rank0",
+    "norm.impl": "module",
 }
 # Later keys shared by every norm section (normbench.layers.keys.NORM_SHARED): a norm that
 # does not read one has it nulled, and null leaves the run id as it was too.

@@ -48,8 +48,14 @@ NORM_SHARED: dict[str, NormKey] = {
     # statistics evaluation uses, rank 0's (DDP's buffer broadcast) or their mean over ranks.
     "sync": NormKey(Key(str, choices=("device", "global")), "device"),
     "eval_stats": NormKey(Key(str, choices=("rank0", "mean")), "rank0"),
+    # How the norm is computed (docs/cost.md): its module as written, one call of PyTorch's
+    # fused kernel where it has one, or the module through torch.compile.
+    "impl": NormKey(Key(str, choices=("module", "fused", "compiled")), "module"),
 }
 NORM_SHARED_KEYS = frozenset(NORM_SHARED)
+# Shared keys the norm factory acts on itself (normbench.layers.norms.BoundNorm): every norm
+# reads them (none is nulled), no class is built with them.
+NORM_FACTORY_KEYS = frozenset({"impl"})
 # The shared keys every norm built on normbench.layers.norms.Norm reads (its constructor's),
 # and a plugin's ``**kwargs`` receives.
 NORM_COMMON_KEYS = frozenset({"eps", "fp32_stats", "mask_padding"})
@@ -66,7 +72,7 @@ class NormEntry:
     """One norm: the class that builds it and what it reads from its config section."""
 
     target: str  # the class's import path: normbench.layers.norms:BatchNorm, mypkg:PowerNorm
-    reads: frozenset[str] = NORM_COMMON_KEYS  # the shared keys (NORM_SHARED) it is given
+    reads: frozenset[str] = NORM_COMMON_KEYS | NORM_FACTORY_KEYS  # the shared keys it reads
     own: Mapping[str, NormKey] = field(default_factory=dict)  # its own keys, under norm.
     # Own keys that the config may also set per position: alpha_init_attention, ... (null:
     # the option's value everywhere). Keys of the config, not parameters of the class.
@@ -78,11 +84,19 @@ class NormEntry:
     # BatchNorm's eval mode uses running statistics, per token (its train mode pools every
     # token of the batch, each token a 1/(N*T) share: see conf/data/pysource.yaml).
     sequence_statistics: bool = False
+    # Its fused implementation (norm.impl=fused): a class of normbench.layers.norms with the
+    # same parameters whose forward is one call of PyTorch's fused kernel; None: it has none.
+    fused: str | None = None
 
     @property
     def takes(self) -> frozenset[str]:
         """The options its class is built with (the rest of a section is never passed)."""
-        return self.reads | set(self.own) | set(self.python_options)
+        return (self.reads - NORM_FACTORY_KEYS) | set(self.own) | set(self.python_options)
+
+    @property
+    def implementations(self) -> tuple[str, ...]:
+        """The norm.impl values it has: every norm its module and compiled, some fused."""
+        return ("module", "fused", "compiled") if self.fused else ("module", "compiled")
 
     def position_keys(self) -> dict[str, tuple[str, str]]:
         """Its per-position keys: key -> (the option it replaces there, the position)."""
@@ -102,20 +116,23 @@ class NormEntry:
 
 
 def _shipped(cls: str, reads: tuple[str, ...] = (), **entry: Any) -> NormEntry:
-    return NormEntry(f"normbench.layers.norms:{cls}", NORM_COMMON_KEYS | set(reads), **entry)
+    reads = NORM_COMMON_KEYS | NORM_FACTORY_KEYS | set(reads)
+    return NormEntry(f"normbench.layers.norms:{cls}", reads, **entry)
 
 
 _ALPHA_INIT = NormKey(Key(float, minimum=0.0), 0.5)
 # The shipped norms: name (norm=NAME) -> entry. Their classes are in normbench.layers.norms.
 NORM_TABLE: dict[str, NormEntry] = {
-    "batchnorm": _shipped("BatchNorm", ("momentum", "ghost_batch", "sync", "eval_stats")),
-    "layernorm": _shipped("LayerNorm"),
+    "batchnorm": _shipped(
+        "BatchNorm", ("momentum", "ghost_batch", "sync", "eval_stats"), fused="FusedBatchNorm"
+    ),
+    "layernorm": _shipped("LayerNorm", fused="FusedLayerNorm"),
     "instancenorm": _shipped("InstanceNorm", sequence_statistics=True),
-    "groupnorm": _shipped("GroupNorm", ("groups",)),
+    "groupnorm": _shipped("GroupNorm", ("groups",), fused="FusedGroupNorm"),
     "switchnorm": _shipped(
         "SwitchNorm", ("momentum", "ghost_batch", "eval_stats"), sequence_statistics=True
     ),
-    "rmsnorm": _shipped("RMSNorm"),
+    "rmsnorm": _shipped("RMSNorm", fused="FusedRMSNorm"),
     "adaln": _shipped("AdaLN", python_options=("cond_dim",), sequence_statistics=True),
     "dyt": _shipped("DyT", own={"alpha_init": _ALPHA_INIT}, per_position=("alpha_init",)),
     "derf": _shipped(
@@ -146,6 +163,7 @@ def plugin_entry(target: str, what: str) -> NormEntry:
     may import torch; a failure is one line naming ``what`` (``norm=NAME``)."""
     cls = resolve(target, what)
     reads = frozenset(accepted(cls, NORM_SHARED_KEYS, through_kwargs=NORM_COMMON_KEYS))
+    reads |= NORM_FACTORY_KEYS
     own = {
         key: NormKey(accepts, default)
         for key, (accepts, default) in signature_keys(cls, NORM_FIXED, what).items()

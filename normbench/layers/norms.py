@@ -512,6 +512,53 @@ class Derf(AffineNorm):
         return self.affine(torch.erf(self.alpha * x + self.shift))
 
 
+# norm.impl=fused: one call of PyTorch's fused kernel, the module's parameters and buffers
+# (state_dict unchanged), without the module's wrapper (Norm.forward: float32 statistics
+# under autocast, masks). Under autocast the kernel runs in the precision autocast gives it
+# (norm.fp32_stats is not applied); the rules refuse what one kernel cannot take (a padding
+# mask, ghost batches, synchronized statistics).
+class FusedLayerNorm(LayerNorm):
+    """tokens: F.layer_norm over D; channels: F.group_norm with one group (per sample over
+    (C, S) with a per-C affine, which F.layer_norm cannot take in one call)."""
+
+    def forward(self, x: Tensor, mask: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
+        if self.layout == "tokens":
+            return F.layer_norm(x, (self.num_features,), self.weight, self.bias, self.eps)
+        return F.group_norm(x, 1, self.weight, self.bias, self.eps)
+
+
+class FusedRMSNorm(RMSNorm):
+    """tokens: F.rms_norm over D; channels: F.rms_norm over (C, S), then the per-C scale."""
+
+    def forward(self, x: Tensor, mask: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
+        if self.layout == "tokens":
+            return F.rms_norm(x, (self.num_features,), self.weight, self.eps)
+        return F.rms_norm(x, x.shape[1:], None, self.eps) * feature_view(self.weight, x, "channels")
+
+
+class FusedGroupNorm(GroupNorm):
+    """F.group_norm: channels as they are; tokens as (N·T, D), each token a sample."""
+
+    def forward(self, x: Tensor, mask: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
+        if self.layout == "channels":
+            return F.group_norm(x, self.groups, self.weight, self.bias, self.eps)
+        flat = x.reshape(-1, self.num_features)
+        return F.group_norm(flat, self.groups, self.weight, self.bias, self.eps).view_as(x)
+
+
+class FusedBatchNorm(BatchNorm):
+    """F.batch_norm over the whole batch: channels as they are; tokens as (N·T, D), every
+    position a sample (no padding mask: refused with data=tokens)."""
+
+    def forward(self, x: Tensor, mask: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
+        flat = x if self.layout == "channels" else x.reshape(-1, self.num_features)
+        y = F.batch_norm(
+            flat, self.running_mean, self.running_var, self.weight, self.bias,
+            self.training, self.momentum, self.eps,
+        )  # fmt: skip
+        return y.view_as(x)
+
+
 class AdaLN(Norm):
     """LayerNorm without affine, modulated as x * (1 + scale) + shift, where (scale, shift) is a
     zero-initialised linear projection of a per-sample condition ``cond`` (N, cond_dim). Zero
@@ -584,7 +631,9 @@ class BoundNorm:
     Each norm is built on a generator of its own (normbench.layers.generators): whatever a norm
     draws, shipped or yours, the rest of the model is initialised as it would be with any other
     norm at the same seed. ``at(position)`` is the factory for the norms at one position, with
-    that position's own options where the config sets them (the same numbering of generators)."""
+    that position's own options where the config sets them (the same numbering of generators).
+    ``cls`` is the implementation norm.impl chose (``implementation``); ``compiled``: each
+    norm is compiled in place (nn.Module.compile: its parameters' names stay)."""
 
     def __init__(
         self,
@@ -592,19 +641,36 @@ class BoundNorm:
         options: dict,
         positions: dict[str, dict],
         built: itertools.count | None = None,
+        compiled: bool = False,
     ):
         self.cls, self.options, self.positions = cls, options, positions
         self.built = built if built is not None else itertools.count()
+        self.compiled = compiled
 
     def __call__(self, num_features: int, layout: str = "channels") -> nn.Module:
         with own_generator(f"norm {next(self.built)}"):
-            return self.cls(num_features, layout, **self.options)
+            layer = self.cls(num_features, layout, **self.options)
+        if self.compiled:
+            layer.compile()
+        return layer
 
     def at(self, position: str) -> BoundNorm:
         own = self.positions.get(position)
         if not own:
             return self
-        return BoundNorm(self.cls, {**self.options, **own}, {}, self.built)
+        return BoundNorm(self.cls, {**self.options, **own}, {}, self.built, self.compiled)
+
+
+def implementation(entry: NormEntry, impl: str, what: str) -> Callable[..., nn.Module]:
+    """The class that computes ``entry``'s norm as norm.impl says: its own (``module``,
+    ``compiled``) or its fused one (``fused``); a norm without one is refused in one line
+    naming the implementations it has (the rules refuse it first in a run)."""
+    if impl not in entry.implementations:
+        raise ValueError(
+            f"norm.impl={impl}: {what} has no fused kernel; valid: "
+            + ", ".join(entry.implementations)
+        )
+    return globals()[entry.fused] if impl == "fused" else norm_class(entry, what)
 
 
 def at_position(make_norm: NormFactory, position: str) -> NormFactory:
@@ -623,15 +689,17 @@ def norm_factory(norm: dict) -> BoundNorm:
     for key, (option, position) in entry.position_keys().items():
         if norm.get(key) is not None:
             positions.setdefault(position, {})[option] = norm[key]
-    what = f"norm={norm['name']}"
-    return BoundNorm(norm_class(entry, what), taken_options(entry, norm), positions)
+    what, impl = f"norm={norm['name']}", norm.get("impl") or "module"
+    cls = implementation(entry, impl, what)
+    return BoundNorm(cls, taken_options(entry, norm), positions, compiled=impl == "compiled")
 
 
 def make_norm(name: str, num_features: int, layout: str = "channels", **options) -> Norm:
     """Build the shipped norm ``name`` for ``num_features`` features in ``layout``.
 
     ``options`` use the ``norm.*`` config key names. Keys a norm has no use for are ignored, so
-    one config can be crossed with every norm; names no norm knows are an error.
+    one config can be crossed with every norm; names no norm knows are an error. ``impl``
+    (norm.impl): ``module``, ``fused`` or ``compiled``.
     """
     if name not in NORM_TABLE:
         raise ValueError(f"norm={name!r} is not one of {sorted(NORM_TABLE)}")
@@ -639,4 +707,10 @@ def make_norm(name: str, num_features: int, layout: str = "channels", **options)
     unknown = set(options) - known
     if unknown:
         raise ValueError(f"unknown norm option(s) {sorted(unknown)}; known: {sorted(known)}")
-    return NORMS[name](num_features, layout, **taken_options(NORM_TABLE[name], options))
+    entry, impl = NORM_TABLE[name], options.get("impl") or "module"
+    layer = implementation(entry, impl, f"norm={name}")(
+        num_features, layout, **taken_options(entry, options)
+    )
+    if impl == "compiled":
+        layer.compile()
+    return layer

@@ -609,8 +609,11 @@ def test_check_norm_passes_a_good_norm_and_fails_the_right_row(user):
     assert config_dir.exit_code == 0, config_dir.output
     unknown = runner.invoke(app, ["check-norm", "mypkg.norms:PowerNorm", "q=1"])
     assert unknown.exit_code == 2 and "unknown key 'norm.q'" in unknown.output
-    # the keys PowerNorm reads (eps: its signature names it), not those every norm may take
-    assert "valid under norm: norm._target_, norm.eps, norm.name, norm.p" in unknown.output
+    # the keys PowerNorm reads (eps: its signature names it; impl: every norm's, the factory
+    # acts on it), not those every norm may take
+    assert "valid under norm: norm._target_, norm.eps, norm.impl, norm.name, norm.p" in (
+        unknown.output
+    )
 
 
 PADDING = "padding changes no real output or buffer"
