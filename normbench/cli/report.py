@@ -156,6 +156,8 @@ def report(
     with collector_paused():
         try:
             check_table_name(table)  # before any run is read: a typo costs no report
+            if arguments and "=" not in arguments[0]:  # [RUNS_DIR]: or a sweep's name?
+                check_not_a_sweep_name(Path(arguments[0]), runs_dir)
             runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir, ctx)
             method = Method.from_options(alpha, margin, reference_batch, diverged, reference or [])
             check_outputs(fmt, out, html, plots, x, profile, across)
@@ -188,6 +190,25 @@ def report(
             print_terminal(result, tuned, table, diagnostics)
     if plots is not None or html is not None:
         draw(result, runs_dir, x, plots, html, tuned, selected.commands)
+
+
+def check_not_a_sweep_name(named: Path, runs_dir: Path) -> None:
+    """``normbench report smoke``: a first argument that is no directory but a sweep's name
+    (a preset, or a sweep recorded in the runs directory) is refused saying so, with the
+    command meant, rather than "does not exist; train something first"."""
+    from normbench.core.errors import UsageError
+    from normbench.store.records import recorded_sweeps
+    from normbench.sweeps.presets import presets
+
+    name = str(named)
+    if named.exists() or len(named.parts) != 1:
+        return
+    if name in recorded_sweeps(runs_dir) or name in presets():
+        where = f" --runs-dir {runs_dir}" if runs_dir != Path("runs") else ""
+        raise UsageError(
+            f"runs directory {name} does not exist; {name} is a sweep's name: normbench "
+            f"report --sweep {name}{where}"
+        )
 
 
 def warn(message: str, kind: str) -> None:

@@ -42,6 +42,7 @@ from normbench.store.rundir import RunDir
 from normbench.store.scan import Scan
 
 NOT_CONFIG = ("run_id", "status", "error", *SUMMARY_FIELDS, *PROVENANCE_FIELDS, *RECORD_FIELDS)
+SHORT_LIST = 160  # characters of keys an error lists in full (a run's fifty keys: 800)
 OLD_INDEX = ".index.json"  # the JSON index of earlier versions: deleted, never read
 
 
@@ -227,17 +228,25 @@ def unknown_key(given: str, key: str, runs: pd.DataFrame) -> str:
     """``filter nrom=x: no key 'nrom' in these runs (did you mean norm?); valid: ...``: the
     keys that make a run what it is (a group by its short name, as filters, ``--by`` and
     ``--best-over`` take it; no execution setting such as log.tensorboard), the closest
-    first offered."""
-    keys = sorted(
-        {
-            c.removesuffix(".name")
-            for c in runs.columns
-            if ("." in c or c in ("batch_size", "seed")) and c not in EXECUTION_KEYS
-        }
+    first offered. One short line: where all of them would make a long one (a run has some
+    fifty), the keys that vary among the runs are named and the fixed ones counted."""
+    columns = [
+        c
+        for c in runs.columns
+        if ("." in c or c in ("batch_size", "seed")) and c not in EXECUTION_KEYS
+    ]
+    keys = sorted({c.removesuffix(".name") for c in columns})
+    head = f"{given}: no key '{plain(key)}' in these runs{did_you_mean(key, keys)}; valid: "
+    if len(", ".join(keys)) <= SHORT_LIST:
+        return head + ", ".join(keys)
+    varying = sorted(
+        {c.removesuffix(".name") for c in columns if runs[c].dropna().map(str).nunique() > 1}
     )
+    fixed = [k for k in keys if k not in varying]
     return (
-        f"{given}: no key '{plain(key)}' in these runs{did_you_mean(key, keys)}; valid: "
-        + ", ".join(keys)
+        head
+        + (f"{', '.join(varying)} (vary here), or " if varying else "")
+        + f"{len(fixed)} keys held fixed, e.g. {', '.join(fixed[:3])}"
     )
 
 
