@@ -417,6 +417,8 @@ def estimate_text(seconds: float) -> str:
         return f"{seconds:.0f} s"
     if seconds < 5400:
         return f"{seconds / 60:.0f} min"
-    if seconds < 3.6e7:
+    if seconds < 3.6e5:
         return f"{seconds / 3600:.1f} h"
+    if seconds < 3.6e7:
+        return f"{seconds / 3600:.0f} h"
     return f"{seconds / 3600:.2g} h" if math.isfinite(seconds) else "more hours than a float holds"

@@ -25,7 +25,7 @@ from normbench.store.records import latest_record
 from normbench.store.rundir import Rerun
 from normbench.sweeps import ladder, ladder_plan, tuned, tuned_plan
 from normbench.sweeps.session import Launch, run_rounds
-from tests.helpers import QUICK, invoke, one_line, run_dirs
+from tests.helpers import QUICK, invoke, limited, one_line, run_dirs
 from tests.sweeps.test_tuned import FakeLauncher
 
 UNSIZED = [o for o in QUICK if not o.startswith("model.width=")]  # the ladder sets it
@@ -121,6 +121,52 @@ def test_dry_run_shows_every_rung_and_writes_nothing(tmp_path):
         assert rung.tokens_per_param == pytest.approx(4, rel=0.05)
 
 
+def test_each_count_is_named_with_its_tokens_per_parameter(tmp_path):
+    # issue 58 item 7: "Kaplan's N" held the output head (half of N at width 16); each count
+    # is now named by its convention, tokens per parameter under each, in the plan's record
+    # and the dry run
+    spec = ladder_plan.LadderSpec("model.width", ["16", "32", "64"], 20.0)
+    plan = ladder_plan.design(
+        spec, None, [*LM, "norm=layernorm"], 100, {}, (1, 3, None, True), None
+    )
+    for rung, entry in zip(plan.rungs, plan.record()["rungs"], strict=True):
+        width = int(rung.value)
+        head = width * 256 + 256  # the readout: width -> 256 bytes, and its bias
+        assert entry["parameters_non_embedding_no_head"] == entry["parameters_non_embedding"] - head
+        by_count = entry["tokens_per_param_by_count"]
+        assert by_count["non_embedding"] == entry["tokens_per_param"]
+        assert by_count["non_embedding_no_head"] == pytest.approx(
+            entry["tokens"] / entry["parameters_non_embedding_no_head"], rel=1e-3
+        )
+        assert by_count["total"] == pytest.approx(entry["tokens"] / entry["parameters"], rel=1e-3)
+        assert by_count["total"] < by_count["non_embedding"] < by_count["non_embedding_no_head"]
+    assert plan.record()["rule"]["count"] == "non-embedding, output head included"
+    out = invoke(
+        "sweep",
+        *LM,
+        "norm=layernorm",
+        *("--ladder", "model.width=16,32,64", "train.tokens_per_param=20", "--dry-run"),
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        seconds=120,
+        memory=8 << 30,
+        columns=80,
+    )
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    header = next(line for line in lines if "tok/Kaplan" in line)
+    assert header.split() == [
+        *("rung", "total", "tok/total", "non-emb", "tok/non-emb", "Kaplan", "N", "tok/Kaplan")
+    ]
+    rows = lines[lines.index(header) + 2 : lines.index(header) + 5]
+    assert [row.split()[0] for row in rows] == ["16", "32", "64"]
+    assert all(len(line) <= 80 for line in lines[lines.index(header) - 1 : lines.index(header) + 5])
+    assert all(float(row.split()[4]) == pytest.approx(20, rel=0.05) for row in rows)
+    text = " ".join(out.output.split())
+    assert "the output head kept (the rule's N, not Kaplan's)" in text
+    assert "Kaplan N: less the output head too, as Kaplan et al. 2020 count N" in text
+
+
 def rung_rows(output: str) -> list[str]:
     """The rows of a ladder's --dry-run table: the lines under its header's rule, to the
     first that is not a rung's."""
@@ -184,28 +230,50 @@ def test_with_a_head_dimension_the_heads_follow_the_width():
     [
         (["--ladder", "train.lr=1,2"], ["train.lr", "model.width, model.depth"]),
         (["--ladder", "model.width=16"], ["one rung"]),
-        (["--ladder", "model.width=16,x"], ["positive integers"]),
-        (["--ladder", "model.width=16,32", "train.tokens_per_param=0"], ["yields 0 steps"]),
+        (["--ladder", "model.width=16,x,32"], ["'x' is not a positive integer"]),
+        (["--ladder", "model.width=16,32,64", "train.tokens_per_param=0"], ["yields 0 steps"]),
         (
-            ["--ladder", "model.width=16,32", "train.tokens_per_param=2", "train.max_steps=5"],
+            [
+                *("--ladder", "model.width=16,32,64", "train.tokens_per_param=2"),
+                "train.max_steps=5",
+            ],
             ["give one"],
         ),
         (["train.tokens_per_param=2"], ["a ladder's setting", "--ladder"]),
-        (["--ladder", "model.width=16,32", "--ladder-transfer", "1"], ["nothing is tuned"]),
+        (["--ladder", "model.width=16,32,64", "--ladder-transfer", "1"], ["nothing is tuned"]),
         (
-            ["--ladder", "model.width=16,32", "--ladder-transfer", "2", "--tune", "train.lr=1,2"],
-            ["--ladder-transfer 2", "valid: 0"],
+            [
+                *("--ladder", "model.width=16,32,64", "--ladder-transfer", "3"),
+                *("--tune", "train.lr=1,2"),
+            ],
+            ["--ladder-transfer 3", "valid: 0"],
         ),
         (
-            ["--ladder", "data.train_samples=10,99999999"],
+            ["--ladder", "data.train_samples=10,20,99999999"],
             ["data.train_samples=99999999", "valid: 1.."],
         ),
-        (["--ladder", "model.width=16,30"], ["model.width=30"]),  # 4 heads do not divide 30
-        (["--ladder", "model.width=16,24", "--ladder-head-dim", "16"], ["model.width=24"]),
-        (["--ladder", "model.depth=1,2", "--ladder-head-dim", "8"], ["width ladder only"]),
+        (["--ladder", "model.width=16,30,32"], ["model.width=30"]),  # 4 heads do not divide 30
+        (["--ladder", "model.width=16,24,32", "--ladder-head-dim", "16"], ["model.width=24"]),
+        (["--ladder", "model.depth=1,2,3", "--ladder-head-dim", "8"], ["width ladder only"]),
         (
-            ["--ladder", "model.width=16,32", "--ladder-head-dim", "8", "model.heads=2"],
+            ["--ladder", "model.width=16,32,64", "--ladder-head-dim", "8", "model.heads=2"],
             ["give one"],
+        ),
+        # issue 62: a 2-rung ladder fits no trend (its report said "no numeric key varies")
+        (["--ladder", "model.width=16,32"], ["2 rungs fit no trend", "3 or more values"]),
+        # an empty value was dropped unseen
+        (["--ladder", "model.width=4,,8,16"], ["'model.width=4,,8,16'", "an empty value"]),
+        (["--ladder", "model.width=4,8,16,"], ["an empty value"]),
+        # digits that str.isdigit() takes and int() or Hydra refuse: a traceback, or a parser
+        # class named (LexerNoViableAltException)
+        (["--ladder", "model.width=²,16,32"], ["'²' is not a positive integer", "digits 0-9"]),
+        (["--ladder", "model.width=16,③,32"], ["'③' is not a positive integer"]),
+        (["--ladder", "model.width=¹,16,32"], ["'¹' is not a positive integer"]),
+        (["--ladder", "model.width=٨,16,32"], ["'٨' is not a positive integer"]),
+        # a second --ladder replaced the first unseen
+        (
+            ["--ladder", "model.width=8,16,32", "--ladder", "model.depth=1,2,3"],
+            ["--ladder given 2 times", "'model.width=8,16,32', 'model.depth=1,2,3'"],
         ),
         (["--ladder-head-dim", "8"], ["a ladder's setting"]),
     ],
@@ -216,13 +284,98 @@ def test_bad_ladders_are_refused_in_one_line_before_anything_is_written(tmp_path
     assert not (tmp_path / "runs").exists()
 
 
+WIDTHS = ("--ladder", "model.width=8,16,32")
+
+
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        ([*WIDTHS, "--tune", "model.width=4,8"], ["--tune model.width: the ladder's axis"]),
+        (
+            ["--ladder", "model.depth=1,2,3", "--tune", "model.depth=1,4"],
+            ["--tune model.depth: the ladder's axis (model.depth=1,2,3)"],
+        ),
+        (
+            ["--ladder", "data.train_samples=50,100,200", "--tune", "data.train_samples=10,20"],
+            ["--tune data.train_samples: the ladder's axis"],
+        ),
+        (
+            [*WIDTHS, "--ladder-head-dim", "4", "--tune", "model.heads=1,2"],
+            ["--tune model.heads: set at each rung of the ladder", "head dimension 4"],
+        ),
+    ],
+)
+def test_tuning_a_key_the_ladder_sets_is_refused(tmp_path, extra, words):
+    # issue 62 H1: accepted, every rung trained at the tuned size and the ladder collapsed into
+    # one while its record stated each rung's parameter count
+    out = sweep(*LM, "norm=layernorm", *extra, "--dry-run", runs=tmp_path / "runs")
+    one_line(out, *words, "cannot be tuned", "valid: tune other keys")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_preset_that_tunes_its_ladders_key_is_refused_naming_the_preset(tmp_path):
+    preset = tmp_path / "mine.yaml"
+    preset.write_text(
+        "# A ladder that tunes its own width?\nversion: 1\nparams:\n  norm: layernorm\n"
+        "ladder: {key: model.width, values: [8, 16, 32]}\ntune:\n  model.width: [8, 16]\n"
+    )
+    out = sweep(str(preset), *LM, "--dry-run", runs=tmp_path / "runs")
+    one_line(out, f"sweep preset {preset}, tune: model.width", "the ladder's axis")
+
+
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        (  # 10^308 x N overflowed a float: a traceback (OverflowError)
+            [*WIDTHS, "train.tokens_per_param=1e308"],
+            ["model.width=8: one run is estimated at more hours than a float holds"],
+        ),
+        (
+            [*WIDTHS, "train.tokens_per_param=1e12"],
+            ["model.width=8: one run is estimated at", "a smaller train.tokens_per_param"],
+        ),
+        (["--ladder", "model.width=8,16,100000000"], ["model.width=100000000: one run"]),
+        (
+            [*WIDTHS, "train.max_steps=1000000000000000000000000000000"],
+            ["model.width=8: one run is estimated at", "a smaller train.max_steps"],
+        ),
+        (  # built layer by layer to count it, this planned for an hour in growing memory
+            ["--ladder", "model.depth=1,2,100000", "model.width=512"],
+            ["model.depth=100000: one run is estimated at", "2.1e+11 non-embedding"],
+        ),
+    ],
+)
+def test_a_rung_estimated_beyond_the_bound_is_refused_in_seconds(tmp_path, extra, words):
+    # issue 62 H2 and its lows: planned at millions of hours (or a traceback, or a hang)
+    out = sweep(*LM, "norm=layernorm", *extra, "--dry-run", runs=tmp_path / "runs")
+    one_line(out, *words, f"beyond the {ladder_plan.MAX_RUNG_HOURS:,} h a rung may take")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_deep_model_is_counted_without_building_every_layer():
+    # depth 300 (beyond DEPTH_BUILT): extrapolated, and equal to the model built on the CPU
+    given = [*LM, "model.width=8", "model.heads=2", "model.depth=300", "norm=dyt"]
+    built = api.build_model(given)
+    size = size_of(compose_checked(given))
+    assert size.parameters == sum(p.numel() for p in built.parameters())
+    assert size.non_embedding_no_head == size.non_embedding - sum(
+        p.numel() for p in built.head.parameters()
+    )
+    one, two = (size_of(compose_checked([*LM, f"model.depth={d}"])) for d in (1, 2))
+    with limited(10, 2 << 30):  # 10^7 layers: counted, not built
+        deep = size_of(compose_checked([*LM, "model.depth=10000000"]))
+    per_layer = two.parameters - one.parameters
+    assert deep.parameters == one.parameters + (10_000_000 - 1) * per_layer
+
+
 @pytest.mark.parametrize(
     "ladder, words",
     [
         ("{key: train.lr, values: [1, 2]}", ["ladder: 'train.lr'", "not a size axis"]),
         ("{key: model.width, values: [16]}", ["ladder: 'model.width=16'", "one rung"]),
-        ("{key: model.width, values: [16, 32], transfer: x}", ["transfer: x", "valid: 0"]),
-        ("{key: model.width, values: [16, 32], tokens_per_param: 0}", ["yields 0 steps"]),
+        ("{key: model.width, values: [16, 32, 64], transfer: x}", ["transfer: x", "valid: 0"]),
+        ("{key: model.width, values: [16, 32, 64], tokens_per_param: 0}", ["yields 0 steps"]),
+        ("{key: model.width, values: [16, 32]}", ["ladder: 'model.width=16,32'", "2 rungs"]),
         ("{axis: model.width}", ["ladder (key, values, tokens_per_param, transfer, head_dim)"]),
     ],
 )
@@ -315,7 +468,7 @@ def test_a_tiny_ladder_trains_end_to_end_and_resumes_only_what_was_lost(tmp_path
         "threads=1",
         "device=cpu",
         "--ladder",
-        "model.width=4,8",
+        "model.width=4,8,12",  # a ladder has 3 rungs at least
         "train.tokens_per_param=0.5",
         "--tune",
         "train.lr=0.003,0.03",
@@ -330,13 +483,13 @@ def test_a_tiny_ladder_trains_end_to_end_and_resumes_only_what_was_lost(tmp_path
     out = sweep(*command, runs=runs)
     assert out.exit_code == 0, out.output
     record = latest_record(runs, "tiny")
-    assert [r["done"] for r in record["ladder"]["rungs"]] == [True, True]
+    assert [r["done"] for r in record["ladder"]["rungs"]] == [True, True, True]
     trained = run_dirs(runs)
-    assert len(trained) == 2 * (2 * 2 + 2)  # per rung: tuning 2 norms x 2 lrs, confirmation 2
+    assert len(trained) == 3 * (2 * 2 + 2)  # per rung: tuning 2 norms x 2 lrs, confirmation 2
     ids = [run["run_id"] for run in record["runs"]]
     results = [json.loads((runs / rid / "meta.json").read_text()) for rid in ids]
     assert all(meta["summary"]["parameters_non_embedding"] > 0 for meta in results)
-    # as if killed in the second rung's tuning: a tuning run of it and the first rung's
+    # as if killed in the last rung's tuning: a tuning run of it and the first rung's
     # confirmation runs gone; the same command trains those three and nothing else
     lost = [record["tuning"]["runs"][-1], *ids[:2]]
     kept = {rid: (runs / rid / "meta.json").read_text() for rid in trained - set(lost)}
