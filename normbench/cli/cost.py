@@ -98,6 +98,7 @@ def cost(
         int, typer.Option("--positions", help="Tokens, or positions of a channel, per sample.")
     ] = 128,
     threads: Annotated[int, typer.Option("--threads", help="torch threads.")] = 1,
+    device: Annotated[str, typer.Option("--device", help="cpu or cuda.")] = "cpu",
     json_out: Annotated[
         Path | None, typer.Option("--json", help="Also write every ratio as JSON rows here.")
     ] = None,
@@ -122,6 +123,7 @@ def cost(
         chosen_widths = positive_ints(widths, "--widths")
         dtypes = names(dtype, "--dtype", DTYPE_NAMES)
         impls = names(impl, "--impl", IMPLEMENTATIONS)
+        names(device, "--device", ("cpu", "cuda"))
         least = {"--blocks": 3, "--batch": 1, "--positions": 1, "--threads": 1}
         given = {"--blocks": blocks, "--batch": batch, "--positions": positions}
         for key, value in {**given, "--threads": threads}.items():
@@ -134,11 +136,14 @@ def cost(
 
     from normbench.layers.timing import measure
 
+    if device == "cuda" and not torch.cuda.is_available():
+        raise fail("--device=cuda is not available on this machine; valid: cpu")
     torch.set_num_threads(threads)
     load_start = os.getloadavg()[0]
     seconds, ratios, notes = measure(
-        norms, impls, chosen_widths, dtypes, layout, reference, blocks, batch, positions
-    )
+        norms, impls, chosen_widths, dtypes, layout, reference, blocks, batch, positions,
+        torch.device(device),
+    )  # fmt: skip
     load_end = os.getloadavg()[0]
     shape = (
         "(batch, positions, width)"
@@ -148,7 +153,7 @@ def cost(
     print(
         f"forward + backward of one norm, {layout} {shape} = batch {batch}, positions "
         f"{positions}; {blocks} blocks, {threads} thread(s), load {load_start:.1f} -> "
-        f"{load_end:.1f} on {os.cpu_count()} CPUs"
+        f"{load_end:.1f} on {os.cpu_count()} CPUs, device {device}"
     )
     for note in notes:
         print(f"note: {note}")

@@ -36,6 +36,7 @@ from normbench.layers.keys import NORM_TABLE
 from normbench.layers.norms import make_norm
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+CPU = torch.device("cpu")
 CONFIDENCE = 0.95
 BLOCK_SECONDS = 0.01  # each candidate's share of a block: calls enough to fill it
 
@@ -78,20 +79,21 @@ def activation(layout: str, width: int, batch: int, positions: int, dtype: str) 
 
 
 def forward_backward(
-    candidate: Candidate, layout: str, batch: int, positions: int
+    candidate: Candidate, layout: str, batch: int, positions: int, device: torch.device
 ) -> Callable[[], object]:
     """A call that runs the candidate's forward and backward once (gradients of the input and
     the parameters by torch.autograd.grad, so none accumulates), in train mode."""
     torch.manual_seed(0)
     groups = 8 if candidate.width % 8 == 0 else 1  # groupnorm: 8 groups where they divide
     layer = make_norm(candidate.norm, candidate.width, layout, impl=candidate.impl, groups=groups)
-    x = activation(layout, candidate.width, batch, positions, candidate.dtype)
+    layer.to(device)
+    x = activation(layout, candidate.width, batch, positions, candidate.dtype).to(device)
     x.requires_grad_()
     inputs = [x, *layer.parameters()]
     low_precision = candidate.dtype != "fp32"
 
     def run() -> object:
-        with torch.autocast("cpu", dtype=DTYPES[candidate.dtype], enabled=low_precision):
+        with torch.autocast(device.type, dtype=DTYPES[candidate.dtype], enabled=low_precision):
             y = layer(x)
         return torch.autograd.grad(y, inputs, torch.ones_like(y), allow_unused=True)
 
@@ -99,13 +101,18 @@ def forward_backward(
 
 
 def timed_blocks(
-    calls: dict[Candidate, Callable[[], object]], blocks: int, seed: int = 0
+    calls: dict[Candidate, Callable[[], object]],
+    blocks: int,
+    device: torch.device = CPU,
+    seed: int = 0,
 ) -> dict[Candidate, list[float]]:
     """Seconds per call of each candidate in each block, the candidates in a fresh random order
     every block. Each is warmed up and calibrated first (calls to fill BLOCK_SECONDS). With one
-    torch thread the clock is the thread's CPU time (``time.thread_time``): time spent waiting
-    for a core another process holds is not counted; with more, wall time."""
-    clock = time.thread_time if torch.get_num_threads() == 1 else time.perf_counter
+    torch thread on a CPU the clock is the thread's CPU time (``time.thread_time``): time spent
+    waiting for a core another process holds is not counted; with more, or on a GPU, wall time
+    (torch.utils.benchmark waits for the GPU around each measurement)."""
+    one_thread = device.type == "cpu" and torch.get_num_threads() == 1
+    clock = time.thread_time if one_thread else time.perf_counter
     timers = {
         c: benchmark.Timer(stmt="run()", globals={"run": run}, timer=clock)
         for c, run in calls.items()
@@ -182,13 +189,14 @@ def measure(
     blocks: int,
     batch: int,
     positions: int,
+    device: torch.device,
 ) -> tuple[dict[Candidate, list[float]], list[Ratio], list[str]]:
     """Time every candidate, interleaved in blocks within each (width, dtype), and compare."""
     grid, notes = candidates(norms, impls, widths, dtypes)
     seconds: dict[Candidate, list[float]] = {}
     for group in dict.fromkeys(group_of(c) for c in grid):
         members = [c for c in grid if group_of(c) == group]
-        calls = {c: forward_backward(c, layout, batch, positions) for c in members}
-        seconds.update(timed_blocks(calls, blocks))
+        calls = {c: forward_backward(c, layout, batch, positions, device) for c in members}
+        seconds.update(timed_blocks(calls, blocks, device))
     ratios = [paired_ratio(seconds, c, r) for c, r in comparisons(grid, reference)]
     return seconds, ratios, notes
