@@ -150,6 +150,13 @@ class Tuning:
         from rich.console import Group
         from rich.text import Text
 
+        if self.table.empty:  # stopped before any group chose: no table of nothing
+            said = [
+                f"tuned: {self.sweep}: no table: the sweep stopped in its {self.phase} phase, "
+                "before its groups chose",
+                *self.per_rung,
+            ]
+            return Group(*(Text(line, style="dim") for line in said))
         table = self.table_view()
         caption, table.caption = table.caption, None
         return Group(table, Text(caption, style="dim"))
@@ -249,7 +256,12 @@ def tuning_of(runs_dir: Path, sweeps: str | None) -> Tuning | None:
         return None
     tuning = parse(*found[0])
     ladder = records.latest_record(runs_dir, found[0][0]).get("ladder")
-    tuning.per_rung = ladder_choices(ladder) if isinstance(ladder, dict) else []
+    current = {  # the table's choices: the rung it stopped in, where that rung has chosen
+        row["group"]: " ".join(item.partition("=")[2] for item in row["chosen"].split())
+        for _, row in tuning.table.iterrows()
+        if row["chosen"] != "-"
+    }
+    tuning.per_rung = ladder_choices(ladder, current) if isinstance(ladder, dict) else []
     return tuning
 
 
@@ -268,26 +280,45 @@ def ladder_chosen(ladder: dict) -> tuple[list[dict], dict[str, list[str]]]:
     return rungs, per_group
 
 
-def ladder_choices(ladder: dict) -> list[str]:
-    """A tuned ladder's choice at every rung, one sentence (the table is the last rung's):
-    whether the best value moves with the size is what muP transfer is for (a rung that took
-    a smaller rung's choice is marked 'transferred')."""
+def ladder_choices(ladder: dict, current: dict[str, str] | None = None) -> list[str]:
+    """A tuned ladder's choice at every rung, one sentence (the table is the last rung's, or
+    the one it stopped in, whose choices ``current`` gives where it has made them: the record
+    writes a rung's choice once the rung is done): whether the best value moves with the size
+    is what muP transfer is for (a rung that took a smaller rung's choice is marked
+    'transferred'; one it never reached, 'not reached')."""
     rungs, per_group = ladder_chosen(ladder)
+    stopped = next((i for i, r in enumerate(rungs) if not r.get("done")), None)
+    if not any("done" in r for r in rungs):  # a record that does not say: none stopped
+        stopped = None
+    for group, chosen in (current or {}).items() if stopped is not None else ():
+        values = per_group.setdefault(group, ["-"] * len(rungs))
+        values[stopped] = chosen if values[stopped] == "-" else values[stopped]
     if not rungs or not per_group:
         return []
     sizes = ", ".join(str(r.get("value", "?")) for r in rungs)
     said = [
         f"{group} "
         + ", ".join(
-            v if rung.get("tuned", True) else f"{v} (transferred)"
-            for rung, v in zip(rungs, values, strict=True)
+            _rung_choice(v, rung, None if stopped is None else i - stopped)
+            for i, (rung, v) in enumerate(zip(rungs, values, strict=True))
         )
         for group, values in per_group.items()
     ]
-    return [
-        f"Chosen per rung ({ladder.get('key', 'size')} {sizes}; the table is the last "
-        f"rung's): {'; '.join(said)}"
-    ]
+    key = ladder.get("key", "size")
+    table = "the table is the last rung's"
+    if stopped is not None:
+        table = f"the ladder stopped at {key}={rungs[stopped].get('value', '?')}, the table's rung"
+    return [f"Chosen per rung ({key} {sizes}; {table}): {'; '.join(said)}"]
+
+
+def _rung_choice(chosen: str, rung: dict, after_stop: int | None) -> str:
+    """One rung's choice in the per-rung sentence; ``after_stop``: the rung's place after the
+    one the ladder stopped in (0: that one; None: it did not stop)."""
+    if after_stop is not None and after_stop > 0:
+        return "not reached"
+    if after_stop == 0 and chosen == "-":
+        return "not chosen yet"
+    return chosen if rung.get("tuned", True) else f"{chosen} (transferred)"
 
 
 def parse(name: str, state: dict) -> Tuning:

@@ -12,6 +12,7 @@ from helpers import make_run
 from typer.testing import CliRunner
 
 from normbench.cli import app
+from normbench.report.tuning import ladder_choices
 from normbench.store import sweep_record
 
 runner = CliRunner()
@@ -120,3 +121,45 @@ def test_a_recorded_reference_that_names_no_group_is_said_to_come_from_the_recor
         line
     )
     assert "matches no group; valid: norm=batchnorm | norm=layernorm" in line
+
+
+def test_a_tuned_ladder_stopped_in_a_rung_says_so_instead_of_an_empty_table(tmp_path):
+    """Stopped in width 8's tuning phase (width 4 done, its choice recorded): no table of no
+    rows, and the per-rung line says which rung was not chosen yet and which not reached."""
+    ladder = {
+        "key": "model.width",
+        "values": ["4", "8", "16"],
+        "rungs": [
+            {"value": "4", "done": True, "tuned": True, "chosen": {"norm=layernorm": {"lr": 1}}},
+            {"value": "8", "done": None, "tuned": True, "chosen": None},
+            {"value": "16", "done": None, "tuned": True, "chosen": None},
+        ],
+    }
+    tuning = {"phase": "tuning", "groups": [], "runs": [], "tuning_seeds": [1000000]}
+    runs = ladder_store(tmp_path, {4: 30}, {"ladder": ladder, "tuning": tuning})
+    result = runner.invoke(app, ["report", "--sweep", "lad", "--runs-dir", str(runs)])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "tuned: lad: no table: the sweep stopped in its tuning phase" in text, text
+    assert "group trials steps" not in text
+    assert "the ladder stopped at model.width=8, the table's rung" in text
+    assert "norm=layernorm 1, not chosen yet, not reached" in text
+
+
+def test_the_rung_a_ladder_stopped_in_shows_the_choice_its_table_shows():
+    """Stopped in width 32's confirmation: the table holds its choices, which the record's
+    rungs do not yet (a rung's choice is written once the rung is done): the sentence gives
+    them too, never a '-' under a value shown above it."""
+    ladder = {
+        "key": "model.width",
+        "rungs": [
+            {"value": "16", "done": True, "chosen": {"norm=a": {"train.lr": "0.03"}}},
+            {"value": "32", "done": None, "chosen": None},
+            {"value": "64", "done": None, "chosen": None},
+        ],
+    }
+    (line,) = ladder_choices(ladder, {"norm=a": "0.01"})
+    assert line == (
+        "Chosen per rung (model.width 16, 32, 64; the ladder stopped at model.width=32, the "
+        "table's rung): norm=a 0.03, 0.01, not reached"
+    )
