@@ -92,7 +92,9 @@ def launch(
     try:
         elastic_launch(config, rank_main)(*entry)
     except ChildFailedError as err:
-        rank, failure = err.get_first_failure()
+        rank, failure = first_cause(err.failures)
+        if rank == 0 and (run.read_meta() or {}).get("status") == "failed":
+            return mark_ended(run, "failed", None)  # rank 0 recorded its own error
         return mark_ended(run, "failed", f"rank {rank} of {devices}: {failure_line(failure)}")
     except SignalException as err:
         mark_ended(run, "interrupted", f"{signal.Signals(err.sigval).name} while training")
@@ -126,17 +128,23 @@ def launch_config(devices: int, name: str, timeout_s: float) -> LaunchConfig:
 LAUNCHER_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 
 
-def mark_ended(run: RunDir, status: str, error: str) -> tuple[str, dict, str | None]:
-    """The run's end as meta.json has it, after the ranks are gone. Rank 0's record stands
-    when it finished the run, or when it failed itself; otherwise (a rank failed, a signal,
-    rank 0 killed before it could write) ``status`` and ``error`` replace it."""
+def mark_ended(run: RunDir, status: str, error: str | None) -> tuple[str, dict, str | None]:
+    """The run's end as meta.json has it, after the ranks are gone: ``status`` with ``error``
+    (None: the error rank 0 recorded), unless rank 0 recorded a finished run (a rank that
+    failed after it is no failure of the run)."""
     meta = run.read_meta() or {"run_id": run.run_id, "summary": {}}
-    recorded = meta.get("status")
-    keep = recorded in ("complete", "diverged") or (recorded == "failed" and status == "failed")
-    if not keep and not (recorded == "interrupted" and status == "interrupted"):
-        meta.update(status=status, error=error)
+    if meta.get("status") not in ("complete", "diverged"):
+        meta.update(status=status, error=meta.get("error") if error is None else error)
         run.write_meta(meta)
     return meta["status"], meta.get("summary") or {}, meta.get("error")
+
+
+def first_cause(failures: dict) -> tuple[int, object]:
+    """The rank whose failure ended the run: one killed by a signal (the others fail after it,
+    at their next collective, and record their error before the launcher sees the kill),
+    else the one that recorded its error first."""
+    killed = [(rank, f) for rank, f in sorted(failures.items()) if f.exitcode < 0]
+    return killed[0] if killed else min(failures.items(), key=lambda item: item[1].timestamp)
 
 
 def failure_line(failure) -> str:

@@ -105,7 +105,7 @@ def check_devices(devices: int, device: torch.device) -> None:
     if devices > present:
         raise UsageError(
             f"train.devices={devices} needs {devices} {device.type} devices and this machine "
-            f"has {present}; valid: 1..{present}, or device=cpu"
+            f"has {present}; valid: at most {present}, or device=cpu"
         )
 
 

@@ -7,14 +7,23 @@ batches of the per-device batch, not the full-batch one."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 from data_parallel_steps import traced, traced_ranks
 from helpers import tiny
 from torch.distributed.launcher.api import elastic_launch
 
+from normbench.core.errors import UsageError
 from normbench.experiment.compose import compose
+from normbench.store.rundir import RunDir, is_run_id, run_id
 from normbench.training.distributed import launch_config
+from normbench.training.run import check_devices, run_experiment
 
 STEPS = 5
 # float32 sums in another order (per rank, then across): a few ulps of the values
@@ -23,6 +32,86 @@ TOLERANCE = {"rtol": 1e-4, "atol": 1e-6}
 
 def config(*overrides: str) -> dict:
     return compose(tiny("model=cnn", "batch_size=32", "train.grad_clip=null", *overrides))
+
+
+# Run ids computed by the commit before train.devices, norm.sync and norm.eval_stats existed
+# (0a1346a): one device must keep them, or every finished run is trained again.
+IDS_BEFORE_DEVICES = {
+    ("norm=batchnorm",): "transformer-batchnorm-pre-fp32-b32-s0-47b8d782",
+    ("norm=batchnorm", "norm.ghost_batch=8", "model=cnn"): (
+        "cnn-batchnorm.ghost8-pre-fp32-b32-s0-6fe030db"
+    ),
+    ("norm=switchnorm", "model=cnn"): "cnn-switchnorm-pre-fp32-b32-s0-ccaece18",
+    ("norm=groupnorm", "model=cnn"): "cnn-groupnorm-pre-fp32-b32-s0-7b35517d",
+    ("norm=layernorm",): "transformer-layernorm-pre-fp32-b32-s0-5c3bb75c",
+    ("norm=dyt", "model=cnn", "batch_size=64"): "cnn-dyt-pre-fp32-b64-s0-d5f00ba6",
+}
+
+
+@pytest.mark.parametrize("overrides", list(IDS_BEFORE_DEVICES))
+def test_one_device_keeps_every_earlier_run_id(overrides):
+    cfg = compose(overrides)
+    assert run_id(cfg) == IDS_BEFORE_DEVICES[overrides]
+    # on one device the statistics keys cannot matter: the same run
+    same = compose([*overrides, "train.devices=1", "norm.eval_stats=mean"])
+    assert run_id(same) == run_id(cfg)
+
+
+def test_n_devices_are_in_the_run_id_and_the_statistics_keys_in_its_hash():
+    ids = {
+        extra: run_id(compose(["norm=batchnorm", "train.devices=2", *extra]))
+        for extra in [(), ("norm.sync=global",), ("norm.eval_stats=mean",)]
+    }
+    assert all("-b32.d2-s0-" in rid and is_run_id(rid) for rid in ids.values())
+    assert len(set(ids.values())) == 3
+    layernorm = compose(["norm=layernorm", "train.devices=2", "norm.eval_stats=mean"])
+    assert layernorm["norm"]["sync"] is None and layernorm["norm"]["eval_stats"] is None
+    assert run_id(layernorm) == run_id(compose(["norm=layernorm", "train.devices=2"]))
+    assert run_id(layernorm) != run_id(compose(["norm=layernorm"]))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["train.devices=3"],
+            "train.devices=3 does not divide batch_size=32 (each device takes an equal share "
+            "of the global batch); valid: 1, 2, 4, 8, 16, 32",
+        ),
+        (
+            ["norm=batchnorm", "train.devices=4", "norm.ghost_batch=3"],
+            "norm.ghost_batch=3 does not divide the per-device batch 8 (batch_size=32 / "
+            "train.devices=4); valid: 1, 2, 4, 8 or null",
+        ),
+        (
+            ["norm=layernorm", "norm.sync=global"],
+            "norm.sync=global needs batch statistics to synchronize, and norm=layernorm has "
+            "none; valid: norm.sync=device, or norm=batchnorm",
+        ),
+        (
+            ["norm=batchnorm", "train.devices=2", "norm.sync=global", "norm.ghost_batch=4"],
+            "norm.sync=global takes statistics over the global batch, norm.ghost_batch=4 over "
+            "chunks of each device's; valid: one of them",
+        ),
+        (["train.devices=2", "diagnostics=true"], "valid with train.devices > 1: diagnostics"),
+        (["train.devices=0"], "train.devices=0 is not valid"),
+    ],
+)
+def test_what_cannot_run_on_n_devices_is_refused_in_one_line(overrides, message):
+    with pytest.raises(UsageError) as caught:
+        compose(overrides)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_more_ranks_than_cuda_devices_are_refused_before_anything_is_written(tmp_path):
+    present = torch.cuda.device_count()
+    with pytest.raises(
+        UsageError,
+        match=f"train.devices=8 needs 8 cuda devices and this "
+        f"machine has {present}; valid: at most {present}, or device=cpu",
+    ):
+        check_devices(8, torch.device("cuda"))
+    check_devices(8, torch.device("cpu"))  # gloo: any number of CPU ranks
 
 
 # (the two-rank config, the one-process config it must match)
@@ -58,7 +147,9 @@ def two_ranks(tmp_path_factory) -> dict[str, dict]:
 def test_two_ranks_match_one_process_step_by_step(case, two_ranks, tmp_path):
     one = traced(config(*MATCHES[case][1]), STEPS, str(tmp_path))
     two = two_ranks[case]
-    torch.testing.assert_close(torch.tensor(two["losses"]), torch.tensor(one["losses"]), **TOLERANCE)
+    torch.testing.assert_close(
+        torch.tensor(two["losses"]), torch.tensor(one["losses"]), **TOLERANCE
+    )
     torch.testing.assert_close(two["gradients"], one["gradients"], **TOLERANCE)
     assert two["gradients"].abs().sum() > 0  # a step that trains
     if case.startswith("batchnorm synchronized"):  # the running statistics moved as one's
@@ -72,3 +163,90 @@ def test_per_device_batchnorm_is_not_the_full_batch(two_ranks, tmp_path):
     assert not torch.allclose(per_device["gradients"], full["gradients"], **TOLERANCE)
     # the first step's gradients already differ (the statistics of 16 samples, not 32)
     assert not torch.allclose(per_device["gradients"][0], full["gradients"][0], **TOLERANCE)
+
+
+# ------------------------------------------------------------------------------ faults
+FAULTY = tiny(
+    "model=cnn",
+    "norm=faulty_norms:FaultyRank",
+    "train.devices=2",
+    "train.max_steps=12",
+    "train.eval_every=4",
+    "train.log_every=2",
+    "train.checkpoint_every=4",
+    "train.timeout_s=30",
+)
+
+
+def faulted(monkeypatch, tmp_path, fault: str, rank: int = 1, at: int = 6) -> Path:
+    """The environment that makes FaultyRank break ``rank`` at its ``at``-th forward; the
+    directory where every rank leaves its process id."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    for name, value in {"FAULT": fault, "FAULT_RANK": rank, "FAULT_AT": at}.items():
+        monkeypatch.setenv(name, str(value))
+    monkeypatch.setenv("FAULT_PIDS", str(pids))
+    return pids
+
+
+def assert_all_ended(pids: Path) -> None:
+    """Every process that ran the norm (the two ranks, and the command's own check of the norm
+    when it ran apart) is gone: not running, not a zombie (its launcher reaped it)."""
+    ran = [int(p.name) for p in pids.iterdir()]
+    assert len(ran) >= 2
+    for pid in ran:
+        assert not Path(f"/proc/{pid}").exists(), f"rank process {pid} is left"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("fault", "rank", "error"),
+    [
+        ("raise", 1, "rank 1 of 2: RuntimeError: an injected fault"),
+        ("raise", 0, "RuntimeError: an injected fault"),
+        ("kill", 1, "rank 1 of 2: killed by SIGKILL"),
+        ("hang", 1, "Timed out"),
+    ],
+)
+def test_a_failing_rank_ends_every_rank_and_fails_the_run_in_one_line(
+    fault, rank, error, monkeypatch, tmp_path
+):
+    pids = faulted(monkeypatch, tmp_path, fault, rank)
+    cfg = compose(FAULTY)
+    outcome = run_experiment(cfg, tmp_path / "runs", progress=False)
+    assert outcome.status == "failed"
+    assert error in outcome.error and "\n" not in outcome.error
+    assert RunDir(tmp_path / "runs", outcome.run_id).read_meta()["status"] == "failed"
+    assert_all_ended(pids)
+    if fault != "raise" or rank != 1:
+        return
+    # resumed with the same number of ranks, from the checkpoint of step 4, to the end
+    monkeypatch.delenv("FAULT")
+    again = run_experiment(cfg, tmp_path / "runs", progress=False)
+    assert again.status == "complete" and again.summary["steps"] == 12
+    assert RunDir(tmp_path / "runs", outcome.run_id).read_meta()["resumed_from"] == [4]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", ["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_interrupts_every_rank_in_one_line(fault, monkeypatch, tmp_path):
+    """Ctrl-C (SIGINT to the terminal's process group: the command and every rank) and
+    SIGTERM to the command (a scheduler's kill) end the run as interrupted, exit 130."""
+    pids = faulted(monkeypatch, tmp_path, fault)
+    tests = str(Path(__file__).parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}
+    command = [sys.executable, "-m", "normbench", "run", "-q", *FAULTY]
+    result = subprocess.run(
+        [*command, "--runs-dir", str(tmp_path / "runs")],
+        env=env,
+        capture_output=True,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+        timeout=600,
+    )
+    assert result.returncode == 130, result.stderr
+    assert "Traceback" not in result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if "interrupted" in line]
+    (run_dir,) = (tmp_path / "runs").glob("cnn-*")
+    assert json.loads((run_dir / "meta.json").read_text())["status"] == "interrupted"
+    assert_all_ended(pids)
