@@ -14,6 +14,7 @@ SCRIPTS = [
     "loop_overhead.py",
     "model_cost.py",
     "norm_cost.py",
+    "cost_overhead.py",
     "sweep_scaling.py",
     "store_scale.py",
 ]
