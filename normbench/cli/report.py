@@ -316,8 +316,8 @@ def draw(result, runs_dir: Path, x, plots, html, tuned, commands: list) -> None:
         if html is not None:
             from normbench.report.html import write_html
 
-            extra = [tuned.html()] if tuned else []
-            write_html(html, result, drawings, sys.argv, commands, overall, extra)
+            extra, says = ([tuned.html()], tuple(tuned.notes)) if tuned else ([], ())
+            write_html(html, result, drawings, sys.argv, commands, overall, extra, says)
             typer.echo(f"wrote {html}", err=True)
     except OSError as err:
         where = err.filename or (html if plots is None else plots)

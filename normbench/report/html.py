@@ -41,6 +41,10 @@ VERDICTS = {
     "convergence": ("reference", "better", "equivalent", "worse", "inconclusive"),
     "batch_sensitivity": ("sensitive", "insensitive", "inconclusive"),
 }
+# The scaling table's answer (does the gap shrink, and where do the curves cross), put just
+# after its group column: last, as the terminal has them, an 800-pixel window showed neither,
+# with only the box's edge shadow to say that more columns lay to the right.
+SCALING_ANSWER = ("trend", "cross")
 FIGURES_AFTER = {  # which figures follow which table
     "convergence": ("seed_results", "learning_curves"),
     "batch_sensitivity": ("batch_sensitivity",),
@@ -85,11 +89,13 @@ def write_html(
     sweep_argvs: list,
     across: list[Drawing] = (),
     extra: list[str] = (),
+    extra_says: tuple[str, ...] = (),
 ) -> Path:
     """``extra``: HTML blocks, already escaped, put before the sections (a tuned sweep's
-    section, normbench.report.tuning)."""
+    section, normbench.report.tuning); ``extra_says``: the warnings those blocks show, left
+    out of the page's top (a tuned sweep's notes were shown twice, one above the other)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    html = page(report, drawings, report_argv, sweep_argvs, across, extra)
+    html = page(report, drawings, report_argv, sweep_argvs, across, extra, extra_says)
     atomic_write(path, html)  # a write cut short leaves the previous page, not a fragment
     return path
 
@@ -101,14 +107,19 @@ def page(
     sweep_argvs: list,
     across: list[Drawing] = (),
     extra: list[str] = (),
+    extra_says: tuple[str, ...] = (),
 ) -> str:
-    """The whole document."""
+    """The whole document: each warning once (those ``extra`` shows are left to it)."""
     statuses = ", ".join(f"{n} {status}" for status, n in sorted(report.counts.items()))
     body = [
         "<h1>normbench report</h1>",
         f'<p class="meta">{sum(report.counts.values())} runs ({esc(statuses)}); written '
         f"{datetime.now().isoformat(timespec='minutes')} by normbench {esc(__version__)}</p>",
-        *(f'<p class="warning">warning: {esc(w)}</p>' for w in report.warnings),
+        *(
+            f'<p class="warning">warning: {esc(w)}</p>'
+            for w in dict.fromkeys(report.warnings)
+            if w not in extra_says
+        ),
         *extra,
         *(
             section_html(section, report.method, drawn, len(report.sections) > 1)
@@ -145,7 +156,7 @@ def scaling_html(report: Report, drawn: list[Drawing]) -> str:
     result = report.scaling
     parts = [
         f"<h2>Scaling along {esc(result.key)}</h2>",
-        table_html(scaling_rich(result, report.method)),
+        table_html(scaling_rich(result, report.method), answer=SCALING_ANSWER),
         *(figure_html(d) for d in drawn if d.name.startswith("scaling_")),
         *(f'<p class="fixed">note: {esc(note)}</p>' for note in result.notes),
     ]
@@ -204,16 +215,19 @@ def legend_html(verdicts: tuple[str, ...]) -> str:
     return f'<p class="legend">Verdicts: {chips}</p>'
 
 
-def table_html(table) -> str:
+def table_html(table, answer: tuple[str, ...] = ()) -> str:
     """A rich Table as an HTML table in a box of its own that scrolls sideways (headers, cells:
     styled text keeps its colour; a cell's lines, as the terminal shows them, kept apart by
-    <br>, each escaped), then its caption."""
-    numeric = [' class="num"' if column.justify == "right" else "" for column in table.columns]
+    <br>, each escaped), then its caption. ``answer``: the headers of the columns that give
+    the table's answer, moved to just after its ``group`` column (or first), so that a narrow
+    window shows them without scrolling."""
+    columns = answer_first(list(table.columns), answer)
+    numeric = [' class="num"' if column.justify == "right" else "" for column in columns]
     head = "".join(
         f"<th{kind}>{esc(text_of(column.header))}</th>"
-        for column, kind in zip(table.columns, numeric, strict=True)
+        for column, kind in zip(columns, numeric, strict=True)
     )
-    rows = zip(*(list(column.cells) for column in table.columns), strict=True)
+    rows = zip(*(list(column.cells) for column in columns), strict=True)
     body = "\n".join(
         "<tr>"
         + "".join(
@@ -230,6 +244,18 @@ def table_html(table) -> str:
         f'<div class="scroll"><table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n'
         f"</tbody>\n</table></div>{caption}"
     )
+
+
+def answer_first(columns: list, answer: tuple[str, ...]) -> list:
+    """``columns`` with those headed by a name in ``answer`` (in its order) just after the
+    ``group`` column, or first where there is none."""
+    named = sorted(
+        (c for c in columns if text_of(c.header) in answer),
+        key=lambda c: answer.index(text_of(c.header)),
+    )
+    rest = [c for c in columns if c not in named]
+    at = next((i + 1 for i, c in enumerate(rest) if text_of(c.header) == "group"), 0)
+    return rest[:at] + named + rest[at:]
 
 
 def text_of(renderable) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import QUICK
+from tests.helpers import QUICK, make_run
 
 
 def normbench(*args: str, runs: Path | None = None, **kwargs) -> subprocess.CompletedProcess:
@@ -215,3 +215,43 @@ def test_a_cpu_run_without_threads_on_a_busy_machine_is_warned_once(
             f"warning: this machine is busy (load average {load:.1f} on 2 cores) and torch runs "
             "2 threads that wait for each other: threads=1 can be many times faster here"
         )
+
+
+def test_the_html_scaling_table_puts_its_answer_beside_the_group(tmp_path):
+    """At 800 pixels the trend and cross columns, last as the terminal has them, were off the
+    window with only an edge shadow to say so (looked at in headless Chromium at 800 and 1280
+    pixels): they follow the group column now, whatever the window."""
+    from tests.report.test_scaling_section import WIDTHS, _loss
+
+    runs = tmp_path / "runs"
+    for width in WIDTHS:
+        for norm, k in (("layernorm", 1.0), ("batchnorm", 2.0)):
+            for seed in range(2):
+                make_run(
+                    runs,
+                    [f"model.width={width}", f"norm={norm}", f"seed={seed}"],
+                    parameters=100 * width * width,
+                    summary_extra={"final_val_loss": _loss(100 * width * width, 30, 32, k, seed)},
+                )
+    page = tmp_path / "r.html"
+    result = normbench("report", str(runs), "--scaling", "model.width", "--html", str(page))
+    assert result.returncode == 0, result.stderr
+    text = page.read_text()
+    scaling = text[text.index("<h2>Scaling along model.width</h2>") :]
+    head = re.search(r"<thead><tr>(.*?)</tr></thead>", scaling).group(1)
+    headers = re.findall(r"<th[^>]*>(.*?)</th>", head)
+    assert headers[:4] == ["group", "trend", "cross", "x ref top"], headers
+
+
+@pytest.mark.slow
+def test_a_tuned_sweeps_warning_is_shown_once_in_the_html(tmp_path):
+    """The tuned section shows its notes as warnings; the page's top showed them again."""
+    from tests.sweeps.test_tuned import FakeLauncher, loss_and_accuracy_disagree, run_tuned
+
+    run_tuned(tmp_path, FakeLauncher(tmp_path, loss_and_accuracy_disagree))
+    page = tmp_path / "report.html"
+    result = normbench("report", "--sweep", "tuned", "--html", str(page), runs=tmp_path)
+    assert result.returncode == 0, result.stderr
+    warnings = re.findall(r'<p class="warning">(.*?)</p>', page.read_text(), re.S)
+    said = [w for w in warnings if "loss-best and accuracy-best differ" in w]
+    assert len(said) == 1, warnings
