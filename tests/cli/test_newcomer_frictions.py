@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import select
+import shlex
 import signal
 import subprocess
 import sys
@@ -255,3 +256,27 @@ def test_a_tuned_sweeps_warning_is_shown_once_in_the_html(tmp_path):
     warnings = re.findall(r'<p class="warning">(.*?)</p>', page.read_text(), re.S)
     said = [w for w in warnings if "loss-best and accuracy-best differ" in w]
     assert len(said) == 1, warnings
+
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+def documented_commands(page: str, containing: str) -> list[str]:
+    """The console commands of a docs page (continuation lines joined) that contain a word."""
+    text = (REPOSITORY / page).read_text()
+    commands = []
+    for block in re.findall(r"```console\n(.*?)```", text, re.S):
+        joined = re.sub(r"\\\n\s*", "", block)
+        commands += [line.strip()[2:] for line in joined.splitlines() if line.strip()[:2] == "$ "]
+    return [command for command in commands if containing in command]
+
+
+def test_docs_sweeps_shows_a_ladder_and_its_command_is_accepted(tmp_path):
+    """`--ladder` was on no page a user reads (docs/design.md only)."""
+    (command,) = documented_commands("docs/sweeps.md", "--ladder ")
+    argv = shlex.split(command)
+    assert argv[:2] == ["normbench", "sweep"] and "--dry-run" in argv
+    result = normbench(*argv[1:], runs=tmp_path / "runs")
+    assert result.returncode == 0, result.stderr
+    assert "ladder my-ladder: train.tokens_per_param=20 sets each rung's steps" in result.stdout
+    assert not (tmp_path / "runs" / "sweeps").exists()  # a dry run writes nothing
