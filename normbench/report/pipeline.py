@@ -32,6 +32,7 @@ from pathlib import Path
 from normbench.core.errors import UsageError
 from normbench.report import sections
 from normbench.report.base import Method, Report
+from normbench.report.grouping import is_setting
 from normbench.report.labels import labels
 from normbench.report.tuning import Tuning, tuning_of
 from normbench.store import catalog, records
@@ -131,14 +132,17 @@ def select(request: Request, scanning: Scan | None = None, warn: Warn = _quiet) 
 def ladder_reference(request: Request, selection: Selection, warn: Warn) -> dict:
     """A ladder named no reference: its verdicts per rung and its scaling section compare
     with the group it lists first (the preset's first norm, not the first by name), said in a
-    note; nothing when that group has no runs here."""
+    note; nothing (the report's own default) when that group does not name one of the groups
+    compared here (filtered out, or its key held fixed, a setting, or left out of ``--by``)."""
     listed = records.listed_reference(request.runs_dir, request.sweep)
     runs = selection.runs
     for item in listed:
         key, _, value = item.partition("=")
         (column,) = catalog.as_columns([key], runs)
-        if column not in runs or value not in set(labels(runs[column])):
-            listed = ()
+        shown = set(labels(runs[column])) if column in runs else set()
+        grouped = column in request.by or key in request.by if request.by else True
+        if value not in shown or len(shown) < 2 or is_setting(column) or not grouped:
+            return {}
     if not listed:
         return {}
     note = (
@@ -199,8 +203,7 @@ def verdicts(request: Request, selected: Selected, warn: Warn = _quiet) -> Repor
     if key is not None:
         from normbench.report.scaling_section import build as scaling
 
-        by = list(request.by) or None
-        try:
+        try:  # ``by``: --by's keys as the runs' columns (``norm`` is ``norm.name``)
             result.scaling = scaling(runs, key, selected.method, by, selected.tuned)
         except UsageError as err:
             if request.scaling is not None:  # asked for: refused; a ladder's own: a note

@@ -34,7 +34,8 @@ def ladder_store(tmp_path, steps: dict[int, int], record_parts: dict | None = No
                     f"train.max_steps={max_steps}",
                 ]
                 acc = 0.5 + width / 100 + shift + 0.005 * seed
-                rid = make_run(runs, overrides, acc=acc, test_acc=acc)
+                loss = {"final_val_loss": 2.0 - acc, "test_loss": 2.0 - acc}
+                rid = make_run(runs, overrides, acc=acc, test_acc=acc, summary_extra=loss)
                 entries.append({"run_id": rid, "overrides": overrides})
     ladder = {
         "key": "model.width",
@@ -163,3 +164,18 @@ def test_the_rung_a_ladder_stopped_in_shows_the_choice_its_table_shows():
         "Chosen per rung (model.width 16, 32, 64; the ladder stopped at model.width=32, the "
         "table's rung): norm=a 0.03, 0.01, not reached"
     )
+
+
+def test_a_ladder_report_by_a_group_name_and_narrowed_to_one_group_still_reports(tmp_path):
+    """``--by norm`` reached the scaling section as ``norm``, not its column ``norm.name`` (a
+    KeyError); a filter leaving one norm leaves the default reference nothing to name (the
+    report's own default then, never an error about a reference nobody typed)."""
+    runs = ladder_store(tmp_path, {4: 30, 8: 30, 16: 30})
+    by_norm = report_json(runs, "--by", "norm")
+    assert by_norm["method"]["reference"] == "norm=layernorm"
+    assert len(by_norm["sections"]) == 3
+    one_norm = report_json(runs, "norm=layernorm")  # the very group it lists first
+    assert one_norm["method"]["reference"] is None
+    assert [s["setting"] for s in one_norm["sections"]] == [
+        {"model.width": width} for width in (4, 8, 16)
+    ]
