@@ -217,17 +217,17 @@ def test_a_tuned_sweep_runs_both_phases_on_slurm(tmp_path):
 
 def test_a_ladder_runs_rung_after_rung_on_slurm(tmp_path):
     """--ladder with --launcher slurm: the same session and rounds as any sweep; each rung's
-    tuning and confirmation are job arrays, the record lists both rungs' confirmations."""
+    tuning and confirmation are job arrays, the record lists every rung's confirmations."""
     runs = tmp_path / "runs"
     fixed = [o for o in QUICK if not o.startswith("model.width=")]  # the ladder's axis
     args = [*fixed, "norm=batchnorm,layernorm", "--tune", "train.lr=0.001,0.01"]
-    args += ["--no-tune-extend", "--tune-seeds", "1", "--ladder", "model.width=4,8"]
+    args += ["--no-tune-extend", "--tune-seeds", "1", "--ladder", "model.width=4,8,12"]
     done = sweep(runs, *args, *SLURM, "--name", "ladder")
     assert done.returncode == 0, done.stdout + done.stderr
     state = json.loads(next((runs / "sweeps").glob("ladder-*.json")).read_text())
-    assert [rung["done"] for rung in state["ladder"]["rungs"]] == [True, True]
-    assert len(state["runs"]) == 4 and statuses(runs) == ["complete"] * 12
-    assert len(job_ids(runs)) == 4  # per rung: its tuning and its confirmation
+    assert [rung["done"] for rung in state["ladder"]["rungs"]] == [True, True, True]
+    assert len(state["runs"]) == 6 and statuses(runs) == ["complete"] * 18
+    assert len(job_ids(runs)) == 6  # per rung: its tuning and its confirmation
 
 
 def test_a_refused_submission_is_one_line_exit_2_and_leaves_nothing(tmp_path):
