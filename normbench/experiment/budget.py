@@ -153,6 +153,6 @@ def tokens_per_param(text: str, where: str) -> float:
         why = "yields 0 steps" if value == 0 else "not a number > 0"
         raise UsageError(
             f"{where} {RULE_KEY}={text}: {why}; valid: training tokens per parameter ({COUNT}), "
-            "a number > 0 (e.g. 20, Hoffmann et al.'s compute-optimal ratio)"
+            "a number > 0 (e.g. 20, Hoffmann et al.'s compute-optimal ratio by the total count)"
         )
     return value
