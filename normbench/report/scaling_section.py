@@ -388,7 +388,11 @@ def caption(result: Scaling, method: Method) -> str:
     """What the scaling table says and how, in words (every format's caption)."""
     level = f"{100 * (1 - 2 * method.level):.4g}%"
     against = "named before looking" if result.named else "the first group by name"
-    n = "non-embedding parameters" if result.count == COUNTS[0] else "parameters (all)"
+    n = (  # the run's count keeps the output head: Kaplan et al.'s N leaves it out too
+        "non-embedding parameters, output head included"
+        if result.count == COUNTS[0]
+        else "parameters (all)"
+    )
     alpha = f"{method.level:.4g}"
     return (
         f"Scaling along {result.key} on {result.loss.removeprefix('final_')}: C = 6 N D with N "
