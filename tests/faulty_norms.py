@@ -39,7 +39,13 @@ class FaultyRank(nn.Module):
         return y.transpose(1, -1) if self.layout == "channels" else y
 
 
+FIRED: list[str] = []  # the fault acts once per process (a model has several of these norms)
+
+
 def act(fault: str) -> None:
+    if FIRED:
+        return
+    FIRED.append(fault)
     if fault == "raise":
         raise RuntimeError("an injected fault")
     if fault == "hang":

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import datetime
+import logging
 import math
 import os
 import signal
@@ -90,12 +91,14 @@ def launch(
     entry = (cfg, str(run.path.parent), run.run_id, str(device), progress, labels)
     handlers = {s: signal.getsignal(s) for s in LAUNCHER_SIGNALS}
     try:
-        elastic_launch(config, rank_main)(*entry)
+        with launcher_quiet():
+            elastic_launch(config, rank_main)(*entry)
     except ChildFailedError as err:
         rank, failure = first_cause(err.failures)
         if rank == 0 and (run.read_meta() or {}).get("status") == "failed":
             return mark_ended(run, "failed", None)  # rank 0 recorded its own error
-        return mark_ended(run, "failed", f"rank {rank} of {devices}: {failure_line(failure)}")
+        error = f"rank {rank} of {devices}: {failure_line(failure)}"
+        return mark_ended(run, "failed", error, failure_text(failure))
     except SignalException as err:
         mark_ended(run, "interrupted", f"{signal.Signals(err.sigval).name} while training")
         raise KeyboardInterrupt from None
@@ -128,13 +131,33 @@ def launch_config(devices: int, name: str, timeout_s: float) -> LaunchConfig:
 LAUNCHER_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 
 
-def mark_ended(run: RunDir, status: str, error: str | None) -> tuple[str, dict, str | None]:
+@contextlib.contextmanager
+def launcher_quiet() -> Iterator[None]:
+    """The launcher's own log (each rank started and stopped, a failed rank's traceback
+    several times over) kept off the terminal while it runs: the run's end is one line, and
+    the failing rank's traceback goes into meta.json."""
+    loggers = [logging.getLogger(name) for name in ("torch.distributed", "torch.multiprocessing")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
+def mark_ended(
+    run: RunDir, status: str, error: str | None, traceback: str | None = None
+) -> tuple[str, dict, str | None]:
     """The run's end as meta.json has it, after the ranks are gone: ``status`` with ``error``
-    (None: the error rank 0 recorded), unless rank 0 recorded a finished run (a rank that
-    failed after it is no failure of the run)."""
+    (None: the error rank 0 recorded) and the failing rank's ``traceback``, unless rank 0
+    recorded a finished run (a rank that failed after it is no failure of the run)."""
     meta = run.read_meta() or {"run_id": run.run_id, "summary": {}}
     if meta.get("status") not in ("complete", "diverged"):
         meta.update(status=status, error=meta.get("error") if error is None else error)
+        if traceback:
+            meta["traceback"] = traceback
         run.write_meta(meta)
     return meta["status"], meta.get("summary") or {}, meta.get("error")
 
@@ -145,6 +168,14 @@ def first_cause(failures: dict) -> tuple[int, object]:
     else the one that recorded its error first."""
     killed = [(rank, f) for rank, f in sorted(failures.items()) if f.exitcode < 0]
     return killed[0] if killed else min(failures.items(), key=lambda item: item[1].timestamp)
+
+
+def failure_text(failure) -> str | None:
+    """A rank's failure as the launcher recorded it (its traceback), if it recorded one."""
+    message = failure.message
+    if isinstance(message, dict):
+        message = message.get("extraInfo", {}).get("py_callstack") or message.get("message")
+    return str(message) if message else None
 
 
 def failure_line(failure) -> str:

@@ -209,13 +209,14 @@ def assert_all_ended(pids: Path) -> None:
     ],
 )
 def test_a_failing_rank_ends_every_rank_and_fails_the_run_in_one_line(
-    fault, rank, error, monkeypatch, tmp_path
+    fault, rank, error, monkeypatch, tmp_path, capfd
 ):
     pids = faulted(monkeypatch, tmp_path, fault, rank)
     cfg = compose(FAULTY)
     outcome = run_experiment(cfg, tmp_path / "runs", progress=False)
     assert outcome.status == "failed"
     assert error in outcome.error and "\n" not in outcome.error
+    assert "Traceback" not in capfd.readouterr().err  # neither the launcher's nor a rank's
     assert RunDir(tmp_path / "runs", outcome.run_id).read_meta()["status"] == "failed"
     assert_all_ended(pids)
     if fault != "raise" or rank != 1:
