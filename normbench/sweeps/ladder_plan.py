@@ -304,15 +304,14 @@ def refuse_tuned_axis(
         by_option = any(text.partition("=")[0].strip() == key for text in given)
         where = "--tune" if by_option else f"sweep preset {preset}, tune:"
         ladder = f"{spec.key}={','.join(spec.values)}"
-        why = (
+        what = (
             f"the ladder's axis ({ladder})"
             if key == spec.key
-            else f"set at each rung of the ladder ({ladder}) from its head dimension "
-            f"{spec.head_dim}"
+            else f"set at each rung by the ladder ({ladder}, head dimension {spec.head_dim})"
         )
         raise UsageError(
-            f"{where} {key}: {why}, so it cannot be tuned (every rung would train at the "
-            "tuned values); valid: tune other keys, e.g. train.lr"
+            f"{where} {key}: {what}, not tunable (every rung would train at the tuned "
+            "values); valid: tune other keys, e.g. train.lr"
         )
 
 
