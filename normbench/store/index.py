@@ -62,8 +62,8 @@ from normbench.store.rundir import SCALARS, STATUSES, is_run_id
 FILE = ".index.sqlite"
 # Bumped when the tables change, or what a row means: an index of another version is rebuilt
 # (4: stamps with ctime and inode, and configs read with the keys their optimizer ignores null;
-# 5: the summary holds parameters_non_embedding)
-SCHEMA_VERSION = 5
+# 5: the summary holds parameters_non_embedding; 6: and what the steps cost)
+SCHEMA_VERSION = 6
 INDEX_LIMIT = 4 << 30  # bytes: 100,000 runs take about 60 MB
 
 

@@ -59,6 +59,17 @@ SUMMARY_FIELDS = (
     "test_size",
     "initial_val_loss",
     "initial_val_bpb",
+    # what the steps cost (normbench.training.cost; null in runs made before it)
+    "matmul_flops_per_step",
+    "saved_bytes_per_step",
+    "peak_memory_bytes",
+    "step_s_median",
+    "step_s_iqr",
+    "timed_steps",
+    "examples_per_s",
+    "tokens_per_s",
+    "load_start",
+    "load_end",
 )
 # Where a run's numbers came from: the code's fingerprint, torch, and the device it ran on.
 PROVENANCE_FIELDS = ("code_hash", "torch_version", "device_used")

@@ -4,6 +4,7 @@ recorded in the summary, never in the run id."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
@@ -128,3 +129,19 @@ def test_recording_cost_leaves_run_ids_as_they_were():
     assert run_id(compose(["model=transformer", "norm=dyt"])) == (
         "transformer-dyt-pre-fp32-b32-s0-06bfdaf2"
     )
+
+
+def test_the_cost_is_read_with_the_runs_and_null_for_runs_made_before(tmp_path):
+    """normbench.api.runs (through the index) holds the cost keys: numbers for a run that
+    recorded them, NaN for one made before (no such keys in its summary)."""
+    from helpers import make_run
+
+    from normbench.api import runs
+
+    cfg = compose(tiny("norm=layernorm", "model=cnn", "train.max_steps=9"))
+    run_experiment(cfg, tmp_path, progress=False)
+    make_run(tmp_path, ["norm=batchnorm", "seed=3"])  # an earlier run, without them
+    table = runs(tmp_path).set_index("seed")
+    for key in COST_KEYS - {"peak_memory_bytes", "tokens_per_s", "cpu_count"}:
+        assert table.loc[0, key] >= 0, key  # a number (NaN fails)
+        assert math.isnan(table.loc[3, key]), key
