@@ -219,8 +219,11 @@ def parse(
             f"{where} {shown(key)}: not a size axis; valid: {', '.join(SIZE_KEYS)} (each rung's "
             "budget follows its size)"
         )
-    values = [v.strip() for v in values_text.strip().strip("[]").split(",")]
-    if values_text.strip() and "" in values:
+    inner = values_text.strip().strip("[]").strip()
+    values = [v.strip() for v in inner.split(",")]
+    if not inner:
+        raise UsageError(f"{where} {shown(text)}: no values; valid: e.g. {key}=16,32,64")
+    if "" in values:
         raise UsageError(
             f"{where} {shown(text)}: an empty value between commas; valid: positive integers "
             f"separated by single commas, e.g. {key}=16,32,64"

@@ -264,6 +264,7 @@ def test_with_a_head_dimension_the_heads_follow_the_width():
         # an empty value was dropped unseen
         (["--ladder", "model.width=4,,8,16"], ["'model.width=4,,8,16'", "an empty value"]),
         (["--ladder", "model.width=4,8,16,"], ["an empty value"]),
+        (["--ladder", "model.width="], ["'model.width=': no values"]),
         # digits that str.isdigit() takes and int() or Hydra refuse: a traceback, or a parser
         # class named (LexerNoViableAltException)
         (["--ladder", "model.width=²,16,32"], ["'²' is not a positive integer", "digits 0-9"]),
