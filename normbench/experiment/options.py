@@ -52,6 +52,11 @@ def use_config_dirs(dirs: Iterable[Path | str]) -> None:
     _command_line_dirs = tuple(_config_dir(d, "--config-dir") for d in dirs)
 
 
+def command_line_dirs() -> tuple[Path, ...]:
+    """This command's ``--config-dir`` directories: what a command it suggests repeats."""
+    return _command_line_dirs
+
+
 def config_dirs() -> tuple[Path, ...]:
     """The user config directories in search order: --config-dir, then NORMBENCH_CONFIG_PATH
     (os.pathsep-separated)."""

@@ -93,13 +93,56 @@ def compose_jobs(job_overrides: list[list[str]]) -> Iterator[Job]:
         try:
             cfg = compose_checked(job)
         except UsageError as err:
+            why = another_norms_option(str(err), job, job_overrides) or str(err)
             raise UsageError(
-                f"job {index} of {len(job_overrides)} ({' '.join(job)}): {err}"
+                f"job {index} of {len(job_overrides)} ({' '.join(job)}): {why}"
             ) from None
         rid = run_id(cfg)
         if rid not in seen:
             seen.add(rid)
             yield Job(job, cfg, rid)
+
+
+UNKNOWN_NORM_KEY = re.compile(r"^unknown key 'norm\.(\w+)'")
+
+
+def another_norms_option(error: str, job: list[str], jobs: list[list[str]]) -> str | None:
+    """The refusal of ``norm.KEY`` that another norm of the grid takes (a plugin's option
+    beside shipped norms, ``norm=layernorm,mynorms:PowerNorm norm.p=3``): an override applies
+    to every norm of the sweep, and "did you mean norm.eps" sent a user the wrong way. Says
+    so, and how to give the option to that norm alone: by a name of its own in a config
+    directory. None when no other norm of the grid takes the key (composed to find out)."""
+    match = UNKNOWN_NORM_KEY.match(error)
+    if match is None:
+        return None
+    key = match.group(1)
+    norm, value = _value(job, "norm"), _value(job, f"norm.{key}") or "VALUE"
+    for other in jobs:
+        named = _value(other, "norm")
+        if named in (None, norm):
+            continue
+        try:
+            cfg = compose_checked(other)
+        except UsageError:
+            continue
+        if key not in cfg["norm"]:
+            continue
+        target = cfg["norm"].get("_target_") or named
+        return (
+            f"norm.{key} is an option of norm={named}, not of norm={norm}, and an override "
+            f"applies to every norm of a sweep; to give it to norm={named} alone, name that "
+            f"setting: a file NAME.yaml in a config directory's norm/ folder holding "
+            f"'_target_: {target}' and '{key}: {value}', then --config-dir DIR "
+            f'norm={norm},NAME (docs/your-own-norm.md, "Give it a name")'
+        )
+    return None
+
+
+def _value(job: list[str], key: str) -> str | None:
+    """The value a job's overrides give ``key``, as the user wrote it (Hydra's escapes
+    dropped: ``mynorms\\:PowerNorm`` is ``mynorms:PowerNorm``); None when none does."""
+    given = next((o.partition("=")[2] for o in job if o.partition("=")[0] == key), None)
+    return None if given is None else re.sub(r"\\(.)", r"\1", given)
 
 
 def expand(preset: str | None, overrides: list[str], max_runs: int = MAX_RUNS) -> Sweep:

@@ -6,6 +6,7 @@ its end.
 from __future__ import annotations
 
 import re
+import shlex
 import time
 from collections import Counter
 from pathlib import Path
@@ -35,9 +36,11 @@ def print_no_preset_note(console: Console, overrides: list[str]) -> None:
     (``batch_size=8`` below its ghost batches) get the reason and `normbench list` instead.
     On a terminal the prose wraps at its width and the command stands on a line of its own
     (copied whole); piped, it is one line."""
+    from normbench.experiment.options import command_line_dirs
     from normbench.sweeps.presets import DEFAULT_PRESET
 
-    command = f"normbench sweep {DEFAULT_PRESET} {' '.join(overrides)}"
+    dirs = [f"--config-dir {shlex.quote(str(d))}" for d in command_line_dirs()]
+    command = " ".join(["normbench sweep", *dirs, DEFAULT_PRESET, *overrides])
     try:
         expand(DEFAULT_PRESET, list(overrides))
     except UsageError as err:

@@ -280,3 +280,49 @@ def test_docs_sweeps_shows_a_ladder_and_its_command_is_accepted(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "ladder my-ladder: train.tokens_per_param=20 sets each rung's steps" in result.stdout
     assert not (tmp_path / "runs" / "sweeps").exists()  # a dry run writes nothing
+
+
+def tutorial_norm(where: Path) -> None:
+    """docs/your-own-norm.md's mynorms.py, written in ``where``."""
+    page = (REPOSITORY / "docs" / "your-own-norm.md").read_text()
+    body = re.search(r'```python title="mynorms.py"\n(.*?)```', page, re.S).group(1)
+    (where / "mynorms.py").write_text(body)
+
+
+def test_a_plugins_option_beside_shipped_norms_points_to_a_name_of_its_own(tmp_path):
+    """`norm=layernorm,mynorms:PowerNorm norm.p=3` got "did you mean norm.eps" (of LayerNorm's
+    keys), no word of the route that works; the route it names now is then followed."""
+    tutorial_norm(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    runs = tmp_path / "runs"
+    grid = ["model=cnn", "norm=layernorm,mynorms:PowerNorm", "norm.p=3", "--dry-run"]
+    refused = normbench("sweep", *grid, runs=runs, cwd=tmp_path, env=env)
+    assert refused.returncode == 2 and refused.stdout == ""
+    (line,) = refused.stderr.splitlines()
+    assert "did you mean" not in line
+    assert (
+        "norm.p is an option of norm=mynorms:PowerNorm, not of norm=layernorm, and an override "
+        "applies to every norm of a sweep" in line
+    )
+    named = re.search(
+        r"a file NAME.yaml in a config directory's norm/ folder holding '(.*?)' and '(.*?)', "
+        r"then --config-dir DIR (norm=\S+) \(docs/your-own-norm.md, \"Give it a name\"\)$",
+        line,
+    )
+    assert named, line
+    (tmp_path / "myconf" / "norm").mkdir(parents=True)
+    (tmp_path / "myconf" / "norm" / "power3.yaml").write_text(
+        f"{named.group(1)}\n{named.group(2)}\n"
+    )
+    grid = ["model=cnn", named.group(3).replace("NAME", "power3")]
+    accepted = normbench(
+        "sweep", "--config-dir", "myconf", *grid, "--dry-run", runs=runs, cwd=tmp_path, env=env
+    )
+    assert accepted.returncode == 0, accepted.stderr
+    assert "mynorms:PowerNorm(p=3)" in accepted.stdout or "power3" in accepted.stdout
+    # the no-preset note's command keeps the config directory, and is accepted as it stands
+    note = accepted.stdout.splitlines()[-1]
+    suggested = re.search(r"default preset: normbench (sweep .*)$", note).group(1)
+    assert "--config-dir" in suggested
+    again = normbench(*shlex.split(suggested), "--dry-run", runs=runs, cwd=tmp_path, env=env)
+    assert again.returncode == 0, again.stderr
