@@ -1,6 +1,6 @@
 """The scaling section of a report (``normbench report --scaling KEY``): the runs as a ladder
-along the size key KEY, whatever sweep made them, fitted and compared by
-normbench.report.scaling.
+along the size key KEY, whatever sweep made them, its multipliers measured and its curves
+fitted by normbench.report.scaling.
 
 Each run's loss is its final validation loss: bits per byte on the language model (the
 report's metric there), the cross-entropy in nats elsewhere; a diverged run counts at chance
@@ -403,7 +403,8 @@ def caption(result: Scaling, method: Method) -> str:
         f"where the group's loss lies beyond the reference's measured range (a bound, not a "
         f"measurement); [ ] {level} intervals by bootstrap over seeds, paired by seed "
         f"(Satterthwaite-widened). trend: the slope of |log10 multiplier| per decade of "
-        f"compute over the rungs measured, by its {100 * (1 - method.level):.4g}% interval: "
+        f"compute over the rungs measured, by its "
+        f"{100 * scaling.trend_level(method.level):.4g}% interval: "
         f"constant = inside +-{scaling.TREND_MARGIN}, shrinking or growing = below or above 0, "
         f"else inconclusive, and inconclusive with fewer than {scaling.MIN_TREND_RUNGS} rungs "
         f"measured; a false shrinking or growing at most alpha {alpha} when the multiplier is "
