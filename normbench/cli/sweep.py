@@ -113,7 +113,7 @@ TuneExtend = Annotated[
     typer.Option(
         "--tune-extend/--no-tune-extend",
         help="With --tune: a choice at an edge of a key's values is tried one step beyond "
-        "it at the full budget",
+        "it at the full budget, and again from each new choice, up to 3 steps",
     ),
 ]
 LadderAxis = Annotated[

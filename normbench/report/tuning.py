@@ -7,6 +7,13 @@ chosen on validation from the tuning seeds, so neither the confirmation seeds no
 number took part in the choice. A tuned comparison whose groups had unequal budgets says so
 in every output (``notes``). The record lies in an untrusted runs directory: every field is
 checked as it is read, and a malformed group is left out with a note.
+
+The regret bound is stated where it informs and said in words where it cannot (``regret``):
+"not estimable" below three tuning seeds (one degree of freedom: bounds as large as the
+effects decided), "vacuous" where it reaches the chosen's own loss (no loss is below 0), and
+0 as "≤0 at 90%", not as proof that the chosen is best. The choice is made on the loss and a
+classifier's verdicts on accuracy: where another candidate had the best validation accuracy
+(``acc_best``), every output says so.
 """
 
 from __future__ import annotations
@@ -36,9 +43,12 @@ COLUMNS = (
     "regret_bound",
     "tried",
     "edge",
+    "regret",  # the bound as the outputs state it: a number, or why there is none
+    "acc_best",  # the candidate with the best validation accuracy, where not the chosen
     "equal_budget",  # False in every row when the groups' budgets differed: said in every output
 )
 LOSSES = ("val_loss", "val_bpb")  # selection metrics bounded below by 0
+MIN_REGRET_SEEDS = 3  # below: one degree of freedom (normbench.sweeps.halving's, for records)
 # The columns a reader sees (the terminal, a tuned sweep's closing table, HTML) and their
 # headers there, short so that the table fits 80 columns (the caption names CSV's and JSON's
 # columns for them); the rest are said in the caption or are in CSV and JSON.
@@ -49,7 +59,7 @@ SHOWN = {
     "chosen": "chosen",
     "val_chosen": "val",
     "val_gap": "gap",
-    "regret_bound": "regret",
+    "regret": "regret",
 }
 
 
@@ -99,10 +109,18 @@ class Tuning:
             "the full budget); val_gap: the "
             "chosen candidate's lead over the runner-up at the last rung, in the metric's "
             "units; regret_bound: a 90% upper bound on how much better another candidate "
-            "trained at the full budget could be (paired t over the tuning seeds, Bonferroni "
-            "over the candidates; at most the chosen's own loss, no loss being below 0; - with "
-            "one seed); tried: the values each group trained; "
-            "edge: a choice at the largest or smallest value listed. The verdicts below are "
+            "trained at the full budget could be in its typical run (paired t over the tuning "
+            "seeds, Bonferroni over the candidates: Hsu's comparison with the best; a run that "
+            "diverged on fewer than half the seeds is left out of its comparison, so a rate "
+            "near divergence, which spikes in some runs, is compared on its typical runs and "
+            "its spikes are not bounded: the confirmation counts its divergences); regret: the "
+            "bound in words, 'not estimable (N tuning seeds)' below "
+            f"{MIN_REGRET_SEEDS}, 'vacuous' where it reaches the chosen's own loss (no loss is "
+            "below 0), '≤0 at 90%' where no other candidate was found better, which is not "
+            "proof that none is; tried: the values each group trained; edge: a choice at or "
+            "beyond the largest or smallest value listed, and what bounds it; acc_best: "
+            "the candidate with the best validation accuracy where it is not the chosen "
+            "(chosen on the loss; the verdicts are on accuracy). The verdicts below are "
             "on test, from the confirmation seeds only."
             + "".join(f" {line}." for line in self.per_rung)
         )
@@ -189,7 +207,11 @@ class Tuning:
             rows.append(cells)
         for column, header in SHOWN.items():
             header = next(iter(keys)) if column == "chosen" and one_key else header
-            if column in ("group", "chosen"):
+            if column == "regret":  # words where it is no number: wrapped, never cropped
+                table.add_column(
+                    header, justify="right", min_width=6, max_width=14, overflow="fold"
+                )
+            elif column in ("group", "chosen"):
                 longest = max(
                     (len(line) for r in rows for line in r[column].split("\n")), default=0
                 )
@@ -203,10 +225,22 @@ class Tuning:
         table.caption = (
             "; ".join(tried)
             + edge
-            + ". val, gap, regret: the columns val_chosen, val_gap, regret_bound. "
-            + self.caption()
+            + "".join(f". {line}" for line in acc_best_lines(self.table))
+            + ". val, gap, regret: the columns val_chosen, val_gap, regret_bound (regret in "
+            "words where it is no number). " + self.caption()
         )
         return table
+
+
+def acc_best_lines(table: pd.DataFrame) -> list[str]:
+    """One sentence per group whose best validation accuracy is another candidate's than its
+    chosen (loss-best) one's."""
+    return [
+        f"loss-best and accuracy-best differ: {row['group']}: chosen {row['chosen']} on the "
+        f"loss; best validation accuracy {row['acc_best']}"
+        for _, row in table.iterrows()
+        if isinstance(row["acc_best"], str)
+    ]
 
 
 def tried_summary(tried: list[tuple[str, str]]) -> list[str]:
@@ -331,22 +365,35 @@ def parse(name: str, state: dict) -> Tuning:
     ]
     for row in part.rows:
         row["equal_budget"] = part.equal
-        row["regret_bound"] = capped(row)
+        row["regret_bound"], row["regret"] = regret_stated(row, len(part.tuning_seeds))
     table = pd.DataFrame(part.rows, columns=list(COLUMNS))
+    notes += acc_best_lines(table)
     if not part.equal and not any("UNEQUAL" in note for note in notes):
         notes.append("UNEQUAL BUDGETS: the groups were tuned with different numbers of trials")
     return Tuning(name, table, part.phase, part.equal, part.tuning_seeds, part.rungs, notes)
 
 
-def capped(row: dict) -> float | None:
-    """A group's regret bound, no larger than what a loss allows: no candidate's validation
-    loss is below 0, so none is better than the chosen by more than the chosen's own loss
-    (the paired t bound over 2 tuning seeds has 1 degree of freedom: a candidate with one
-    seed near divergence sends it to 1e10)."""
+def regret_stated(row: dict, seeds: int) -> tuple[float | None, str]:
+    """A group's regret bound as the outputs give it: the number where it informs (None
+    where not), and in words. Not estimable below ``MIN_REGRET_SEEDS`` tuning seeds (the
+    paired t over 2 seeds has 1 degree of freedom: a candidate with one seed near divergence
+    sent the suite's bound to 1.8e10, and a bound printed from an older record at 2 seeds is
+    no better) or where the record has none; vacuous where a loss's bound reaches the
+    chosen's own loss (no candidate's loss is below 0, so it says nothing); 0 as "≤0 at 90%",
+    none found better, not proof that none is."""
     bound, value = row["regret_bound"], row["val_chosen"]
-    if bound is None or value is None or row["metric"] not in LOSSES or not value >= 0:
-        return bound
-    return min(bound, value)
+    if not row["runner_up"] and bound is None:
+        return None, "-"  # nothing to choose, or no other candidate at the full budget
+    if seeds < MIN_REGRET_SEEDS:
+        return None, f"not estimable ({seeds} tuning seed{'s' if seeds != 1 else ''})"
+    if bound is None:
+        return None, "not estimable (a run of the chosen has no value)"
+    loss = row["metric"] in LOSSES and value is not None and value >= 0
+    if loss and bound >= value:
+        return None, f"vacuous (≥ the chosen's loss, {value:.4g})"
+    if bound <= 0:
+        return 0.0, "≤0 at 90%"
+    return bound, f"{bound:.4g}"
 
 
 def attach(text: str | dict, fmt: str, tuning: Tuning, out: Path | None) -> str | dict:

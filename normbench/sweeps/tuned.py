@@ -11,7 +11,11 @@ Two phases on one sweep record:
    (normbench.sweeps.halving), each rung's schedule compressed to its budget, and chooses
    on the final *validation loss* (continuous: accuracy ties on a few hundred validation
    samples, the loss hardly ever). A choice at an edge of a key's listed values is tried one
-   step beyond it at the full budget (``extend``) and flagged in every output.
+   step beyond it at the full budget (``extend``), and again from the new choice while it
+   stays at the edge, until a step beyond is not better (the choice is bracketed), diverges
+   (divergence bounds it) or ``MAX_EXTENSIONS`` steps were taken ("widen the grid"); flagged
+   in every output. Where the candidate with the best validation *accuracy* (what the
+   verdicts are on) is another than the loss-best chosen, every output says so.
 2. *Confirmation.* Each group runs at its chosen value on the grid's own seeds, fresh and
    paired across groups; the record lists these runs alone, so `report --sweep NAME` computes
    its verdicts on *test* from them only (the choice cannot leak into the verdict).
@@ -44,7 +48,8 @@ from rich.console import Console
 from rich.text import Text
 
 from normbench.core.errors import UsageError
-from normbench.report.base import Method, Metric
+from normbench.report.base import BITS_PER_BYTE, Method, Metric
+from normbench.report.results import metric_of
 from normbench.store import catalog
 from normbench.store.rundir import Rerun
 from normbench.sweeps import adaptive, halving
@@ -62,6 +67,7 @@ from normbench.sweeps.session import (
     run_rounds,
 )
 from normbench.sweeps.tuned_plan import (
+    MAX_EXTENSIONS,
     TUNING_SEED,
     Group,
     TunedDesign,
@@ -74,6 +80,8 @@ from normbench.sweeps.tuned_plan import (
 # whose bits per byte are the same number over ln 2), continuous where accuracy ties
 SELECTION = Metric("val_loss", higher_is_better=False)
 CHOSEN_BY = "final validation loss, mean over the tuning seeds"
+# what the verdicts of a classifier are on: its loss-best candidate may not be its best here
+VERDICT_ACCURACY = Metric("val_acc", higher_is_better=True)
 
 
 # --------------------------------------------------------------------------- phase 1
@@ -83,15 +91,18 @@ def tuning_frame(runs_dir: Path, run_ids: list[str]) -> pd.DataFrame:
     return selection.runs.set_index("run_id", drop=False)
 
 
-def values_of(frame: pd.DataFrame, jobs: list[Job]) -> dict[str, float | None]:
-    """Each run's final validation loss (``SELECTION``): None when it has none (diverged, or
-    a loss that is not finite); a run that failed or is missing raises TuningStopped, since
-    it is no result (a killed worker, a full disk) and ranking it would prune a candidate."""
+def values_of(
+    frame: pd.DataFrame, jobs: list[Job], metric: Metric = SELECTION
+) -> dict[str, float | None]:
+    """Each run's final validation ``metric`` (the loss, ``SELECTION``, unless told): None
+    when it has none (diverged, or a value that is not finite); a run that failed or is
+    missing raises TuningStopped, since it is no result (a killed worker, a full disk) and
+    ranking it would prune a candidate."""
     check_finished(frame, jobs)
     rows = frame[frame.index.isin([job.run_id for job in jobs])]
     out: dict[str, float | None] = {}
     for rid, row in rows.iterrows():
-        value = row.get(SELECTION.column)
+        value = row.get(metric.column)
         finite = row["status"] == "complete" and value is not None and math.isfinite(value)
         out[rid] = float(value) if finite else None
     return out
@@ -118,14 +129,17 @@ class TuningStopped(Exception):
 
 @dataclass
 class Choice:
-    """What tuning chose for one group, how firmly, what it tried, and whether the choice
-    sits at an edge of the grid (``edge``: a sentence, None when inside)."""
+    """What tuning chose for one group, how firmly, what it tried, whether the choice sits at
+    an edge of the grid (``edge``: a sentence, None when inside) and the candidate with the
+    best validation accuracy at the last rung (``acc_best``, None for a language model, whose
+    verdicts are on bits per byte: the loss over ln 2, the same ranking)."""
 
     group: Group
     chosen: tuple[str, ...]
     rungs: list[dict]  # per rung: steps and each candidate's mean validation loss
     firm: halving.Firmness
     edge: str | None = None
+    acc_best: dict | None = None
 
     @property
     def tuned(self) -> bool:
@@ -159,11 +173,12 @@ class Choice:
             "runner_up": self.firm.runner_up,
             "gap": self.firm.gap,
             "regret_bound": self.firm.regret,
+            "acc_best": self.acc_best,
             "rungs": self.rungs,
         }
 
     def steps(self, tuned: TunedDesign) -> int:
-        """Tuning steps spent: the rungs', and the extension beyond an edge at full budget."""
+        """Tuning steps spent: the rungs', and the extensions beyond an edge at full budget."""
         if not self.rungs:
             return 0
         extra = len(self.rungs[-1]["values"]) - tuned.schedule_of(self.group)[-1].keep
@@ -215,8 +230,33 @@ def choose(
             continue
         (best,) = halving.promote(per_seed, 1, hib)
         chosen = next(c for c in jobs if " ".join(c) == best)
-        return [chosen], Choice(group, chosen, history, halving.firmness(per_seed, best, hib))
+        firm = halving.firmness(per_seed, best, hib)
+        acc_best = accuracy_best(jobs, frame, best)
+        return [chosen], Choice(group, chosen, history, firm, acc_best=acc_best)
     return alive, None
+
+
+def accuracy_best(jobs: dict[tuple, list[Job]], frame: pd.DataFrame, chosen: str) -> dict | None:
+    """The last rung's candidate with the best mean validation accuracy over the tuning seeds
+    (a diverged run the worst; a tie goes to the chosen), its mean and the chosen's: the
+    choice is on the loss, a classifier's verdicts on accuracy, and the two can pick
+    different candidates. None for runs whose verdicts are on bits per byte (the loss over
+    ln 2: the same ranking) or that record no accuracy."""
+    rows = frame[frame.index.isin([j.run_id for js in jobs.values() for j in js])]
+    if metric_of(rows) == BITS_PER_BYTE:
+        return None
+    acc = values_of(frame, [j for js in jobs.values() for j in js], VERDICT_ACCURACY)
+    per_seed = {" ".join(c): [acc.get(j.run_id) for j in js] for c, js in jobs.items()}
+    if all(v is None for values in per_seed.values() for v in values):
+        return None
+    scores = {c: halving.score(v, True) for c, v in per_seed.items()}
+    best = max(per_seed, key=lambda c: (scores[c], c == chosen))
+    return {
+        "candidate": best,
+        "metric": VERDICT_ACCURACY.name,
+        "value": _mean(per_seed[best]),
+        "chosen_value": _mean(per_seed[chosen]),
+    }
 
 
 def _mean(values: list[float | None]) -> float | None:
@@ -226,21 +266,39 @@ def _mean(values: list[float | None]) -> float | None:
 
 @dataclass(frozen=True)
 class Edge:
-    """A choice at an edge of a key's listed values, and the candidate one step beyond it
-    (None where there is none: the key is not numeric, or the step does not compose)."""
+    """A choice at or beyond an edge of a key's listed values: the listed edge, the side,
+    how many steps beyond it the chosen value lies, and the candidate one step further (None
+    where there is none: the key's steps beyond are spent, or the step does not compose:
+    ``why_not``)."""
 
     key: str
-    value: str
+    edge: str  # the listed value at the edge, as given
     side: str  # "top" | "bottom"
+    steps: int  # how far beyond the edge the chosen value lies, 0: at it
+    value: str  # the chosen value
     beyond: tuple[str, ...] | None
     why_not: str = ""
 
 
+def steps_beyond(listed: list[str], side: str) -> list[str]:
+    """The values beyond a key's listed ``side``, nearest first, ``MAX_EXTENSIONS`` of them:
+    the ratio of the edge to its neighbour (geometric) where every value is positive, else
+    their difference, taken again at each step; integers stay integers."""
+    ordered = sorted(set(float(v) for v in listed))
+    edge, inner = (ordered[-1], ordered[-2]) if side == "top" else (ordered[0], ordered[1])
+    integers = all(re.fullmatch(r"[+-]?\d+", str(v).strip()) for v in listed)
+    out = []
+    for step in range(1, MAX_EXTENSIONS + 1):
+        value = edge * (edge / inner) ** step if ordered[0] > 0 else edge + (edge - inner) * step
+        out.append(str(round(value)) if integers else f"{float(f'{value:.3g}')!r}")
+    return out
+
+
 def edges(tuned: TunedDesign, group: Group, chosen: tuple[str, ...]) -> list[Edge]:
     """The keys whose chosen value is the largest or smallest of the values listed for them,
-    each with the candidate one grid step beyond: the same ratio as the edge's neighbour
-    (geometric) where every value is positive, else the same difference; integers stay
-    integers. An interval has no listed edge and is not extended."""
+    or one of the steps beyond (``steps_beyond``), each with the candidate one step further:
+    the chosen with that key's value replaced. An interval has no listed edge and is not
+    extended."""
     flat = dict(o.split("=", 1) for o in chosen)
     found = []
     for key in group.keys:
@@ -248,46 +306,63 @@ def edges(tuned: TunedDesign, group: Group, chosen: tuple[str, ...]) -> list[Edg
         numbers = _numbers(listed) if isinstance(listed, list) else None
         if numbers is None or len(set(numbers)) < 2 or key not in flat:
             continue
-        ordered = sorted(set(numbers))
         value = float(flat[key])
-        if value not in (ordered[0], ordered[-1]):
+        if min(numbers) < value < max(numbers):
             continue
-        side = "top" if value == ordered[-1] else "bottom"
-        inner = ordered[-2] if side == "top" else ordered[1]
-        step = value * (value / inner) if min(ordered) > 0 else value + (value - inner)
-        integers = all(re.fullmatch(r"[+-]?\d+", str(v).strip()) for v in listed)
-        text = str(round(step)) if integers else f"{float(f'{step:.3g}')!r}"
-        beyond = tuple(f"{key}={text}" if o.startswith(f"{key}=") else o for o in chosen)
+        side = "top" if value >= max(numbers) else "bottom"
+        edge = listed[numbers.index(max(numbers) if side == "top" else min(numbers))]
+        further = steps_beyond(listed, side)
+        steps = next((i + 1 for i, v in enumerate(further) if float(v) == value), 0)
+        if steps == len(further):
+            found.append(Edge(key, edge, side, steps, flat[key], None, "the step limit"))
+            continue
+        beyond = tuple(f"{key}={further[steps]}" if o.startswith(f"{key}=") else o for o in chosen)
         try:
             compose_candidate(group.base, beyond, TUNING_SEED, group.max_steps, group.label)
         except UsageError as err:
-            found.append(Edge(key, flat[key], side, None, str(err).rpartition(": ")[2]))
+            why = str(err).rpartition(": ")[2]
+            found.append(Edge(key, edge, side, steps, flat[key], None, why))
             continue
-        found.append(Edge(key, flat[key], side, beyond))
+        found.append(Edge(key, edge, side, steps, flat[key], beyond))
     return found
 
 
-def edge_text(found: list[Edge], chosen: tuple[str, ...], extended: bool) -> str | None:
-    """The sentence every output shows for a choice at an edge of the grid."""
+def edge_text(found: list[Edge], last_rung: dict[str, float | None], extended: bool) -> str | None:
+    """The sentence every output shows for a choice at or beyond an edge of the grid:
+    bracketed (the step beyond was tried at the full budget and was not better), bounded by
+    a divergence (the step beyond diverged on a tuning seed), or open ("widen the grid": the
+    step limit reached, the extension rounds spent, or not extended). ``last_rung``: each
+    candidate's mean validation loss at the full budget (None: a run of it diverged)."""
     if not found:
         return None
-    flat = dict(o.split("=", 1) for o in chosen)
     parts = []
     for edge in found:
-        if edge.beyond is not None and edge.beyond == chosen:
-            parts.append(
-                f"{edge.key}={flat[edge.key]}: one step beyond the grid's {edge.side}, chosen; "
-                "nothing was tried further: widen the grid"
-            )
-        elif edge.beyond is not None and extended:
-            step = dict(o.split("=", 1) for o in edge.beyond)[edge.key]
-            parts.append(
-                f"{edge.key}={edge.value}: at the grid's {edge.side}; {step} beyond it was "
-                "tried at the full budget, not better"
+        if edge.steps:
+            where = (
+                f"{edge.key}={edge.value}: {edge.steps} step{'s' if edge.steps > 1 else ''} "
+                f"beyond the grid's {edge.side} ({edge.edge}), chosen"
             )
         else:
+            where = f"{edge.key}={edge.value}: at the grid's {edge.side}"
+        text = " ".join(edge.beyond) if edge.beyond is not None else None
+        step = dict(o.split("=", 1) for o in edge.beyond)[edge.key] if edge.beyond else None
+        if edge.beyond is None and edge.why_not == "the step limit":
+            parts.append(
+                f"{where}; nothing was tried further ({MAX_EXTENSIONS} steps beyond, the "
+                "limit): widen the grid"
+            )
+        elif edge.beyond is None or not extended:
             why = f" ({edge.why_not})" if edge.why_not else ""
-            parts.append(f"{edge.key}={edge.value}: at the grid's {edge.side}, not extended{why}")
+            parts.append(f"{where}, not extended{why}: widen the grid")
+        elif text not in last_rung:
+            parts.append(
+                f"{where}; {step} beyond it was not tried (the {MAX_EXTENSIONS} extension "
+                "rounds were spent): widen the grid"
+            )
+        elif last_rung[text] is None:
+            parts.append(f"{where}; {step} beyond it diverged at the full budget: bounded")
+        else:
+            parts.append(f"{where}; {step} beyond it was tried at the full budget, not better")
     return "; ".join(parts)
 
 
@@ -296,8 +371,10 @@ def tuning_rounds(
 ) -> Generator[Round, None, list[Choice]]:
     """Phase 1 as rounds (normbench.sweeps.session.run_rounds trains each): every group's
     rung at once, then each group's promotions read off the store; a choice at an edge of the
-    grid then tried one step beyond, at the full budget (``tuned.extend``). Returns the
-    choices. ``heading``: what each round's title starts with (a study's name)."""
+    grid then tried one step beyond, at the full budget, round after round from each new
+    choice, up to ``MAX_EXTENSIONS`` rounds (``tuned.extend``). Every round is a function of
+    the store, so a resumed sweep replays the rounds it finished and trains what is missing.
+    Returns the choices. ``heading``: what each round's title starts with (a study's name)."""
     alive = {g.key: list(g.candidates) for g in tuned.groups}
     trained: dict[str, list[dict[tuple, list[Job]]]] = {g.key: [] for g in tuned.groups}
     runs: list[str] = []
@@ -339,28 +416,42 @@ def tuning_rounds(
             alive[group.key], choice = choose(tuned, group, trained[group.key], frame)
             if choice:
                 choices.append(choice)
-    at_edge = {c.group.key: edges(tuned, c.group, c.chosen) for c in choices if c.tuned}
-    beyond = {
-        key: [e.beyond for e in found if e.beyond is not None] for key, found in at_edge.items()
-    }
-    if tuned.extend and any(beyond.values()):
+    extensions = MAX_EXTENSIONS if tuned.extend else 0
+    for extension in range(1, extensions + 1):
+        beyond = {c.group.key: untried_beyond(tuned, c, trained) for c in choices if c.tuned}
+        if not any(beyond.values()):
+            break
         jobs = []
         for group in tuned.groups:
             if beyond.get(group.key):
                 batch = rung_jobs(tuned, group, beyond[group.key], group.max_steps)
                 trained[group.key][-1] = {**trained[group.key][-1], **batch}
                 jobs += [job for js in batch.values() for job in js]
-        title = f"tuning, one step beyond the grid's edge: {len(jobs)} runs at the full budget"
-        frame = yield from launch(jobs, title, tuned.rung_count + 1)
+        title = (
+            f"tuning, extension {extension} of at most {MAX_EXTENSIONS} beyond the grid's "
+            f"edge: {len(jobs)} runs at the full budget"
+        )
+        frame = yield from launch(jobs, title, tuned.rung_count + extension)
         choices = [
             choose(tuned, c.group, trained[c.group.key], frame)[1] if beyond.get(c.group.key) else c
             for c in choices
         ]
     for choice in choices:
-        found = at_edge.get(choice.group.key, [])
-        choice.edge = edge_text(found, choice.chosen, tuned.extend)
+        found = edges(tuned, choice.group, choice.chosen) if choice.tuned else []
+        last = choice.rungs[-1]["values"] if choice.rungs else {}
+        choice.edge = edge_text(found, last, tuned.extend)
     session.save(tuning=state(tuned, "confirmation", tuned.rung_count, runs, choices))
     return choices
+
+
+def untried_beyond(
+    tuned: TunedDesign, choice: Choice, trained: dict[str, list[dict[tuple, list[Job]]]]
+) -> list[tuple[str, ...]]:
+    """The candidates one step beyond the edges a choice sits at that its group has not yet
+    trained at the full budget: the next extension round's."""
+    done = trained[choice.group.key][-1]
+    found = edges(tuned, choice.group, choice.chosen)
+    return [e.beyond for e in found if e.beyond is not None and e.beyond not in done]
 
 
 def state(

@@ -35,6 +35,7 @@ TUNING_SEED = 1_000_000  # tuning seeds are TUNING_SEED, TUNING_SEED + 1, ...: n
 NOT_TUNABLE = ("seed", "train.max_steps", "train.epochs")  # the seeds and the budget itself
 MAX_CANDIDATES = 1000  # a group's space composed, or candidates drawn, at most
 MAX_TUNING_SEEDS = 100
+MAX_EXTENSIONS = 3  # steps beyond a listed edge (a round each) before "widen the grid"
 
 
 # ---------------------------------------------------------------------------- the space
@@ -126,7 +127,7 @@ class TunedDesign:
     trials: int
     tuning_seeds: list[int]
     eta: int
-    extend: bool = True  # try one step beyond a choice at an edge of the grid
+    extend: bool = True  # try steps beyond a choice at an edge of the grid (MAX_EXTENSIONS)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -160,11 +161,13 @@ class TunedDesign:
 
     @property
     def runs(self) -> int:
-        """Runs the plan trains at most: every rung's candidates at every tuning seed, one
-        step beyond an edge per key (when extending), and the grid's confirmation runs."""
+        """Runs the plan trains at most: every rung's candidates at every tuning seed, up to
+        MAX_EXTENSIONS rounds beyond an edge of one candidate per key each (when extending),
+        and the grid's confirmation runs."""
         seeds = len(self.tuning_seeds)
         tuning = sum(sum(r.keep for r in self.schedule_of(g)) * seeds for g in self.groups)
-        beyond = sum(len(g.keys) * seeds for g in self.groups) if self.extend else 0
+        rounds = MAX_EXTENSIONS if self.extend else 0
+        beyond = sum(len(g.keys) * seeds * rounds for g in self.groups)
         return tuning + beyond + len(self.grid.jobs)
 
     def full_grid_steps(self, group: Group) -> int:

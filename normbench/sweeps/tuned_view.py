@@ -17,7 +17,7 @@ from normbench.sweeps import adaptive, halving
 from normbench.sweeps import plan as planning
 from normbench.sweeps.grid import Job, Sweep
 from normbench.sweeps.tuned import Choice
-from normbench.sweeps.tuned_plan import TunedDesign, rung_jobs
+from normbench.sweeps.tuned_plan import MAX_EXTENSIONS, TunedDesign, rung_jobs
 
 
 def choices_table(name: str, state: dict):
@@ -27,7 +27,7 @@ def choices_table(name: str, state: dict):
 
 
 def edge_lines(choices: list[Choice]) -> list[str]:
-    """One line per group whose choice sits at an edge of the grid."""
+    """One line per group whose choice sits at or beyond an edge of the grid."""
     return [f"at an edge: {c.group.label}: {c.edge}" for c in choices if c.edge]
 
 
@@ -96,7 +96,8 @@ def print_plan(
         else f"halving would train more than {halving.MAX_SHARE:.0%} of the full grid's steps"
     )
     beyond = (
-        "; a choice at an edge of a key's values is tried one step beyond at the full budget"
+        "; a choice at an edge of a key's values is tried one step beyond at the full budget, "
+        f"again from each new choice, up to {MAX_EXTENSIONS} steps (then: widen the grid)"
         if tuned.extend
         else ""
     )

@@ -34,7 +34,7 @@ def tuned_store(runs, groups: list[dict]) -> None:
     state = {
         "phase": "done",
         "rungs": [{"keep": 4, "steps": 16}],
-        "tuning_seeds": [1000000],
+        "tuning_seeds": [1000000, 1000001, 1000002],
         "groups": groups,
     }
     (runs / "sweeps").mkdir()

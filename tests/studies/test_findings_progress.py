@@ -49,17 +49,20 @@ def test_findings_counts_the_runs_first_and_the_time_left_per_study(tmp_path, mo
 
 def test_a_tuned_study_counts_its_runs_at_their_most_until_its_record_is_done(tmp_path):
     """The suite's confirmation runs sit at choices its tuning has not made: the count to
-    train is its most (every candidate at 2 tuning seeds, an edge extended, 11 confirmation
-    seeds), less what its record has completed, and none once the record is done."""
+    train is its most (every candidate at 2 tuning seeds, an edge extended up to 3 steps per
+    key, 11 confirmation seeds), less what its record has completed, and none once the record
+    is done."""
     from normbench.store import sweep_record
     from normbench.store.rundir import Rerun
     from normbench.studies import suite
+    from normbench.sweeps import tuned_plan
 
     request = findings.request_of(suite.SUITE, "full")
     grid, left, exact = findings.planned_of(request, tmp_path, Rerun())
     groups = len(grid.jobs) // 11
     assert not exact and len(grid.jobs) == 451
-    assert len(grid.jobs) + groups * 4 * 2 < left <= len(grid.jobs) + groups * (4 + 2) * 2
+    most = len(grid.jobs) + groups * (4 + 2 * tuned_plan.MAX_EXTENSIONS) * 2  # 2 keys at most
+    assert len(grid.jobs) + groups * 4 * 2 < left <= most
     for hour, counts, phase, expected in ((9, 100, "tuning", left - 100), (10, 877, "done", 0)):
         parts = {"counts": {"complete": counts}, "tuning": {"phase": phase}}
         started = datetime(2026, 12, 6, hour)
