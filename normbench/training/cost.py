@@ -41,18 +41,30 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from normbench.training.batches import Batch
-
-if TYPE_CHECKING:
-    from normbench.training.trainer import Trainer
+from normbench.training.batches import Batch, DataOrder
 
 WARMUP_STEPS = 5  # steps of each attempt left untimed: first calls, allocator, caches
+
+
+class Trainer(Protocol):
+    """What the meter reads of the training loop (normbench.training.trainer.Trainer), and
+    its ``step``, which it wraps. (A protocol: the trainer imports this module.)"""
+
+    cfg: dict
+    device: torch.device
+    model: torch.nn.Module
+    data_order: DataOrder
+    step: Callable[..., tuple]
+
+    def batches(self) -> Iterator[Batch]: ...
+
+    def autocast(self) -> contextlib.AbstractContextManager: ...
 
 
 def saved_bytes(
