@@ -169,16 +169,20 @@ def test_check_norm_speaks_of_what_it_checks():
 @pytest.mark.parametrize(
     ("argv", "listed"),
     [
-        (["layernorm", "q=1"], "norm.eps, norm.fp32_stats, norm.mask_padding, norm.name"),
+        (
+            ["layernorm", "q=1"],
+            "norm.eps, norm.fp32_stats, norm.impl, norm.mask_padding, norm.name",
+        ),
         (
             ["batchnorm", "q=1"],
-            "norm.eps, norm.fp32_stats, norm.ghost_batch, norm.mask_padding, norm.momentum, "
-            "norm.name",
+            "norm.eps, norm.eval_stats, norm.fp32_stats, norm.ghost_batch, norm.impl, "
+            "norm.mask_padding, norm.momentum, norm.name, norm.sync",
         ),
         (
             ["dyt", "q=1"],
             "norm.alpha_init, norm.alpha_init_attention, norm.alpha_init_final, "
-            "norm.alpha_init_mlp, norm.eps, norm.fp32_stats, norm.mask_padding, norm.name",
+            "norm.alpha_init_mlp, norm.eps, norm.fp32_stats, norm.impl, norm.mask_padding, "
+            "norm.name",
         ),
     ],
 )
