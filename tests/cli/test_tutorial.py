@@ -128,4 +128,8 @@ def test_the_tutorial_runs_as_written(tmp_path):
     report = outputs["normbench report --sweep powernorm"]
     assert "mynorms:PowerNorm" in report and "batchnorm" in report
     assert "power3" in outputs["normbench list --config-dir myconf"]
+    # the page reaches the language model (issue 62): PowerNorm, by path and by name, on it
+    language_model = outputs["normbench report --sweep powernorm-lm"]
+    assert "val bpb" in language_model and "mynorms:PowerNorm(p=2)" in language_model
+    assert "p=3" in language_model or "power3" in language_model
     assert len(list((tmp_path / "runs").glob("*-powernorm-*"))) >= 3
