@@ -413,6 +413,16 @@ def test_every_output_says_where_the_loss_best_and_accuracy_best_differ(tmp_path
     assert "acc_best" in csv.splitlines()[0] and "train.lr=0.01 (val acc 0.8" in csv
 
 
+def test_the_steps_beyond_an_edge_keep_the_grid_s_spacing():
+    # geometric where every value is positive, else additive; integers stay integers; each
+    # step from the listed edge, not from a rounded step (no drift over three)
+    assert tuned.steps_beyond(["3e-3", "1e-2", "3e-2"], "top") == ["0.09", "0.27", "0.81"]
+    assert tuned.steps_beyond(["0.001", "0.01"], "bottom") == ["0.0001", "1e-05", "1e-06"]
+    assert tuned.steps_beyond(["1", "2", "4"], "top") == ["8", "16", "32"]
+    assert tuned.steps_beyond(["-1", "0", "1"], "bottom") == ["-2", "-3", "-4"]
+    assert len(tuned.steps_beyond(["1", "2"], "top")) == tuned_plan.MAX_EXTENSIONS
+
+
 def far_or_diverging(cfg):
     """Batchnorm's loss falls with the rate past every step the extension may take (best at
     1e6); layernorm's falls up to 30 and diverges at 100 and above."""
