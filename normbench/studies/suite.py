@@ -205,8 +205,11 @@ def choices_table(runs) -> tuple[pd.DataFrame, list[str]]:
             for item in str(row["chosen"]).split()
         )
         firmness = [f"gap {row['val_gap']:.3g}"] if _number(row["val_gap"]) else []
-        if _number(row["regret_bound"]):
-            firmness.append(f"regret ≤ {row['regret_bound']:.3g}")
+        bound, stated = row["regret_bound"], row["regret"]  # stated: in words where no number
+        if _number(bound) and bound > 0:
+            firmness.append(f"regret ≤ {bound:.3g}")
+        elif isinstance(stated, str) and stated != "-":
+            firmness.append(f"regret {stated}")
         edge = row["edge"] if isinstance(row["edge"], str) else ""
         mark = f" edge {len(edges) + 1}" if edge else ""
         cells.setdefault(norm, {})[task] = (
