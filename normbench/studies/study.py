@@ -311,17 +311,20 @@ def budget_text(tuning: Tuning | None) -> str:
     )
 
 
-TUNING_COLUMNS = ["group", "chosen", "tried", "edge", "val_gap", "regret_bound"]
+TUNING_COLUMNS = ["group", "chosen", "tried", "edge", "val_gap", "regret", "acc_best"]
 
 
 def tuning_block(runs: Path, sweep: str) -> list[str]:
     """A tuned study's choices as its sweep record holds them: per group the chosen value,
-    every value it tried, a choice at an edge of the grid and what lay beyond it, and how firm
-    the choice is (issue 46: which values each group tried, in every output)."""
+    every value it tried, a choice at an edge of the grid and what lay beyond it, how firm the
+    choice is, and the accuracy-best candidate where it is another (issue 46: which values
+    each group tried, in every output; issue 58: the regret bound in words where no number)."""
     tuning = tuning_of(runs, sweep)
     if tuning is None:
         return ["No tuning recorded."]
-    table = tuning.table.assign(edge=tuning.table["edge"].fillna("-"))
+    table = tuning.table.assign(
+        edge=tuning.table["edge"].fillna("-"), acc_best=tuning.table["acc_best"].fillna("-")
+    )
     return [
         f"Tuning, from the sweep record: {tuning.caption()}",
         "",
