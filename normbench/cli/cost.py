@@ -89,7 +89,7 @@ def cost(
     reference: Annotated[
         str | None,
         typer.Option(
-            "--reference", help="The norm the others are timed against [default: the first]."
+            "--reference", help="The norm the others are timed against \\[default: the first norm]."
         ),
     ] = None,
     blocks: Annotated[int, typer.Option("--blocks", help="Interleaved blocks (replicates).")] = 20,
