@@ -98,3 +98,18 @@ def test_the_module_keeps_run_ids_and_the_others_are_other_runs():
     assert run_id(compose([*readme, "norm.impl=module"])) == run_id(compose(readme))
     ids = {run_id(compose([*readme, f"norm.impl={impl}"])) for impl in ("fused", "compiled")}
     assert len(ids) == 2 and run_id(compose(readme)) not in ids
+
+
+@pytest.mark.slow
+def test_a_run_trains_with_the_fused_kernel_as_with_the_module(tmp_path):
+    """End to end: the Transformer with LayerNorm trains to the same losses (within float32's
+    reordering) whichever implementation computes its norms."""
+    from normbench.training.run import run_experiment
+
+    losses = {}
+    for impl in ("module", "fused"):
+        cfg = compose(tiny("norm=layernorm", f"norm.impl={impl}"))
+        outcome = run_experiment(cfg, tmp_path / impl, progress=False)
+        assert outcome.status == "complete"
+        losses[impl] = (outcome.summary["final_val_loss"], outcome.summary["train_loss_auc"])
+    assert losses["fused"] == pytest.approx(losses["module"], rel=1e-4)
