@@ -19,8 +19,7 @@ CPU = torch.device("cpu")
 
 def traced(cfg: dict, steps: int, runs_dir: str, ranks: Ranks | None = None) -> dict:
     """``steps`` training steps of ``cfg``: per step the global batch's mean loss and the
-    flattened gradients (after DDP's all-reduce: the same on every rank), and the running
-    statistics rank 0 ends with."""
+    flattened gradients (after DDP's all-reduce: the same on every rank)."""
     torch.set_num_threads(1)
     trainer = Trainer(cfg, CPU, RunDir(Path(runs_dir), "traced"), False, ranks)
     trainer.begin()
@@ -33,8 +32,7 @@ def traced(cfg: dict, steps: int, runs_dir: str, ranks: Ranks | None = None) -> 
             loss /= ranks.world
         losses.append(loss.item())
         gradients.append(torch.cat([p.grad.flatten() for p in trainer.params]).clone())
-    buffers = {k: v.clone() for k, v in trainer.model.state_dict().items() if "running" in k}
-    return {"losses": losses, "gradients": torch.stack(gradients), "buffers": buffers}
+    return {"losses": losses, "gradients": torch.stack(gradients)}
 
 
 def traced_ranks(cfgs: list[dict], steps: int, runs_dir: str) -> list[dict]:

@@ -47,7 +47,6 @@ from torch.distributed.elastic.rendezvous.static_tcp_rendezvous import (
 )
 from torch.distributed.launcher.api import LaunchConfig
 
-from normbench.core.interrupt import interrupt_on_sigterm
 from normbench.core.text import plain
 from normbench.store.rundir import Labels, RunDir
 
@@ -200,7 +199,8 @@ def rank_main(
     from normbench.training.trainer import Trainer
 
     die_with_launcher()
-    interrupt_on_sigterm()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, stop_once)
     ranks = join(cfg, torch.device(device))
     cfg = {**cfg, "threads": 1}  # each rank one thread: N ranks, N cores
     torch.set_num_threads(1)
@@ -215,6 +215,15 @@ def rank_main(
             Trainer(cfg, place, run, False, ranks).fit()
     finally:
         dist.destroy_process_group()
+
+
+def stop_once(signum: int, frame: object) -> None:
+    """Ctrl-C or SIGTERM in a rank: KeyboardInterrupt (rank 0 records the run interrupted),
+    once. A Ctrl-C reaches a rank twice, from the terminal and from the launcher stopping its
+    ranks; the second must not break the first's exit."""
+    for stop in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stop, signal.SIG_IGN)
+    raise KeyboardInterrupt
 
 
 class RankFailed(RuntimeError):
