@@ -123,7 +123,6 @@ class Tuning:
             "(chosen on the loss; the verdicts are on accuracy). The verdicts below are "
             "on test, from the confirmation seeds only."
             + "".join(f" {line}." for line in self.per_rung)
-            + "".join(f" {line}." for line in acc_best_lines(self.table))
         )
 
     def json(self) -> dict:
@@ -226,6 +225,7 @@ class Tuning:
         table.caption = (
             "; ".join(tried)
             + edge
+            + "".join(f". {line}" for line in acc_best_lines(self.table))
             + ". val, gap, regret: the columns val_chosen, val_gap, regret_bound (regret in "
             "words where it is no number). " + self.caption()
         )
@@ -367,6 +367,7 @@ def parse(name: str, state: dict) -> Tuning:
         row["equal_budget"] = part.equal
         row["regret_bound"], row["regret"] = regret_stated(row, len(part.tuning_seeds))
     table = pd.DataFrame(part.rows, columns=list(COLUMNS))
+    notes += acc_best_lines(table)  # every format's notes (JSON's too); a table's caption
     if not part.equal and not any("UNEQUAL" in note for note in notes):
         notes.append("UNEQUAL BUDGETS: the groups were tuned with different numbers of trials")
     return Tuning(name, table, part.phase, part.equal, part.tuning_seeds, part.rungs, notes)

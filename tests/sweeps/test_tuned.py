@@ -392,7 +392,7 @@ def test_every_output_says_where_the_loss_best_and_accuracy_best_differ(tmp_path
         "best validation accuracy train.lr=0.01 (val acc 0.8; the chosen 0.7)"
     )
     where = ["report", "--sweep", "tuned", "--runs-dir", str(tmp_path)]
-    for fmt in ("rich", "markdown"):  # in the caption (a findings document's too)
+    for fmt in ("rich", "markdown", "json"):  # a note in each; the terminal's caption too
         out = runner.invoke(app, [*where, "--format", fmt])
         assert out.exit_code == 0, out.output
         assert said in " ".join(out.output.split()), fmt
