@@ -17,10 +17,11 @@ A token is a position the model computes at: a byte of a pysource window, a toke
 data=tokens, a patch of a signal or image in the Transformer, a sample position (signal
 length, image pixels) in the convolutional models. The counts build the model on torch's
 meta device (shapes, no storage: any width at once; on the CPU for a user's model that
-cannot be built there); a shipped model deeper than ``DEPTH_BUILT`` is counted at three
-small depths and extrapolated (its count is linear in the depth), since building a module
-per layer takes time and memory in proportion to the depth even on the meta device. torch
-is imported here only when a size is asked for: composing a config never needs it.
+cannot be built there); a model deeper than ``DEPTH_BUILT`` is counted at three small
+depths and extrapolated (refused where the count is not linear in the depth), since
+building a module per layer takes time and memory in proportion to the depth even on the
+meta device. torch is imported here only when a size is asked for: composing a config
+never needs it.
 """
 
 from __future__ import annotations
@@ -95,9 +96,17 @@ Counts = tuple[int, int, int | None]  # total, non-embedding, non-embedding less
 def _counts(sections_json: str) -> Counts:
     cfg = json.loads(sections_json)
     depth = cfg["model"].get("depth")
-    if "_target_" in cfg["model"] or not isinstance(depth, int) or depth <= DEPTH_BUILT:
+    if not isinstance(depth, int) or isinstance(depth, bool) or depth <= DEPTH_BUILT:
         return _built_counts(cfg)
-    at = [_built_counts({**cfg, "model": {**cfg["model"], "depth": d}}) for d in DEPTHS_COUNTED]
+    beyond = f"beyond {DEPTH_BUILT} layers model={cfg['model']['name']} is not built to count"
+    try:
+        at = [_built_counts({**cfg, "model": {**cfg["model"], "depth": d}}) for d in DEPTHS_COUNTED]
+    except Exception as err:  # a user's model that cannot be built at the small depths
+        raise UsageError(
+            f"model.depth={depth}: {beyond} its parameters, and at depths "
+            f"{', '.join(map(str, DEPTHS_COUNTED))} it could not be built "
+            f"({' '.join(str(err).split())[:120]}); valid: model.depth <= {DEPTH_BUILT}"
+        ) from None
     (low, mid, high), (d_low, d_mid, d_high) = at, DEPTHS_COUNTED
     counts = []
     for a, b, c in zip(low, mid, high, strict=True):
@@ -107,9 +116,9 @@ def _counts(sections_json: str) -> Counts:
         per_layer = (b - a) / (d_mid - d_low)
         if a + per_layer * (d_high - d_low) != c or per_layer != int(per_layer):
             raise UsageError(
-                f"model.depth={depth}: model={cfg['model']['name']}'s parameters do not grow "
-                f"linearly with its depth, and beyond {DEPTH_BUILT} layers it is not built to "
-                f"count them; valid: model.depth <= {DEPTH_BUILT}"
+                f"model.depth={depth}: {beyond} its parameters, and they do not grow linearly "
+                f"with its depth (counted at {', '.join(map(str, DEPTHS_COUNTED))}); valid: "
+                f"model.depth <= {DEPTH_BUILT}"
             )
         counts.append(a + int(per_layer) * (depth - d_low))
     return counts[0], counts[1], counts[2]

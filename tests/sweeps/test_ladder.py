@@ -58,6 +58,48 @@ def test_a_rule_that_is_not_a_positive_number_is_refused(text):
         tokens_per_param(text, "--ladder")
 
 
+PLUGIN = """
+from torch import nn
+
+
+class Stack(nn.Module):  # depth layers of width, or (squared) one layer of depth x depth
+
+    def __init__(self, inputs, width, depth, num_classes, squared):
+        super().__init__()
+        hidden, layers = (depth, 1) if squared else (width, depth)
+        self.stem = nn.Linear(inputs, hidden)
+        self.units = nn.Sequential(*(nn.Linear(hidden, hidden) for _ in range(layers)))
+        self.head = nn.Linear(hidden, num_classes)
+
+    def forward(self, x, mask=None):
+        return self.head(self.units(self.stem(x.flatten(1))))
+
+
+def linear(cfg, make_norm, input_shape, num_classes, width: int = 4, depth: int = 3):
+    return Stack(input_shape[0] * input_shape[1], width, depth, num_classes, False)
+
+
+def squared(cfg, make_norm, input_shape, num_classes, width: int = 4, depth: int = 3):
+    return Stack(input_shape[0] * input_shape[1], width, depth, num_classes, True)
+"""
+
+
+def test_a_deep_user_model_is_counted_by_extrapolation_only_where_its_count_is_linear(
+    tmp_path, monkeypatch
+):
+    (tmp_path / "deep_models.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    given = ["model=deep_models:linear", "model.depth=300"]
+    size = size_of(compose_checked(given))
+    built = api.build_model(given)
+    assert size.parameters == sum(p.numel() for p in built.parameters())
+    assert size.non_embedding_no_head == size.parameters - sum(
+        p.numel() for p in built.head.parameters()
+    )
+    with pytest.raises(UsageError, match="do not grow linearly with its depth"):
+        size_of(compose_checked(["model=deep_models:squared", "model.depth=300"]))
+
+
 # ------------------------------------------------------------------ data subsets
 def test_a_subset_of_the_train_split_is_fixed_nested_and_leaves_val_and_test_alone():
     base = {**compose_checked(["data.num_samples=600"])["data"]}
