@@ -120,6 +120,7 @@ LadderAxis = Annotated[
     list[str] | None,  # a list so that a second --ladder is refused, not silently kept
     typer.Option(
         "--ladder",
+        metavar="TEXT",  # one ladder: not TEXT... (the list refuses a second)
         help="A scaling ladder over one size: KEY=v1,v2,... (3 or more values) with KEY "
         "model.width, model.depth or data.train_samples (a preset's ladder: too); each rung "
         "the grid at that size, smallest first, tuned when --tune is given (not of the "
