@@ -19,7 +19,14 @@ from rich.text import Text
 
 from normbench.core.errors import StoreError, UsageError
 from normbench.core.files import YAML_LIMIT, read_text
-from normbench.sweeps.grid import Job, Sweep, expand
+from normbench.sweeps.grid import (
+    CHECKED_FIRST,
+    MAX_RUNS,
+    Job,
+    Sweep,
+    compose_jobs,
+    grid_overrides,
+)
 from normbench.sweeps.presets import preset_path
 
 # A preset's header states its measured time so: "5 minutes on 2 cores", "about 21 minutes of
@@ -31,26 +38,30 @@ MEASURED = re.compile(r"(?:about |~)?\d+(?:\.\d+)? (?:seconds|minutes|hours)[^.;
 def print_no_preset_note(console: Console, overrides: list[str]) -> None:
     """Overrides without a preset are a grid of their own: say so, and how to add them to the
     default preset instead (``normbench sweep threads=1`` is one default run, not 42). The
-    command is suggested only when its grid is accepted (it is composed here, every
-    combination checked, nothing planned): overrides the default preset refuses
-    (``batch_size=8`` below its ghost batches) get the reason and `normbench list` instead.
+    command is suggested only when its grid is accepted (composed here, every combination
+    checked, nothing planned; up to CHECKED_FIRST of them): overrides the default preset
+    refuses (``batch_size=8`` below its ghost batches) get the reason and `normbench list`.
     On a terminal the prose wraps at its width and the command stands on a line of its own
     (copied whole); piped, it is one line."""
     from normbench.experiment.options import command_line_dirs
     from normbench.sweeps.presets import DEFAULT_PRESET
 
     dirs = [f"--config-dir {shlex.quote(str(d))}" for d in command_line_dirs()]
-    command = " ".join(["normbench sweep", *dirs, DEFAULT_PRESET, *overrides])
+    typed = [shlex.quote(override) for override in overrides]  # seed=range(3) needs quotes
+    command = " ".join(["normbench sweep", *dirs, DEFAULT_PRESET, *typed])
     try:
-        expand(DEFAULT_PRESET, list(overrides))
+        _, jobs = grid_overrides(DEFAULT_PRESET, list(overrides), MAX_RUNS)
+        if len(jobs) > CHECKED_FIRST:  # too many to check here: named, not suggested
+            raise UsageError(f"{len(jobs)} combinations, more than are checked before a sweep")
+        list(compose_jobs(jobs))
     except UsageError as err:
         reason = str(err)
         if reason.startswith("job "):  # "job 46 of 150 (overrides): why": the why alone
             reason = reason.partition("): ")[2] or reason
         note = (
             "no preset named: the grid is these overrides alone, over config.yaml's defaults. "
-            f"The default preset, {DEFAULT_PRESET}, would refuse them ({reason}); `normbench "
-            "list` shows the presets"
+            f"The default preset, {DEFAULT_PRESET}, with them is not suggested ({reason}); "
+            "`normbench list` shows the presets"
         )
         console.print(note, soft_wrap=not console.is_terminal, highlight=False)
         return

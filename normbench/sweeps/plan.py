@@ -22,7 +22,15 @@ from normbench.store.rundir import (
     RunDir,
     stored_run_id,
 )
-from normbench.sweeps.grid import MAX_RUNS, Job, Sweep, compose_jobs, grid_overrides, varying_keys
+from normbench.sweeps.grid import (
+    CHECKED_FIRST,
+    MAX_RUNS,
+    Job,
+    Sweep,
+    compose_jobs,
+    grid_overrides,
+    varying_keys,
+)
 
 
 @dataclass
@@ -133,9 +141,6 @@ def print_plan(
     console.print(plan_summary(sweep, planned), soft_wrap=not console.is_terminal)
 
 
-# --dry-run composes a grid of up to this many combinations before printing (about 2 ms each:
-# 2 s at most, measured on 2 cores); a larger one streams its lines as they are composed.
-CHECKED_FIRST = 1000
 STATUS_WIDTH = len("interrupted")  # the longest status
 ACTION_WIDTH = len("skip (stale)")
 

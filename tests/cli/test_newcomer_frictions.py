@@ -73,7 +73,9 @@ def test_a_refused_dry_run_prints_the_refusal_alone(tmp_path):
     assert line.startswith("normbench: error: job 1 of 2") and "norm=fancy" in line
 
 
-@pytest.mark.parametrize("overrides", [["norm=layernorm,rmsnorm"], ["batch_size=8,16"]])
+@pytest.mark.parametrize(
+    "overrides", [["norm=layernorm,rmsnorm", "seed=range(2)"], ["batch_size=8,16"]]
+)
 def test_the_no_preset_note_suggests_only_a_command_that_is_accepted(overrides, tmp_path):
     """`normbench sweep batch_size=8,16` was told to try `normbench sweep batch_sensitivity
     batch_size=8,16`, which the preset's ghost batches (up to 32) refuse."""
@@ -83,11 +85,11 @@ def test_the_no_preset_note_suggests_only_a_command_that_is_accepted(overrides, 
     note = next(line for line in result.stdout.splitlines() if line.startswith("no preset"))
     suggested = re.search(r"default preset: normbench (sweep .*)$", note)
     if suggested is None:
-        assert "The default preset, batch_sensitivity, would refuse them (" in note
+        assert "The default preset, batch_sensitivity, with them is not suggested (" in note
         assert "norm.ghost_batch=16 is larger than batch_size=8" in note
         assert "`normbench list` shows the presets" in note
         return
-    again = normbench(*suggested.group(1).split(), "--dry-run", runs=runs)
+    again = normbench(*shlex.split(suggested.group(1)), "--dry-run", runs=runs)
     assert again.returncode == 0, again.stderr
 
 
