@@ -19,7 +19,8 @@ CPU = torch.device("cpu")
 
 def traced(cfg: dict, steps: int, runs_dir: str, ranks: Ranks | None = None) -> dict:
     """``steps`` training steps of ``cfg``: per step the global batch's mean loss and the
-    flattened gradients (after DDP's all-reduce: the same on every rank)."""
+    flattened gradients (after DDP's all-reduce: the same on every rank); then the
+    validation loss rank 0 evaluates, and its running statistics after the evaluation."""
     torch.set_num_threads(1)
     trainer = Trainer(cfg, CPU, RunDir(Path(runs_dir), "traced"), False, ranks)
     trainer.begin()
@@ -32,7 +33,14 @@ def traced(cfg: dict, steps: int, runs_dir: str, ranks: Ranks | None = None) -> 
             loss /= ranks.world
         losses.append(loss.item())
         gradients.append(torch.cat([p.grad.flatten() for p in trainer.params]).clone())
-    return {"losses": losses, "gradients": torch.stack(gradients)}
+    val_loss = trainer.evaluate_on_leader("val")[0]
+    buffers = {k: v.clone() for k, v in trainer.model.state_dict().items() if "running" in k}
+    return {
+        "losses": losses,
+        "gradients": torch.stack(gradients),
+        "val_loss": val_loss,
+        "buffers": buffers,  # rank 0's, after the evaluation
+    }
 
 
 def traced_ranks(cfgs: list[dict], steps: int, runs_dir: str) -> list[dict]:

@@ -136,11 +136,16 @@ MATCHES = {
 def two_ranks(tmp_path_factory) -> dict[str, dict]:
     """Every two-rank config of MATCHES traced in one launch (starting ranks is the cost)."""
     runs = tmp_path_factory.mktemp("ranks")
-    cfgs = [config(*two, "train.devices=2") for two, _ in MATCHES.values()]
+    cases = {case: two for case, (two, _) in MATCHES.items()}
+    cases["batchnorm per device, evaluated with the mean"] = [
+        "norm=batchnorm",
+        "norm.eval_stats=mean",
+    ]
+    cfgs = [config(*two, "train.devices=2") for two in cases.values()]
     answers = elastic_launch(launch_config(2, "invariance", 120), traced_ranks)(
         cfgs, STEPS, str(runs)
     )
-    return dict(zip(MATCHES, answers[0], strict=True))
+    return dict(zip(cases, answers[0], strict=True))
 
 
 @pytest.mark.slow
@@ -162,6 +167,17 @@ def test_per_device_batchnorm_is_not_the_full_batch(two_ranks, tmp_path):
     assert not torch.allclose(per_device["gradients"], full["gradients"], **TOLERANCE)
     # the first step's gradients already differ (the statistics of 16 samples, not 32)
     assert not torch.allclose(per_device["gradients"][0], full["gradients"][0], **TOLERANCE)
+
+
+@pytest.mark.slow
+def test_the_mean_of_the_running_statistics_changes_evaluation_only(two_ranks):
+    """norm.eval_stats=mean: rank 0 evaluates with the ranks' mean running statistics, then
+    has its own back; training is rank0's step for step."""
+    rank0 = two_ranks["batchnorm per device = ghost batch 16"]
+    mean = two_ranks["batchnorm per device, evaluated with the mean"]
+    torch.testing.assert_close(mean["gradients"], rank0["gradients"], rtol=0, atol=0)
+    torch.testing.assert_close(mean["buffers"], rank0["buffers"], rtol=0, atol=0)
+    assert mean["val_loss"] != rank0["val_loss"]
 
 
 # ------------------------------------------------------------------------------ faults
