@@ -37,8 +37,9 @@ from normbench.store.rundir import (
     real_directory,
     run_id,
 )
-from normbench.training import checkpoint, distributed
+from normbench.training import checkpoint
 from normbench.training.distributed import Ranks
+from normbench.training.launch import launch
 from normbench.training.trainer import Trainer, now
 
 
@@ -278,7 +279,7 @@ def train_and_record(
     run (train.devices > 1) is launched as its ranks, rank 0 of which comes back here with
     ``ranks`` to train and record it (normbench.training.distributed)."""
     if cfg["train"]["devices"] > 1 and ranks is None:
-        status, summary, error = distributed.launch(cfg, run, device, progress, labels)
+        status, summary, error = launch(train_and_record, cfg, run, device, progress, labels)
         return Outcome(run.run_id, run.path, status, summary, error)
     previous = run.read_meta() or {}
     resuming = (run.path / checkpoint.FILE_NAME).is_file()

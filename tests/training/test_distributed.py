@@ -23,7 +23,7 @@ from torch.distributed.launcher.api import elastic_launch
 from normbench.core.errors import UsageError
 from normbench.experiment.compose import compose
 from normbench.store.rundir import Rerun, RunDir, is_run_id, run_id
-from normbench.training.distributed import launch_config
+from normbench.training.launch import launch_config
 from normbench.training.run import check_devices, run_experiment
 
 STEPS = 5
