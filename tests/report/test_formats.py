@@ -131,11 +131,11 @@ def test_a_wide_report_fits_the_terminal_one_line_a_row(tmp_path, columns):
     ):
         assert words in text, words
     if columns == 100:  # the reason column gives way first (issue 50, item 13)
-        assert "target d/f" in text and "Left out at this width: reason (" in text
+        assert "to 0.85 d/f" in text and "Left out at this width: reason (" in text
         assert "params: trainable parameters (a difference may come from capacity)" in text
     else:  # then params, before target and test
-        assert "Left out at this width: reason, params, target (" in text
-        assert "target:" not in text and "params:" not in text and " test " in text
+        assert "Left out at this width: reason, params, to 0.85 (" in text
+        assert "to 0.85:" not in text and "params:" not in text and " test " in text
 
 
 @pytest.mark.parametrize("columns", [80, 100])
@@ -174,7 +174,7 @@ def test_markdown_tables_and_captions_are_the_terminals(study):
     captions = [b for b in text.split("\n\n") if b.startswith(("Verdicts on", "Batch sens"))]
     assert len(captions) == 2
     assert "Δ best: difference to the best" in captions[0] and "d/f: diverged" in captions[0]
-    assert "| n | val acc | test | Δ best | verdict | target | d/f | reason |" in text
+    assert "| n | val acc | test | Δ best | verdict | to 0.85 | d/f | reason |" in text
     assert "diff\\_vs\\_best" not in text and "p\\_worse\\_adj" not in text
 
 
@@ -219,10 +219,10 @@ def test_a_mixed_store_reads_in_one_pass_and_the_formats_agree(mixed):
     assert not any(line.endswith(" ") for line in wide.output.splitlines())
     lone = next(line for line in wide.output.splitlines() if line.startswith(" rmsnorm"))
     assert "- (one run)" in lone and "inconclusive" not in lone  # its convergence row
-    assert re.search(r"verdict +target +d/f +reason", wide.output)
+    assert re.search(r"verdict +to 0\.85 +d/f +reason", wide.output)
     assert "paired, 3 seeds" in wide.output and "same runs" in wide.output
     narrow = runner.invoke(app, ["report", str(mixed)], env={"COLUMNS": "80"})
-    assert "Left out at this width: reason, target" in narrow.output  # params: none to drop
+    assert "Left out at this width: reason, to 0.85" in narrow.output  # params: none to drop
     assert re.search(r" n +val acc +test ", narrow.output)  # test stays
     assert re.search(r"groupnorm +pre +0\.910 +0\.910 +same runs +insensitive", narrow.output)
     md = runner.invoke(app, ["report", str(mixed), "--format", "markdown"]).output
