@@ -28,6 +28,34 @@ def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
+def ranks(job: Job) -> int:
+    """The worker slots a run takes: one per rank (``train.devices``), each rank a process."""
+    return job.cfg["train"].get("devices", 1)
+
+
+def check_slots(jobs: list[Job], slots: int) -> None:
+    """A run of more ranks than the sweep has worker slots could never start: refused in one
+    line before anything starts, naming ``--jobs``."""
+    widest = max(map(ranks, jobs), default=1)
+    if widest > slots:
+        raise UsageError(
+            f"train.devices={widest}: a run of {widest} ranks takes {widest} worker slots and "
+            f"this sweep has {slots} (--jobs {slots}); valid: train.devices at most {slots}, "
+            f"or --jobs {widest} or more"
+        )
+
+
+def take_fitting(pending: deque[Job], free: int) -> Job | None:
+    """The first waiting job whose ranks fit in ``free`` slots, taken out of ``pending``; None
+    when none fits. A wide run waits for slots while narrower ones behind it start: the
+    slots are never idle while some job fits them."""
+    for position, job in enumerate(pending):
+        if ranks(job) <= free:
+            del pending[position]
+            return job
+    return None
+
+
 def raise_interrupt(signum, frame) -> None:
     """SIGTERM (scancel, preemption, the sweep stopping) ends a run as Ctrl-C does."""
     raise KeyboardInterrupt
@@ -51,6 +79,9 @@ def worker_loop(index: int, conn: Connection, runs_dir: str, rerun: Rerun, threa
     ignored here, so a Ctrl-C that the terminal sends to the whole process group reaches the
     run through the parent, which knows what each worker holds."""
     parent = os.getppid()
+    # A daemonic process may not start processes, and a run of N ranks starts N. The flag is
+    # cleared in this process only: the parent still ends the worker at its exit as a daemon.
+    mp.current_process().daemon = False
     signal.signal(signal.SIGTERM, raise_interrupt)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
@@ -91,7 +122,10 @@ class LocalLauncher:
     """A pool of worker processes on this machine, fed one job at a time.
 
     The parent assigns each job, so it always knows which run a worker holds: a worker that
-    dies (out of memory, kill -9) has its run recorded as failed and is replaced. The pool
+    dies (out of memory, kill -9) has its run recorded as failed and is replaced. ``jobs`` is
+    the number of worker slots: a run of N ranks (``train.devices=N``) takes N of them, so
+    that no more than ``jobs`` ranks ever train at once (``peak_ranks`` keeps the most there
+    were). The pool
     outlives a launch (a sweep run until decided launches once a round, ``normbench
     findings`` once a study): a worker imports torch once; ``close`` ends the pool.
     """
@@ -103,6 +137,7 @@ class LocalLauncher:
         self.context = mp.get_context("spawn")  # fresh interpreters: no state from a thread
         self.workers: dict[int, Worker] = {}
         self.next_index = 0
+        self.peak_ranks = 0  # the most ranks that trained at once: never more than self.jobs
 
     def __enter__(self) -> LocalLauncher:
         return self
@@ -126,13 +161,12 @@ class LocalLauncher:
         pending = deque(jobs)
         if not pending:
             return
+        check_slots(jobs, self.jobs)
         self.replace_dead_workers(pending, view)  # died while idle since the last launch
         try:
             for _ in range(self.parallelism(len(jobs)) - len(self.workers)):
                 self.start_worker()
-            for worker in self.workers.values():  # idle since the last launch
-                if worker.ready and pending:
-                    self.assign(worker, pending.popleft())
+            self.fill(pending)  # the workers idle since the last launch
             while pending or any(w.job is not None or not w.ready for w in self.workers.values()):
                 by_conn = {worker.conn: index for index, worker in self.workers.items()}
                 heard = wait(list(by_conn), timeout=0.2)
@@ -161,11 +195,24 @@ class LocalLauncher:
             view.done(worker.job.run_id, *payload)
             worker.job = None
         worker.ready = True
-        if pending:
-            self.assign(worker, pending.popleft())
+        self.fill(pending)
+
+    def busy_ranks(self) -> int:
+        """The slots taken: the ranks of the runs the workers hold."""
+        return sum(ranks(worker.job) for worker in self.workers.values() if worker.job)
+
+    def fill(self, pending: deque[Job]) -> None:
+        """Every idle worker takes a waiting job while one fits in the slots left free."""
+        for worker in self.workers.values():
+            if worker.ready and worker.job is None:
+                job = take_fitting(pending, self.jobs - self.busy_ranks())
+                if job is None:
+                    return
+                self.assign(worker, job)
 
     def assign(self, worker: Worker, job: Job) -> None:
         worker.job = job
+        self.peak_ranks = max(self.peak_ranks, self.busy_ranks())
         worker.conn.send(job)
 
     def replace_dead_workers(self, pending: deque, view: View) -> None:

@@ -34,6 +34,7 @@ from normbench.sweeps import adaptive, live
 from normbench.sweeps import plan as planning
 from normbench.sweeps.grid import Job, Sweep
 from normbench.sweeps.launchers import check_private, make_launcher
+from normbench.sweeps.local import check_slots, cores
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,8 @@ class Session:
     ):
         if launch.launcher == "local":
             check_devices({job.cfg["device"] for job in grid.jobs})
+            given = launch.jobs or launch.settings.get("jobs")
+            check_slots(grid.jobs, runner.jobs if runner is not None else given or cores())
         self.grid, self.runs_dir, self.launch, self.console = grid, runs_dir, launch, console
         self.planned = planning.plan(grid, runs_dir, launch.rerun)
         if launch.launcher != "local":
