@@ -56,9 +56,10 @@ def make_run(
     losses=(2.0, 1.0, 0.5),
     parameters=1234,
     summary_extra=None,
+    host=None,
 ):
     """A run directory as normbench writes it, with chosen numbers (``summary_extra``: more
-    summary fields, or ones to replace)."""
+    summary fields, or ones to replace; ``host``: the machine's name, recorded when given)."""
     cfg = compose(["model=cnn", *overrides])
     run = RunDir(runs, run_id(cfg))
     run.write_config(cfg)
@@ -83,6 +84,7 @@ def make_run(
         "versions": {"torch": "2.13.0"},
         "device": "cpu",
         "command": ["/venv/bin/normbench", "run", "model=cnn", *overrides],
+        **({"host": host} if host is not None else {}),
     }
     run.write_meta(meta)
     rows = [

@@ -23,6 +23,7 @@ TABLE_NAMES = (
     "precision",
     "lr_stability",
     "depth_stability",
+    "cost",
     "diagnostics_init",
     "diagnostics",
     "tuning",

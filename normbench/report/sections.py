@@ -13,8 +13,9 @@ import pandas as pd
 
 from normbench.core.errors import UsageError
 from normbench.report.base import Method, Metric, Report, Section
-from normbench.report.batch import batch_table
+from normbench.report.batch import PER_DEVICE_BATCH, batch_table, per_device_batch
 from normbench.report.convergence import best_over, convergence_table
+from normbench.report.cost import cost_notes, cost_table
 from normbench.report.grouping import (
     HEADLINE_KEYS,
     fold_norm_options,
@@ -95,6 +96,18 @@ def follows(runs: pd.DataFrame, key: str, rung_key: str) -> bool:
     return bool((labels(runs[key]).groupby(labels(runs[rung_key])).nunique() <= 1).all())
 
 
+def with_per_device_batch(runs: pd.DataFrame, keys: list[str]) -> tuple[pd.DataFrame, list[str]]:
+    """Where the groups differ in train.devices (the world size), the per-device batch
+    (batch_size / train.devices) as a column beside it: the batch a BatchNorm normalizes over
+    under DistributedDataParallel, which the world size alone does not say. It splits no
+    group (batch_size and train.devices decide it)."""
+    if "train.devices" not in keys:
+        return runs, keys
+    at = keys.index("train.devices") + 1
+    runs = runs.assign(**{PER_DEVICE_BATCH: per_device_batch(runs)})
+    return runs, [*keys[:at], PER_DEVICE_BATCH, *keys[at:]]
+
+
 def build_section(
     runs: pd.DataFrame,
     setting: dict,
@@ -116,8 +129,15 @@ def build_section(
     if best_over_key:
         runs = best_over(runs, best_over_key, keys, metric)
         keys = [k for k in keys if k != best_over_key] + [best_over_key]
+    runs, keys = with_per_device_batch(runs, keys)
     fixed = {k: runs[k].iloc[0] for k in HEADLINE_KEYS if k in runs and k not in keys}
     fixed = {k: v for k, v in fixed.items() if label_count(runs[k]) == 1 and v is not None}
+    if "train.devices" in runs and "train.devices" not in keys and fixed.get("batch_size"):
+        devices = runs["train.devices"].iloc[0]  # one value: train.devices is no group key
+        if label_count(runs["train.devices"]) == 1 and devices not in (1, None):
+            fixed.update(
+                {"train.devices": devices, PER_DEVICE_BATCH: fixed["batch_size"] // devices}
+            )
     tables = {
         "convergence": convergence_table(runs, keys, metric, method),
         "batch_sensitivity": batch_table(runs, keys, metric, method),
@@ -127,8 +147,9 @@ def build_section(
             name: None if axis in tuned else stability_table(runs, keys, axis, metric, method)
             for axis, name in STRESS_AXES.items()
         },
+        "cost": cost_table(runs, keys, method),
     }
-    notes = [*averaged_notes(runs, keys), *section_notes(runs, metric, method)]
+    notes = [*averaged_notes(runs, keys), *section_notes(runs, metric, method), *cost_notes(runs)]
     if best_over_key:
         notes.append(BEST_OVER_NOTE.format(key=best_over_key))
         if tables["convergence"] is not None:  # a column, so that CSV and JSON rows say it too

@@ -277,6 +277,25 @@ def batch_caption(
     )
 
 
+def cost_caption(table: pd.DataFrame, method: Method, left_out: tuple[str, ...] = ()) -> str:
+    """The cost table's caption: what each column measures, and how its verdict is reached."""
+    from normbench.report.cost import EQUIVALENT_RATIO, LOAD_SPREAD
+
+    against = "the reference group" if table.attrs.get("against") == "reference" else "the fastest"
+    return (
+        "Cost: FLOPs per step = matrix products, convolutions and attention of one step's "
+        "forward and backward (elementwise work, the norms' own included, excluded); saved = "
+        "bytes saved for backward in one step; peak = CUDA peak allocated memory; step = "
+        "geometric mean of the seeds' median step times [95% CI]; ex/s = examples per second. "
+        f"vs {against}: step-time ratio, paired by seed [{ci_percent(method)} CI]; faster or "
+        "slower = two-sided t test on the log ratios, equivalent = within "
+        f"{EQUIVALENT_RATIO}x by TOST, both Holm-adjusted; {alpha_text(method)}. Only runs on "
+        f"one host whose load per CPU (1-minute load average over CPUs) lies within "
+        f"{LOAD_SPREAD} of each other are compared; otherwise 'not compared' says why."
+        + narrow(left_out)
+    )
+
+
 def precision_caption(
     section: Section, method: Method, left_out: tuple[str, ...] = (), clipped: bool = False
 ) -> str:

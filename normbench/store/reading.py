@@ -70,9 +70,11 @@ SUMMARY_FIELDS = (
     "tokens_per_s",
     "load_start",
     "load_end",
+    "cpu_count",
 )
-# Where a run's numbers came from: the code's fingerprint, torch, and the device it ran on.
-PROVENANCE_FIELDS = ("code_hash", "torch_version", "device_used")
+# Where a run's numbers came from: the code's fingerprint, torch, the device it ran on and
+# the machine (its host name: step times compare only within one).
+PROVENANCE_FIELDS = ("code_hash", "torch_version", "device_used", "host")
 # What a person attached, the clock recorded, or the command line was (argv): never part of
 # an experiment's config.
 RECORD_FIELDS = ("started", "finished", "tags", "note", "command")
@@ -174,6 +176,7 @@ def read_run(runs_dir: Path, name: str, files: Stamp) -> tuple[Record, dict]:
         "code_hash": text(code.get("source_hash")) or "unrecorded",
         "torch_version": text(versions.get("torch")),
         "device_used": text(meta.get("device")),
+        "host": text(meta.get("host")),
         "started": text(meta.get("started")),
         "finished": text(meta.get("finished")),
         "tags": json.dumps(strings(meta.get("tags") or [])),
