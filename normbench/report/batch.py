@@ -16,7 +16,9 @@ from normbench.report.base import Method, Metric
 from normbench.report.grouping import frame, group_rows
 from normbench.report.results import RESULT_STATUSES, resolution, result_columns, scored, seeded
 
-BATCH_KEYS = ("batch_size", "norm.ghost_batch")
+# The keys a batch-sensitivity row leaves out: its columns are the batch its statistics see.
+PER_DEVICE_BATCH = "per_device_batch"  # derived, not configured: batch_size / train.devices
+BATCH_KEYS = ("batch_size", "norm.ghost_batch", "train.devices", PER_DEVICE_BATCH)
 
 
 def ghost_users(names: pd.Series) -> np.ndarray:
@@ -26,11 +28,25 @@ def ghost_users(names: pd.Series) -> np.ndarray:
     return names.isin(readers).to_numpy()
 
 
+def per_device_batch(runs: pd.DataFrame) -> pd.Series:
+    """Each run's per-device batch: batch_size over train.devices (a run stored before the key
+    trained on one device)."""
+    devices = runs.get("train.devices", pd.Series(1, index=runs.index)).fillna(1)
+    return (runs["batch_size"].astype(float) // devices.astype(float)).astype(int)
+
+
 def device_batch(runs: pd.DataFrame, uses_ghost: np.ndarray) -> pd.Series:
-    """The batch a norm's statistics see: norm.ghost_batch where the run's norm uses it
-    (``uses_ghost``) and it is set, else batch_size."""
+    """The batch a norm's statistics see. For a norm with batch statistics (``uses_ghost``:
+    it reads norm.ghost_batch): norm.ghost_batch where set, else the per-device batch
+    (batch_size / train.devices, DistributedDataParallel's default), or the global batch
+    where norm.sync=global synchronizes the statistics across the devices. For any other
+    norm: batch_size."""
     ghost = runs.get("norm.ghost_batch", pd.Series(np.nan, index=runs.index))
-    chosen = np.where(uses_ghost & ghost.notna(), ghost, runs["batch_size"])
+    synced = (runs.get("norm.sync", pd.Series(None, index=runs.index)) == "global").to_numpy()
+    statistics = np.where(synced, runs["batch_size"], per_device_batch(runs))
+    chosen = np.where(
+        uses_ghost & ghost.notna(), ghost, np.where(uses_ghost, statistics, runs["batch_size"])
+    )
     return pd.Series(chosen.astype(float).astype(int), index=runs.index)
 
 
@@ -44,7 +60,10 @@ def batch_table(
     paired by seed where the seeds match). None when the per-device batch does not vary.
 
     A norm that ignores norm.ghost_batch has one result for every ghost batch: its row shows
-    the same runs in each column and is ``insensitive`` by construction ("same runs")."""
+    the same runs in each column and is ``insensitive`` by construction ("same runs"). Runs
+    that differ in train.devices at one global batch are the same study: a norm with batch
+    statistics has a column per per-device batch; any other norm (whose output no device
+    count changes) shows all its runs in each column, "same runs" too."""
     uses_ghost = ghost_users(runs["norm.name"])
     runs = runs.assign(device_batch=device_batch(runs, uses_ghost))
     sizes = sorted(runs.loc[runs["status"].isin(RESULT_STATUSES), "device_batch"].unique())
