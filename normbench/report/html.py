@@ -40,6 +40,7 @@ COLOURS = {
 VERDICTS = {
     "convergence": ("reference", "better", "equivalent", "worse", "inconclusive"),
     "batch_sensitivity": ("sensitive", "insensitive", "inconclusive"),
+    "cost": ("reference", "faster", "equivalent", "slower", "inconclusive", "not compared"),
 }
 # The scaling table's answer (does the gap shrink, and where do the curves cross), put just
 # after its group column: last, as the terminal has them, an 800-pixel window showed neither,

@@ -50,6 +50,7 @@ VERDICT_STYLE = {
     "insensitive": "green",
     "faster": "bold blue",
     "slower": "red",
+    "not compared": "dim",
 }
 
 

@@ -140,3 +140,4 @@ def test_every_format_shows_the_cost_table(tmp_path):
     assert invoke(*common, "--html", str(page), seconds=120).exit_code == 0
     html = page.read_text()
     assert "Cost: FLOPs per step" in html and "faster" in html
+    assert "not compared</span></p>" in html  # the legend of the table's verdict words
