@@ -50,6 +50,7 @@ FIGURES_AFTER = {  # which figures follow which table
     "convergence": ("seed_results", "learning_curves"),
     "batch_sensitivity": ("batch_sensitivity",),
     "diagnostics": ("gradient_depth",),
+    "cost": ("cost_pareto",),
 }
 STYLE = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1f2328;

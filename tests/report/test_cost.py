@@ -12,6 +12,7 @@ from helpers import invoke, make_run
 from scipy import stats as scipy_stats
 
 from normbench.report.base import Method
+from normbench.report.plots import cost_pareto, pareto_front
 from normbench.report.sections import build
 from normbench.store.catalog import load_runs
 
@@ -35,9 +36,10 @@ def cost(step_s: float, load: float = 1.0, cpus: int = 2, flops: float = 2.0e6) 
     }
 
 
-def two_norms(runs, ratios, host="a", load=1.0) -> None:
+def two_norms(runs, ratios, host="a", load=1.0, rms_acc=0.9) -> None:
     """LayerNorm at LAYERNORM_S and RMSNorm at those times by ``ratios``, seed by seed, on
-    host ``a``; RMSNorm's runs on ``host`` at load ``load``."""
+    host ``a``, accuracy 0.9; RMSNorm's runs on ``host`` at load ``load``, accuracy
+    ``rms_acc``."""
     for seed, (seconds, ratio) in enumerate(zip(LAYERNORM_S, ratios, strict=True)):
         make_run(runs, ["norm=layernorm", f"seed={seed}"], summary_extra=cost(seconds), host="a")
         make_run(
@@ -45,6 +47,7 @@ def two_norms(runs, ratios, host="a", load=1.0) -> None:
             ["norm=rmsnorm", f"seed={seed}"],
             summary_extra=cost(seconds * ratio, load=load, flops=1.9e6),
             host=host,
+            acc=rms_acc,
         )
 
 
@@ -141,3 +144,25 @@ def test_every_format_shows_the_cost_table(tmp_path):
     html = page.read_text()
     assert "Cost: FLOPs per step" in html and "faster" in html
     assert "not compared</span></p>" in html  # the legend of the table's verdict words
+
+
+def test_the_pareto_front_holds_the_points_nothing_beats_on_cost_and_score():
+    cost, score = np.array([3.0, 1.0, 2.0, np.nan]), np.array([5.0, 1.0, 4.0, 9.0])
+    assert list(pareto_front(cost, score)) == [1, 2, 0]  # each cheaper one scores less
+    assert list(pareto_front(np.array([1.0, 2.0]), np.array([5.0, 4.0]))) == [0]
+    assert list(pareto_front(np.array([1.0, 1.0]), np.array([5.0, 5.0]))) == [0]
+
+
+def test_the_pareto_figure_joins_the_cheaper_worse_and_the_dearer_better_group(tmp_path):
+    two_norms(tmp_path, (0.80, 0.78, 0.82, 0.79), rms_acc=0.85)
+    for seed, seconds in enumerate(LAYERNORM_S):  # slower than LayerNorm and no better
+        make_run(tmp_path, ["norm=dyt", f"seed={seed}"], summary_extra=cost(2 * seconds), host="a")
+    section = build(load_runs(tmp_path)).sections[0]
+    fig = cost_pareto(section)
+    step_axis, flops_axis = fig.axes
+    (front,) = [line for line in step_axis.get_lines() if line.get_linestyle() == "--"]
+    table = section.tables["cost"].set_index("norm.name")
+    expected = [1e3 * table.loc[n, "step_s"] for n in ("rmsnorm", "layernorm")]
+    assert list(front.get_xdata()) == pytest.approx(expected)
+    assert list(front.get_ydata()) == pytest.approx([0.85, 0.9])
+    assert step_axis.get_xscale() == "log" and "FLOPs" in flops_axis.get_xlabel()
