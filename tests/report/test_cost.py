@@ -166,3 +166,22 @@ def test_the_pareto_figure_joins_the_cheaper_worse_and_the_dearer_better_group(t
     assert list(front.get_xdata()) == pytest.approx(expected)
     assert list(front.get_ydata()) == pytest.approx([0.85, 0.9])
     assert step_axis.get_xscale() == "log" and "FLOPs" in flops_axis.get_xlabel()
+
+
+def test_each_implementation_is_compared_with_the_reference_norm_in_that_implementation(tmp_path):
+    """'Is RMSNorm faster than LayerNorm here, eager and fused?': one verdict per impl."""
+    ratios = {"module": (0.80, 0.78, 0.82, 0.79), "fused": (0.90, 1.12, 0.97, 1.08)}
+    for impl, by_seed in ratios.items():
+        for seed, (seconds, ratio) in enumerate(zip(LAYERNORM_S, by_seed, strict=True)):
+            for norm, factor in (("layernorm", 1.0), ("rmsnorm", ratio)):
+                overrides = [f"norm={norm}", f"norm.impl={impl}", f"seed={seed}"]
+                make_run(tmp_path, overrides, summary_extra=cost(seconds * factor), host="a")
+    report = build(load_runs(tmp_path), method=Method(reference=("norm=layernorm",)))
+    table = report.sections[0].tables["cost"]
+    verdicts = {(r["norm.name"], r["norm.impl"]): r["verdict"] for _, r in table.iterrows()}
+    assert verdicts == {
+        ("layernorm", "module"): "reference",
+        ("layernorm", "fused"): "reference",
+        ("rmsnorm", "module"): "faster",
+        ("rmsnorm", "fused"): "inconclusive",
+    }
