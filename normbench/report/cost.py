@@ -26,8 +26,9 @@ from normbench.report.results import RESULT_STATUSES, numbers
 # the start and the end of training over its CPU count, lies within this of every other's: a
 # run timed beside half a machine's worth of other work is not timed like one run alone.
 LOAD_SPREAD = 0.5
-# Step times within 5% of the reference's (a ratio in [1/1.05, 1.05]) are equivalent: below
-# what the load of a shared machine moves a step time by (docs/cost.md).
+# Step times within 5% of the reference's (a ratio in [1/1.05, 1.05]) are equivalent: the
+# equivalence margin on log step time, a choice (as --margin is for the metric), stated in
+# the table's caption.
 EQUIVALENT_RATIO = 1.05
 VERDICT_WORDS = {"worse": "slower", "better": "faster"}  # of -log step time, higher is better
 NOT_COMPARED = "not compared"
