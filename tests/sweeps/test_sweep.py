@@ -504,7 +504,7 @@ def test_until_decided_adds_seeds_only_to_open_groups_and_spends_alpha(tmp_path)
     assert method["alpha_this_look"] == pytest.approx(look_alpha(0.05, design["fractions"], look))
     assert method["ci_level"] == pytest.approx(1 - 2 * method["alpha_this_look"])
     bad = sweep_cli(runs, *args, "--until-decided", "--max-seeds", "1")
-    assert bad.returncode == 2 and "--max-seeds 1: the grid already has 2 seed(s)" in bad.stderr
+    assert bad.returncode == 2 and "--max-seeds 1: one seed decides nothing" in bad.stderr
 
 
 def test_lr_stability_crosses_norms_and_placements_with_a_log_spaced_lr_grid():
