@@ -95,6 +95,8 @@ MASKS = [
     # a run's live line, as its last frame: how much of the run id fits beside the speed
     # depends on the speed's digits (the closing line below it has the same numbers)
     (re.compile(r"^.*━.* steps/s .*$", re.MULTILINE), "LIVE"),
+    # a cost table's row: measured step times order its rows and set its ratios and verdicts
+    (re.compile(r"^.*\b\d+(\.\d+)? ?(ms|s) \[[^\]]*\].*$", re.MULTILINE), "COST ROW"),
     (re.compile(r"\d{4}-\d\d-\d\d([T ]\d\d:\d\d(:\d\d)?)?"), "DATE"),
     (re.compile(r"\b\d+(\.\d+)? ?(steps|runs)/s\b"), "SPEED"),
     (re.compile(r"\b\d+:\d\d(:\d\d)?\b"), "CLOCK"),

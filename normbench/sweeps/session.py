@@ -84,8 +84,8 @@ class Session:
     ):
         if launch.launcher == "local":
             check_devices({job.cfg["device"] for job in grid.jobs})
-            given = launch.jobs or launch.settings.get("jobs")
-            check_slots(grid.jobs, runner.jobs if runner is not None else given or cores())
+            if runner is None:  # a runner handed in checks its own slots when it launches
+                check_slots(grid.jobs, launch.jobs or launch.settings.get("jobs") or cores())
         self.grid, self.runs_dir, self.launch, self.console = grid, runs_dir, launch, console
         self.planned = planning.plan(grid, runs_dir, launch.rerun)
         if launch.launcher != "local":

@@ -197,6 +197,10 @@ def rank_main(
         else:
             Trainer(cfg, place, run, False, ranks).fit()
     finally:
+        # the run has ended either way: a stop request now (the launcher stopping every rank
+        # after another failed) would raise in the interpreter's teardown, a stray traceback
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_IGN)
         dist.destroy_process_group()
 
 

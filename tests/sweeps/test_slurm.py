@@ -180,7 +180,7 @@ def test_a_sweep_runs_on_slurm_and_a_rerun_trains_nothing(tmp_path):
     assert shown[-1][:3] == (2, 0, 0), shown
     report = subprocess.run(
         [sys.executable, "-m", "normbench", "report", "--sweep", "quick", "--format", "csv"]
-        + ["--runs-dir", str(runs), "--by", "norm.name"],
+        + ["--table", "convergence", "--runs-dir", str(runs), "--by", "norm.name"],
         capture_output=True,
         text=True,
     )
