@@ -38,6 +38,7 @@ from normbench.studies.study import (
     Study,
     arguments,
     command_of,
+    extends,
     preset_of,
     tune_of,
     tune_seeds_of,
@@ -142,7 +143,7 @@ def request_of(study: Study, scale: str) -> SweepRequest:
         overrides,
         name=f"findings-{study.name}",
         space=tuned_plan.parse_space(tune_of(study, scale), preset),
-        tuning=Tuning(seeds=tune_seeds_of(study, scale)),
+        tuning=Tuning(seeds=tune_seeds_of(study, scale), extend=extends(scale)),
         ladder=spec,
     )
 

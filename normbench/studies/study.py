@@ -151,6 +151,13 @@ def tunes(study: Study) -> bool:
     return bool(study.tune or (preset and load_preset(preset).get("tune")))
 
 
+def extends(scale: str) -> bool:
+    """Whether a choice at an edge is tried beyond it: not at --smoke, whose two candidates per
+    key always choose an edge (up to 3 extension rounds a study would triple the test suite's
+    findings run; the extension has tests of its own)."""
+    return scale != "smoke"
+
+
 def tune_seeds_of(study: Study, scale: str) -> int:
     """Tuning seeds per candidate at a scale."""
     smoke = study.smoke_tune_seeds if scale == "smoke" else None
@@ -164,6 +171,7 @@ def command_of(study: Study, scale: str) -> str:
     tune = "".join(f" --tune {value}" for value in tune_of(study, scale))
     count = tune_seeds_of(study, scale)
     seeds = f" --tune-seeds {count}" if tunes(study) and count != 2 else ""
+    seeds += " --no-tune-extend" if tunes(study) and not extends(scale) else ""
     return "normbench sweep " + " ".join(arguments(study, scale)) + ladder + tune + seeds
 
 
