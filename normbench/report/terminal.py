@@ -505,7 +505,7 @@ def cost_rich(section: Section, method: Method, width: int | None = None):
     """The cost table: per group FLOPs and bytes saved per step (peak memory where measured),
     the step time [95% CI], examples per second, the step-time ratio to the reference
     [(1 - 2 alpha) CI] with its verdict and reason; at a narrow width the reason, the hosts,
-    peak memory and throughput give way."""
+    peak memory, throughput, bytes saved and FLOPs give way, then the intervals wrap."""
     from rich.text import Text
 
     data = section.tables["cost"]
@@ -536,9 +536,9 @@ def cost_rich(section: Section, method: Method, width: int | None = None):
         Column("seeds", [str(r["seeds"]) for r in rows]),
         Column("FLOPs/step", [magnitude(r["flops_per_step"]) for r in rows]),
         Column("saved", [magnitude(r["saved_bytes_per_step"], "B") for r in rows]),
-        Column("step", steps),
+        Column("step", steps, wraps=True),
         Column("ex/s", [magnitude(r["examples_per_s"]) for r in rows]),
-        Column(against, ratios),
+        Column(against, ratios, wraps=True),
         Column(
             "verdict",
             [Text(v, style=VERDICT_STYLE.get(v, "")) for v in data["verdict"]],
@@ -551,7 +551,7 @@ def cost_rich(section: Section, method: Method, width: int | None = None):
         columns.insert(-5, Column("peak", [magnitude(r["peak_memory_bytes"], "B") for r in rows]))
     return fit(
         columns,
-        ["reason", "host", "peak", "ex/s"],
+        ["reason", "host", "peak", "ex/s", "saved", "FLOPs/step"],
         width,
         lambda left_out: cost_caption(data, method, left_out),
     )
