@@ -490,6 +490,8 @@ def cost_pareto(section: Section) -> Figure | None:
     as the Pareto frontier. A section's steps are one setting, so step time orders the groups
     as their training time does. None without a group in both the cost and convergence
     tables. Tuning cost is not included: each point is one configuration's runs."""
+    from matplotlib.ticker import EngFormatter, NullFormatter
+
     cost, quality = section.tables["cost"], section.tables["convergence"]
     if cost is None or quality is None or cost.empty:
         return None
@@ -523,8 +525,8 @@ def cost_pareto(section: Section) -> Figure | None:
     )
     flops = np.array([row["flops_per_step"] for row in rows])
     for ax, x, x_err, xlabel in (
-        (axes[0], step_ms, step_err, "step time (ms, geometric mean over seeds)"),
-        (axes[1], flops, None, "FLOPs per step (matrix products, forward and backward)"),
+        (axes[0], step_ms, step_err, "step time (ms, geometric mean)"),
+        (axes[1], flops, None, "FLOPs per step (matrix products)"),
     ):
         for number, name in enumerate(names):
             err = None if x_err is None else x_err[:, [number]]
@@ -542,6 +544,9 @@ def cost_pareto(section: Section) -> Figure | None:
         ax.plot(x[front], y[front], color="0.3", linestyle="--", linewidth=1, label="_front")
         ax.set_xscale(log_scale(x))
         ax.set(xlabel=xlabel)
+        # engineering ticks (6M, 10M), few of them: plain digits of close FLOPs overlap
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(f"final validation {metric_word(section)}")
     fig.suptitle(textwrap.fill(about, 100), fontsize=SMALLEST_FONT + 1)
