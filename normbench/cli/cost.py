@@ -145,6 +145,17 @@ def cost(
         torch.device(device),
     )  # fmt: skip
     load_end = os.getloadavg()[0]
+    setting = (
+        f"{blocks} blocks, {threads} thread(s), load {load_start:.1f} -> {load_end:.1f} on "
+        f"{os.cpu_count()} CPUs, device {device}"
+    )
+    print_timings(seconds, ratios, notes, layout, batch, positions, setting)
+    if json_out is not None:
+        write_rows(json_out, ratios, layout, load_start, load_end)
+
+
+def print_timings(seconds, ratios, notes, layout: str, batch: int, positions: int, setting: str):
+    """The measurement as a table: per candidate its median time and its ratios."""
     shape = (
         "(batch, positions, width)"
         if layout == "tokens"
@@ -152,8 +163,7 @@ def cost(
     )
     print(
         f"forward + backward of one norm, {layout} {shape} = batch {batch}, positions "
-        f"{positions}; {blocks} blocks, {threads} thread(s), load {load_start:.1f} -> "
-        f"{load_end:.1f} on {os.cpu_count()} CPUs, device {device}"
+        f"{positions}; {setting}"
     )
     for note in notes:
         print(f"note: {note}")
@@ -181,24 +191,27 @@ def cost(
         "interval on the mean log ratio (scipy.stats.t, blocks - 1 df); faster/slower where "
         "it excludes 1, else inconclusive. A machine shared with other work widens it."
     )
-    if json_out is not None:
-        rows = [
-            {
-                "width": r.candidate.width,
-                "dtype": r.candidate.dtype,
-                "layout": layout,
-                "norm": r.candidate.norm,
-                "impl": r.candidate.impl,
-                "reference_norm": r.reference.norm,
-                "reference_impl": r.reference.impl,
-                "ratio": r.ratio,
-                "low": r.low,
-                "high": r.high,
-                "blocks": r.blocks,
-                "verdict": r.verdict,
-                "load_start": load_start,
-                "load_end": load_end,
-            }
-            for r in ratios
-        ]
-        json_out.write_text(json.dumps(rows, indent=1) + "\n")
+
+
+def write_rows(path: Path, ratios, layout: str, load_start: float, load_end: float) -> None:
+    """``--json``: one row per ratio, with the load around the measurement."""
+    rows = [
+        {
+            "width": r.candidate.width,
+            "dtype": r.candidate.dtype,
+            "layout": layout,
+            "norm": r.candidate.norm,
+            "impl": r.candidate.impl,
+            "reference_norm": r.reference.norm,
+            "reference_impl": r.reference.impl,
+            "ratio": r.ratio,
+            "low": r.low,
+            "high": r.high,
+            "blocks": r.blocks,
+            "verdict": r.verdict,
+            "load_start": load_start,
+            "load_end": load_end,
+        }
+        for r in ratios
+    ]
+    path.write_text(json.dumps(rows, indent=1) + "\n")
