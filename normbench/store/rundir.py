@@ -64,6 +64,16 @@ METRIC_COLUMNS = (
     "grad_norm",
 )
 MAX_METRIC_ROWS = 1_000_000  # a million logged steps: far beyond any run normbench makes
+# Written since normbench 0.6 (normbench.training.activations, on a fixed evaluation batch):
+# excess kurtosis and largest |x| of the stream a unit leaves and of its sublayer's output,
+# and the attention sink.
+ACTIVATION_DIAGNOSTICS = (
+    "resid_kurtosis",
+    "resid_max_abs",
+    "sublayer_kurtosis",
+    "sublayer_max_abs",
+    "attn_sink",
+)
 # diagnostics.parquet (diagnostics=true): one row per residual unit and diagnosed step, written
 # by normbench.training.diagnostics, read by normbench.report.diagnostics and the studies.
 DIAGNOSTICS_COLUMNS = (
@@ -79,14 +89,15 @@ DIAGNOSTICS_COLUMNS = (
     "resid_rms",
     "max_logit",
     "log_z",
+    *ACTIVATION_DIAGNOSTICS,
     *(f"sn_{kind}_{norm}" for kind in ("mean", "var") for norm in ("in", "ln", "bn")),
     "train_mode_val_acc",
     "eval_mode_val_acc",
 )
-# Written since normbench 0.3 (the residual stream, attention logits, log Z): NaN for a run
-# diagnosed before; every other column but ``depth``, ``in_mean``, ``out_mean`` every
-# diagnosed run has.
-LATER_DIAGNOSTICS = ("resid_rms", "max_logit", "log_z")
+# Written since normbench 0.3 (the residual stream, attention logits, log Z) and 0.6
+# (ACTIVATION_DIAGNOSTICS): NaN for a run diagnosed before; every other column but ``depth``,
+# ``in_mean``, ``out_mean`` every diagnosed run has.
+LATER_DIAGNOSTICS = ("resid_rms", "max_logit", "log_z", *ACTIVATION_DIAGNOSTICS)
 
 
 @dataclass(frozen=True)

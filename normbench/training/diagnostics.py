@@ -10,6 +10,11 @@ largest attention logit of each attention unit (q.k^T / sqrt(d) after QK-norm, b
 softmax: attention-logit growth), the mean log Z of the output logits (output-logit
 divergence), and the RMS of the residual stream each unit leaves.
 
+And the activation statistics of the norm papers of 2025-26 (normbench.training.activations):
+per unit, the excess kurtosis and largest |x| of the stream it leaves and of its sublayer's
+output, and its attention sink, measured on a fixed evaluation batch in eval mode before each
+row is recorded.
+
 Cheap when on (`diagnostics=true`): hooks live only during the one training step of each
 evaluation (and the first), where attention's logits are formed once more explicitly; the
 extra train-mode validation pass runs only for batch-dependent norms. Off, nothing is added to
@@ -25,7 +30,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
 
 import torch
 from torch import nn
@@ -33,12 +39,21 @@ from torch import nn
 from normbench.layers.models import ResidualUnit
 from normbench.layers.norms import SwitchNorm
 from normbench.store.rundir import DIAGNOSTICS_COLUMNS, RunDir
+from normbench.training.activations import UnitActivations, measure, passed_mask
+
+NO_ACTIVATIONS = UnitActivations(math.nan, math.nan, math.nan, math.nan)
 
 
 class Diagnostics:
     """Collects diagnostics rows for one run and writes diagnostics.parquet."""
 
-    def __init__(self, model: nn.Module, run: RunDir):
+    def __init__(
+        self,
+        model: nn.Module,
+        run: RunDir,
+        probe: tuple[torch.Tensor, torch.Tensor | None] | None = None,
+        autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+    ):
         self.model = model
         self.units: list[ResidualUnit] = [m for m in model.modules() if isinstance(m, ResidualUnit)]
         # Per unit, the modules of its sublayer that can tell their largest attention logit.
@@ -53,6 +68,16 @@ class Diagnostics:
         self.max_logits: dict[int, float] = {}
         self.log_z = math.nan
         self.grads: list[float] = []
+        # The fixed evaluation batch (x, padding mask) of the activation statistics
+        # (normbench.training.activations), the run's autocast, and the last measurement.
+        self.probe, self.autocast = probe, autocast
+        self.unit_activations: dict[int, UnitActivations] = {}
+
+    def measure_activations(self) -> None:
+        """The activation statistics of every unit on the fixed evaluation batch, kept for the
+        next ``record`` (normbench.training.activations.measure); nothing without a batch."""
+        if self.probe is not None:
+            self.unit_activations = measure(self.model, self.units, self.probe, self.autocast)
 
     def grad_norms(self) -> list[float]:
         """L2 norm of each unit's sublayer gradients (call after unscaling, before clipping)."""
@@ -146,6 +171,7 @@ class Diagnostics:
                 "resid_rms": self.stream_rms.get(index, math.nan),
                 "max_logit": self.max_logits.get(index, math.nan),
                 "log_z": self.log_z,
+                **asdict(self.unit_activations.get(index, NO_ACTIVATIONS)),
                 "train_mode_val_acc": math.nan if train_mode_acc is None else train_mode_acc,
                 "eval_mode_val_acc": eval_mode_acc if train_mode_acc is not None else math.nan,
             }
@@ -165,11 +191,6 @@ class Diagnostics:
         from normbench.store.rundir import atomic_write
 
         atomic_write(self.run.path / "diagnostics.parquet", sink.getvalue().to_pybytes())
-
-
-def passed_mask(args: tuple, kwargs: dict) -> torch.Tensor | None:
-    """The padding mask a unit or sublayer was called with: ``(x, mask)`` or ``mask=``."""
-    return kwargs.get("mask", args[1] if len(args) > 1 else None)
 
 
 def switch_weights(norm: nn.Module) -> tuple[list[float], list[float]]:

@@ -34,6 +34,7 @@ from normbench.layers.models import count_non_embedding, count_parameters, seede
 from normbench.store.rundir import RunDir
 from normbench.trackers.tensorboard import RunEvents
 from normbench.training import checkpoint, cost
+from normbench.training.activations import probe_batch
 from normbench.training.batches import Batch, DataOrder, batches
 from normbench.training.diagnostics import Diagnostics, frozen_buffers
 from normbench.training.distributed import (
@@ -121,7 +122,10 @@ class Trainer(checkpoint.Checkpointing):
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=precision == "fp16")
         self.loss_scale = self.scaler.get_scale()  # fp16: a drop means a skipped step
         self.params = list(self.model.parameters())
-        self.diagnostics = Diagnostics(self.model, self.run) if cfg["diagnostics"] else None
+        self.diagnostics = None
+        if cfg["diagnostics"]:  # activation statistics on the first validation samples
+            probe = probe_batch(self.tensors["val"])
+            self.diagnostics = Diagnostics(self.model, self.run, probe, self.autocast)
 
     def to_device(self, split: Split | Stream) -> dict[str, torch.Tensor | None]:
         if isinstance(split, Stream):
@@ -210,6 +214,8 @@ class Trainer(checkpoint.Checkpointing):
         step computed one (clipping or logging)."""
         x, y, mask = next(self.training_batches)
         diagnose = self.diagnostics is not None and (self.evaluates_at(step) or step == 1)
+        if diagnose and step == 1:  # step 0's activation statistics: before the first update
+            self.diagnostics.measure_activations()
         with self.diagnostics.watch() if diagnose else contextlib.nullcontext():
             loss, logits, grad_norm = self.step(x, y, mask, self.logs_at(step), diagnose)
         if diagnose and step == 1:
@@ -406,8 +412,10 @@ class Trainer(checkpoint.Checkpointing):
         return events
 
     def diagnose(self, step: int, eval_mode_acc: float) -> None:
-        """Record this evaluation's diagnostics; batch-dependent norms also get a validation
-        pass with batch statistics (train mode), running statistics left untouched."""
+        """Record this evaluation's diagnostics, the activation statistics measured now;
+        batch-dependent norms also get a validation pass with batch statistics (train mode),
+        running statistics left untouched."""
+        self.diagnostics.measure_activations()
         train_mode_acc = None
         if "ghost_batch" in norm_reads(self.cfg["norm"]):
             with frozen_buffers(self.model):
