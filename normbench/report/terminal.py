@@ -1,7 +1,8 @@
 """The report for the terminal: rich tables, each with its caption below, section by
 section (html.py turns the same tables into HTML). Each table is laid out for the width it is
-printed at (``fit``): every row one line, the columns that do not fit left out in a stated
-order and named in the caption. Formatting only: the numbers come from the question modules,
+printed at (normbench.report.table_layout's ``fit``): every row one line, the columns that
+do not fit left out in a stated order and named in the caption; the cost table is rendered in
+normbench.report.cost_terminal. Formatting only: the numbers come from the question modules,
 the captions from normbench.report.text.
 """
 
@@ -15,8 +16,19 @@ import pandas as pd
 
 from normbench.core.text import plain
 from normbench.report.base import Method, Report, Section
+from normbench.report.cost_terminal import cost_rich
 from normbench.report.labels import label
 from normbench.report.stats import ONE_RUN
+from normbench.report.table_layout import (
+    VERDICT_STYLE,
+    Column,
+    caption_below,
+    cell,
+    fit,
+    key_cells,
+    key_columns,
+    new_table,
+)
 from normbench.report.text import (
     DIAGNOSTICS_WHEN,
     across_caption,
@@ -26,7 +38,6 @@ from normbench.report.text import (
     bounded_ci,
     check_table,
     convergence_caption,
-    cost_caption,
     count,
     diagnostics_caption,
     fmt,
@@ -39,26 +50,6 @@ from normbench.report.text import (
     target_header,
     with_ci,
 )
-
-VERDICT_STYLE = {
-    "reference": "bold green",
-    "better": "bold blue",
-    "equivalent": "green",
-    "worse": "red",
-    "inconclusive": "yellow",
-    "sensitive": "red",
-    "insensitive": "green",
-    "faster": "bold blue",
-    "slower": "red",
-    "not compared": "dim",
-}
-
-
-def cell(value):
-    """A stored value as a rich cell: escaped, and never read as rich markup."""
-    from rich.text import Text
-
-    return Text(plain(label(value)))
 
 
 def rich_renderables(report: Report, only: str | None = None) -> list:
@@ -196,102 +187,6 @@ class Fitted:
             else:
                 self.legends.add(text.plain)
                 yield text
-
-
-@dataclass
-class Column:
-    """A column of a table laid out by ``fit``: its header, alignment, and the cells of each
-    row (text or rich Text, possibly of two lines)."""
-
-    header: str
-    cells: list
-    justify: str = "right"
-    key: bool = False  # a grouping key: as wide as its longest value, up to 24 (key_columns)
-    wraps: bool = False  # may wrap when even the table's essential columns do not fit
-
-
-def _width(value) -> int:
-    from rich.cells import cell_len
-
-    text = value.plain if hasattr(value, "plain") else str(value)
-    return max(cell_len(line) for line in text.split("\n"))
-
-
-def fit(columns: list[Column], optional: list[str], width: int | None, caption) -> object:
-    """A rich table of ``columns`` whose every row is one line at ``width``: the ``optional``
-    columns (by header) are left out, the first named first, until it fits; ``caption(left
-    out headers)`` is its caption. When even the essential columns are too wide, the columns
-    that may wrap do (an interval under its mean). ``width`` None (HTML): every column."""
-    widths = {c.header: max(_width(c.header), *(_width(v) for v in c.cells)) for c in columns}
-    widths.update({c.header: min(widths[c.header], 24) for c in columns if c.key})
-    left_out: list[str] = []
-    kept = list(columns)
-    if width is not None:
-        for header in (h for h in optional if h in widths):  # a column this table has
-            if sum(widths[c.header] for c in kept) + len(kept) + 1 <= width:
-                break
-            kept = [c for c in kept if c.header != header]
-            left_out.append(header)
-    fits = width is None or sum(widths[c.header] for c in kept) + len(kept) + 1 <= width
-    table = _table(caption(tuple(left_out)))
-    for column in kept:
-        if column.key and _longest(column) > 24:  # a long name folds, never truncated
-            table.add_column(column.header, min_width=24, overflow="fold")
-        elif column.key:
-            table.add_column(column.header, width=widths[column.header], no_wrap=True)
-        else:
-            wraps = column.wraps and not fits
-            table.add_column(column.header, justify=column.justify, no_wrap=not wraps)
-    for i in range(len(columns[0].cells) if columns else 0):
-        table.add_row(*(column.cells[i] for column in kept))
-    return table
-
-
-def _longest(column: Column) -> int:
-    return max(_width(column.header), *(_width(v) for v in column.cells))
-
-
-def key_cells(keys: list[str], data: pd.DataFrame) -> list[Column]:
-    """The grouping keys' columns of a table laid out by ``fit``."""
-    return [
-        Column(short(key), [cell(v) for v in data[key]], justify="left", key=True) for key in keys
-    ]
-
-
-def caption_below(table) -> list:
-    """The table, then its caption as text of its own: wrapped at the terminal's width rather
-    than the table's (rich crops a caption wider than its table)."""
-    from rich.text import Text
-
-    caption, table.caption = table.caption, None
-    return [table, Text(caption, style="dim")] if caption else [table]
-
-
-def _table(caption: str):
-    from rich import box
-    from rich.table import Table
-
-    # One space between columns (the box's blank separator, no padding): a table of eleven
-    # columns fits 80; intervals wrap under their means when it must.
-    return Table(
-        caption=caption,
-        caption_justify="left",
-        box=box.SIMPLE_HEAD,
-        padding=(0, 0),
-        pad_edge=False,
-    )
-
-
-def key_columns(table, keys: list[str], data: pd.DataFrame) -> None:
-    """Grouping-key columns as wide as their longest value, up to 24 characters (a longer
-    name folds onto a second line, never truncated). Fixed widths: when a table must narrow,
-    the intervals wrap under their numbers first."""
-    for key in keys:
-        longest = max([len(short(key)), *(len(label(v)) for v in data[key])])
-        if longest <= 24:  # fixed: a narrow table wraps its intervals, never its names
-            table.add_column(short(key), width=longest, no_wrap=True)
-        else:
-            table.add_column(short(key), min_width=24, overflow="fold")
 
 
 def convergence_rich(section: Section, method: Method, width: int | None = None):
@@ -456,7 +351,7 @@ def stability_rich(name: str):
         values = [c.removesuffix("_mean") for c in data.columns if c.endswith("_mean")]
         row_keys = [k for k in data.columns if k in section.keys]
         loss = table_loss(data)
-        table = _table(stability_caption(section, axis, loss))
+        table = new_table(stability_caption(section, axis, loss))
         key_columns(table, row_keys, data)
         # a rate's cell is its mean over the seeds that trained, and how many did, one above
         # the other: six rates, the LR sensitivity and its verdict fit 80 columns
@@ -499,72 +394,6 @@ def largest_text(row) -> str:
         return "none"
     bound = "≥ " if row.get("largest_stable_is_bound") is True else ""
     return bound + label(row["largest_stable"])
-
-
-def cost_rich(section: Section, method: Method, width: int | None = None):
-    """The cost table: per group FLOPs and bytes saved per step (peak memory where measured),
-    the step time [95% CI], examples per second, the step-time ratio to the reference
-    [(1 - 2 alpha) CI] with its verdict and reason; at a narrow width the reason, the hosts,
-    peak memory, throughput, bytes saved and FLOPs give way, then the intervals wrap."""
-    from rich.text import Text
-
-    data = section.tables["cost"]
-    rows = [row for _, row in data.iterrows()]
-    steps = [
-        f"{1e3 * r['step_s']:.3g} ms"
-        + (
-            ""
-            if math.isnan(r["step_s_ci_low"])
-            else f" [{1e3 * r['step_s_ci_low']:.3g}, {1e3 * r['step_s_ci_high']:.3g}]"
-        )
-        for r in rows
-    ]
-    ratios = [
-        "-"
-        if math.isnan(r["step_ratio"])
-        else f"{r['step_ratio']:.2f}"
-        + (
-            ""
-            if math.isnan(r["ratio_ci_low"])
-            else f" [{r['ratio_ci_low']:.2f}, {r['ratio_ci_high']:.2f}]"
-        )
-        for r in rows
-    ]
-    against = "vs ref" if data.attrs.get("against") == "reference" else "vs fastest"
-    columns = [
-        *key_cells([k for k in section.keys if k in data], data),
-        Column("seeds", [str(r["seeds"]) for r in rows]),
-        Column("FLOPs/step", [magnitude(r["flops_per_step"]) for r in rows]),
-        Column("saved", [magnitude(r["saved_bytes_per_step"], "B") for r in rows]),
-        Column("step", steps, wraps=True),
-        Column("ex/s", [magnitude(r["examples_per_s"]) for r in rows]),
-        Column(against, ratios, wraps=True),
-        Column(
-            "verdict",
-            [Text(v, style=VERDICT_STYLE.get(v, "")) for v in data["verdict"]],
-            justify="left",
-        ),
-        Column("reason", [f"({r})" if r else "" for r in data["reason"]], justify="left"),
-        Column("host", [r["hosts"] for r in rows], justify="left"),
-    ]
-    if data["peak_memory_bytes"].notna().any():
-        columns.insert(-5, Column("peak", [magnitude(r["peak_memory_bytes"], "B") for r in rows]))
-    return fit(
-        columns,
-        ["reason", "host", "peak", "ex/s", "saved", "FLOPs/step"],
-        width,
-        lambda left_out: cost_caption(data, method, left_out),
-    )
-
-
-def magnitude(value: float, unit: str = "") -> str:
-    """A count with a metric prefix, three significant digits: 1.23 G, 45.6 MB."""
-    if value is None or math.isnan(value):
-        return "-"
-    for power, prefix in ((12, "T"), (9, "G"), (6, "M"), (3, "k")):
-        if abs(value) >= 10**power:
-            return f"{value / 10**power:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}".rstrip()
 
 
 RICH_TABLES = {  # the report's tables in the order they are shown, and their renderers
@@ -637,7 +466,7 @@ def across_rich(result, method: Method):
     from rich.text import Text
 
     data = result.table
-    table = _table(across_caption(result, method))
+    table = new_table(across_caption(result, method))
     key_columns(table, result.group_keys, data)
     table.add_column("tasks", justify="right", no_wrap=True)
     table.add_column("P(>ref)", justify="right")

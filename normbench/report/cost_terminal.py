@@ -1,0 +1,78 @@
+"""The cost table for the terminal (and, at no width limit, for html.py and markdown.py):
+per group what a training step costs and the step-time verdict against the reference, laid
+out by normbench.report.table_layout.fit; the numbers are normbench.report.cost's.
+"""
+
+from __future__ import annotations
+
+import math
+
+from normbench.report.base import Method, Section
+from normbench.report.table_layout import VERDICT_STYLE, Column, fit, key_cells
+from normbench.report.text import cost_caption
+
+
+def cost_rich(section: Section, method: Method, width: int | None = None):
+    """The cost table: per group FLOPs and bytes saved per step (peak memory where measured),
+    the step time [95% CI], examples per second, the step-time ratio to the reference
+    [(1 - 2 alpha) CI] with its verdict and reason; at a narrow width the reason, the hosts,
+    peak memory, throughput, bytes saved and FLOPs give way, then the intervals wrap."""
+    from rich.text import Text
+
+    data = section.tables["cost"]
+    rows = [row for _, row in data.iterrows()]
+    steps = [
+        f"{1e3 * r['step_s']:.3g} ms"
+        + (
+            ""
+            if math.isnan(r["step_s_ci_low"])
+            else f" [{1e3 * r['step_s_ci_low']:.3g}, {1e3 * r['step_s_ci_high']:.3g}]"
+        )
+        for r in rows
+    ]
+    ratios = [
+        "-"
+        if math.isnan(r["step_ratio"])
+        else f"{r['step_ratio']:.2f}"
+        + (
+            ""
+            if math.isnan(r["ratio_ci_low"])
+            else f" [{r['ratio_ci_low']:.2f}, {r['ratio_ci_high']:.2f}]"
+        )
+        for r in rows
+    ]
+    against = "vs ref" if data.attrs.get("against") == "reference" else "vs fastest"
+    columns = [
+        *key_cells([k for k in section.keys if k in data], data),
+        Column("seeds", [str(r["seeds"]) for r in rows]),
+        Column("FLOPs/step", [magnitude(r["flops_per_step"]) for r in rows]),
+        Column("saved", [magnitude(r["saved_bytes_per_step"], "B") for r in rows]),
+        Column("step", steps, wraps=True),
+        Column("ex/s", [magnitude(r["examples_per_s"]) for r in rows]),
+        Column(against, ratios, wraps=True),
+        Column(
+            "verdict",
+            [Text(v, style=VERDICT_STYLE.get(v, "")) for v in data["verdict"]],
+            justify="left",
+        ),
+        Column("reason", [f"({r})" if r else "" for r in data["reason"]], justify="left"),
+        Column("host", [r["hosts"] for r in rows], justify="left"),
+    ]
+    if data["peak_memory_bytes"].notna().any():
+        columns.insert(-5, Column("peak", [magnitude(r["peak_memory_bytes"], "B") for r in rows]))
+    return fit(
+        columns,
+        ["reason", "host", "peak", "ex/s", "saved", "FLOPs/step"],
+        width,
+        lambda left_out: cost_caption(data, method, left_out),
+    )
+
+
+def magnitude(value: float, unit: str = "") -> str:
+    """A count with a metric prefix, three significant digits: 1.23 G, 45.6 MB."""
+    if value is None or math.isnan(value):
+        return "-"
+    for power, prefix in ((12, "T"), (9, "G"), (6, "M"), (3, "k")):
+        if abs(value) >= 10**power:
+            return f"{value / 10**power:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}".rstrip()
