@@ -1,7 +1,8 @@
 """Figures a reader understands without the command: learning curves per group (mean line,
 band over the seeds present at each point), the final metric against the per-device batch
 size, each group's per-seed results beside its mean and 95% CI, and gradient norm against
-depth.
+depth; the cost figure is normbench.report.cost_plots', what every figure shares
+normbench.report.figure_style's.
 
 Each figure is built by a function that returns a matplotlib Figure (tests inspect its axes);
 ``draw`` renders a report's figures to PNG once, for ``--plots`` files and the HTML report
@@ -12,12 +13,9 @@ state, no backend to select), and text from a runs directory is never read as ma
 
 from __future__ import annotations
 
-import functools
-import io
 import re
 import textwrap
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +26,20 @@ from normbench.core.errors import StoreError, UsageError
 from normbench.core.files import read_parquet
 from normbench.core.text import plain
 from normbench.report.base import Method, Report, Section
+from normbench.report.cost_plots import cost_pareto
+from normbench.report.figure_style import (
+    MAX_CURVES,
+    SMALLEST_FONT,
+    WIDEST,
+    Drawing,
+    finish,
+    group_name,
+    log_scale,
+    metric_word,
+    new_figure,
+    seeds,
+    to_png,
+)
 from normbench.report.grouping import groups
 from normbench.report.labels import label
 from normbench.report.text import batch_sizes, bounded_interval, settings_text, short
@@ -36,15 +48,6 @@ from normbench.store.rundir import MAX_BYTES, atomic_write
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-MAX_CURVES = 12  # more lines than this on one axis is noise, not a figure
-DPI = 110
-# Legible in the HTML page in an 800-pixel window, where a figure shrinks to about 770 pixels:
-# no text under 10 points and no figure over 10 inches (1100 pixels at DPI) keeps every
-# letter at 10.7 pixels or more (10 * DPI / 72 * 770 / 1100); the page's own small text is
-# 13 pixels. Legends, footers and annotations were 7 to 9 points on figures up to 13 inches,
-# 5 to 7 pixels at that width.
-SMALLEST_FONT = 10
-WIDEST = 10  # inches
 # --x: the metrics column each choice plots, and its axis label.
 X_AXES = {
     "steps": ("step", "step"),
@@ -59,15 +62,6 @@ VERDICT_COLOURS = {
     "worse": "#cf222e",
     "inconclusive": "#bf8700",
 }
-
-
-@dataclass(frozen=True)
-class Drawing:
-    """One rendered figure: its file stem, what it shows (the HTML's caption) and its PNG."""
-
-    name: str
-    about: str
-    png: bytes
 
 
 def check_x(x: str | None) -> None:
@@ -132,20 +126,6 @@ def draw(
     return [drawings[id(s)] for s in report.sections]
 
 
-def log_scale(values: np.ndarray) -> str:
-    """``log`` when some value is finite and positive, else ``linear``: every run diverged at
-    its first logged step (a NaN or infinite loss) leaves nothing a log axis can show, and
-    matplotlib refuses to draw one."""
-    finite = values[np.isfinite(values)]
-    return "log" if (finite > 0).any() else "linear"
-
-
-def to_png(fig: Figure) -> bytes:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=DPI)
-    return buffer.getvalue()
-
-
 def write_pngs(
     report: Report, drawings: list[list[Drawing]], out_dir: Path, across: list[Drawing] = ()
 ) -> list[Path]:
@@ -169,97 +149,6 @@ def write_pngs(
 def _suffix(section: Section) -> str:
     text = "-".join(f"{short(k)}_{label(v)}" for k, v in section.setting.items())
     return "-" + re.sub(r"[^A-Za-z0-9._-]", "_", text)
-
-
-# ------------------------------------------------------------------------------- helpers
-def new_figure(width: float, height: float, about: str) -> Figure:
-    """A figure laid out by matplotlib's constrained layout (room for an outside legend and
-    the footer); ``about`` (its label) says in one sentence what it shows."""
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(width, height), layout="constrained", label=about)
-
-
-def metric_word(section: Section) -> str:
-    return {"val_acc": "accuracy", "val_bpb": "bits per byte"}[section.metric.name]
-
-
-def seeds(count: int) -> str:
-    return f"{count} seed" + ("" if count == 1 else "s")
-
-
-def group_name(keys: list[str], values: dict) -> str:
-    """A group's label in a figure: its keys that apply to it (``norm=groupnorm``, not
-    ``norm=groupnorm, ghost=-``: GroupNorm has no ghost batch)."""
-    named = [f"{short(k)}={label(values[k])}" for k in keys if label(values[k]) != "-"]
-    return plain(", ".join(named) or "all runs")
-
-
-def finish(fig: Figure, section: Section, handles: list | None = None) -> Figure:
-    """The touches every figure gets: the legend (the first axes' lines, or ``handles``)
-    outside the data, right of the last axes and below any title; the settings held fixed in
-    a footer wrapped to the figure's width; plain tick labels."""
-    handles = handles or fig.axes[0].get_legend_handles_labels()[0]
-    if handles:
-        fig.axes[-1].legend(
-            handles=handles,
-            loc="upper left",
-            bbox_to_anchor=(1.02, 1),
-            borderaxespad=0,
-            fontsize=SMALLEST_FONT,
-        )
-    text = settings_text({**section.setting, **section.fixed})
-    if text:
-        width = int(fig.get_figwidth() * 12)  # characters of 10-point text per figure width
-        fig.supxlabel(
-            textwrap.fill(plain(f"fixed: {text}"), width), fontsize=SMALLEST_FONT, color="0.3"
-        )
-    for ax in fig.axes:
-        plain_ticks(ax)
-    return fig
-
-
-def plain_ticks(ax) -> None:
-    """Tick labels as plain numbers (2.4, 0.001, 30000), never 2.4×10^0 or an offset:
-    log axes keep matplotlib's choice of which ticks to label, with plain text; linear axes
-    lose scientific notation and offsets. Fixed labels (set by hand) are left alone."""
-    from matplotlib.ticker import LogFormatter, ScalarFormatter
-
-    for axis in (ax.xaxis, ax.yaxis):
-        for formatter, setter in (
-            (axis.get_major_formatter(), axis.set_major_formatter),
-            (axis.get_minor_formatter(), axis.set_minor_formatter),
-        ):
-            if isinstance(formatter, LogFormatter):
-                plain_log = plain_log_formatter()
-                setter(
-                    plain_log(
-                        base=axis.get_transform().base,
-                        labelOnlyBase=formatter.labelOnlyBase,
-                        minor_thresholds=formatter.minor_thresholds,
-                    )
-                )
-            elif isinstance(formatter, ScalarFormatter):
-                formatter.set_useOffset(False)
-                formatter.set_scientific(False)
-
-
-def plain_number(value: float) -> str:
-    """3 significant digits, positional: 2.4, 0.001, 30000."""
-    return np.format_float_positional(float(f"{value:.3g}"), trim="-")
-
-
-@functools.cache
-def plain_log_formatter() -> type:
-    """matplotlib's log formatter (it decides which ticks get a label) writing plain numbers;
-    made on first use, so that importing this module does not import matplotlib."""
-    from matplotlib.ticker import LogFormatterSciNotation
-
-    class PlainLogFormatter(LogFormatterSciNotation):
-        def __call__(self, x, pos=None):
-            return plain_number(x) if super().__call__(x, pos) else ""
-
-    return PlainLogFormatter
 
 
 # ------------------------------------------------------------------------ learning curves
@@ -481,89 +370,6 @@ def batch_curve(section: Section) -> Figure:
         title=textwrap.fill(about, 80),
     )
     return finish(fig, section)
-
-
-# --------------------------------------------------------------------------------- cost
-def cost_pareto(section: Section) -> Figure | None:
-    """Each group's mean metric (95% CI) against its step time (95% CI) and against its FLOPs
-    per step, both on log axes, the groups no other beats on both (cheaper and better) joined
-    as the Pareto frontier. A section's steps are one setting, so step time orders the groups
-    as their training time does. None without a group in both the cost and convergence
-    tables. Tuning cost is not included: each point is one configuration's runs."""
-    from matplotlib.ticker import EngFormatter, NullFormatter
-
-    cost, quality = section.tables["cost"], section.tables["convergence"]
-    if cost is None or quality is None or cost.empty:
-        return None
-    mean, ci = f"{section.metric.name}_mean", f"{section.metric.name}_ci95"
-
-    def named(table: pd.DataFrame) -> list[tuple]:
-        return [tuple(label(v) for v in row) for row in table[section.keys].itertuples(False)]
-
-    at = dict(zip(named(quality), range(len(quality)), strict=True))
-    joined = [(i, at[name]) for i, name in enumerate(named(cost)) if name in at]
-    joined = [(c, q) for c, q in joined if np.isfinite(quality[mean].iloc[q])]
-    if not joined:
-        return None
-    about = (
-        f"Final validation {metric_word(section)} (mean, 95% CI) against the cost of a training "
-        "step: its time and its FLOPs (matrix products only), each group a point; the line "
-        "joins the groups no other is both cheaper and better than"
-    )
-    fig = new_figure(WIDEST, 4.6, about)
-    axes = fig.subplots(1, 2, sharey=True)
-    sign = 1 if section.metric.higher_is_better else -1
-    y = np.array([quality[mean].iloc[q] for _, q in joined])
-    y_err = np.nan_to_num(np.array([quality[ci].iloc[q] for _, q in joined]))
-    rows = [cost.iloc[c] for c, _ in joined]
-    names = [group_name(section.keys, {k: row[k] for k in section.keys}) for row in rows]
-    step_ms = 1e3 * np.array([row["step_s"] for row in rows])
-    step_err = 1e3 * np.nan_to_num(
-        np.array(
-            [[r["step_s"] - r["step_s_ci_low"], r["step_s_ci_high"] - r["step_s"]] for r in rows]
-        ).T
-    )
-    flops = np.array([row["flops_per_step"] for row in rows])
-    for ax, x, x_err, xlabel in (
-        (axes[0], step_ms, step_err, "step time (ms, geometric mean)"),
-        (axes[1], flops, None, "FLOPs per step (matrix products)"),
-    ):
-        for number, name in enumerate(names):
-            err = None if x_err is None else x_err[:, [number]]
-            ax.errorbar(
-                x[number],
-                y[number],
-                xerr=err,
-                yerr=y_err[number],
-                fmt="o",
-                capsize=3,
-                label=name,
-                color=f"C{number % 10}",
-            )
-        front = pareto_front(x, sign * y)
-        ax.plot(x[front], y[front], color="0.3", linestyle="--", linewidth=1, label="_front")
-        ax.set_xscale(log_scale(x))
-        ax.set(xlabel=xlabel)
-        # engineering ticks (6M, 10M), few of them: plain digits of close FLOPs overlap
-        ax.xaxis.set_major_formatter(EngFormatter(sep=""))
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel(f"final validation {metric_word(section)}")
-    fig.suptitle(textwrap.fill(about, 100), fontsize=SMALLEST_FONT + 1)
-    return finish(fig, section)
-
-
-def pareto_front(cost: np.ndarray, score: np.ndarray) -> np.ndarray:
-    """The indices, cheapest first, of the points no other is at least as cheap and strictly
-    better than, nor strictly cheaper and as good (higher ``score`` is better); NaN costs are
-    never on it."""
-    order = [i for i in np.argsort(cost, kind="stable") if np.isfinite(cost[i])]
-    front, best = [], -np.inf
-    for i in order:
-        if score[i] > best:
-            front.append(i)
-            best = score[i]
-    return np.array(front, dtype=int)
 
 
 # --------------------------------------------------------------------------- diagnostics

@@ -4,7 +4,7 @@ fitted curve to 100x the top rung with its bootstrap band, dashed where extrapol
 where a form fits), and each group's compute multiplier against the reference: measured at
 the rungs with its interval (a triangle for a bound: up for "more than", down for "less
 than"), then the fitted curve's beyond the top rung, dashed, where a form fits.
-Built as normbench.report.plots builds its figures (no pyplot, no mathtext)."""
+Built as normbench.report.plots builds its figures (normbench.report.figure_style)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import numpy as np
 from normbench.core.text import plain
 from normbench.report import scaling
 from normbench.report.base import Report
-from normbench.report.plots import (
+from normbench.report.figure_style import (
     MAX_CURVES,
     SMALLEST_FONT,
     Drawing,

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from normbench.report import plots, stability, stats
+from normbench.report import figure_style, stability, stats
 from normbench.report.base import Method, Section
 from normbench.report.labels import label
 from normbench.report.results import seeded_results
@@ -168,7 +168,7 @@ def figures_of(ctx: Context, section: Section, stable_none) -> list[str]:
         ("attention_logit", logit_over_steps(ctx.runs, section, stable_none)),
     ):
         if fig is not None:
-            (out / f"{name}.png").write_bytes(plots.to_png(fig))
+            (out / f"{name}.png").write_bytes(figure_style.to_png(fig))
             links.append(f"![{name.replace('_', ' ')}](img/qk_norm/{name}.png)")
     return links
 
@@ -178,7 +178,7 @@ def loss_against_lr(section: Section):
     interval over seeds per group; a diverged run at chance, as the verdicts count it."""
     metric = section.metric
     about = "Final validation bits per byte against the learning rate, mean and 95% CI over seeds"
-    fig = plots.new_figure(8, 4.5, about)
+    fig = figure_style.new_figure(8, 4.5, about)
     ax = fig.subplots()
     runs = section.runs
     for qk, part in runs.groupby(runs["model.qk_norm"].map(label)):
@@ -192,7 +192,7 @@ def loss_against_lr(section: Section):
     ax.set(xscale="log", xlabel="learning rate", ylabel="final val bits per byte", title=about)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    plots.plain_ticks(ax)
+    figure_style.plain_ticks(ax)
     return fig
 
 
@@ -205,7 +205,7 @@ def logit_over_steps(runs, section: Section, stable_none):
         f"Largest attention logit over steps at lr {label(stable_none)} (the highest at which "
         "every seed without QK-norm trained), geometric mean over seeds"
     )
-    fig = plots.new_figure(8, 4.5, about)
+    fig = figure_style.new_figure(8, 4.5, about)
     ax = fig.subplots()
     chosen = section.runs[section.runs["train.lr"].map(label) == label(stable_none)]
     for qk, part in chosen.groupby(chosen["model.qk_norm"].map(label)):

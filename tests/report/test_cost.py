@@ -12,7 +12,7 @@ from helpers import invoke, make_run
 from scipy import stats as scipy_stats
 
 from normbench.report.base import Method
-from normbench.report.plots import cost_pareto, pareto_front
+from normbench.report.cost_plots import cost_pareto, pareto_front
 from normbench.report.sections import build
 from normbench.store.catalog import load_runs
 

@@ -20,7 +20,7 @@ from helpers import make_run
 from typer.testing import CliRunner
 
 from normbench.cli import app
-from normbench.report import html, plots
+from normbench.report import figure_style, html, plots
 from normbench.report.sections import build
 from normbench.store.catalog import load_runs
 
@@ -262,11 +262,11 @@ def test_figure_text_stays_legible_in_an_800_pixel_window(tmp_path, monkeypatch)
     assert out.exit_code == 0, out.output
     assert len(figures) >= 8
     for fig in figures:
-        shrink = min(1.0, PAGE_AT_800 / (fig.get_figwidth() * plots.DPI))
+        shrink = min(1.0, PAGE_AT_800 / (fig.get_figwidth() * figure_style.DPI))
         for text in fig.findobj(MplText):
             if not text.get_visible() or not text.get_text().strip():
                 continue
-            pixels = text.get_fontsize() * plots.DPI / 72 * shrink
+            pixels = text.get_fontsize() * figure_style.DPI / 72 * shrink
             assert pixels >= 10, (fig.get_label(), text.get_text(), round(pixels, 1))
 
 
