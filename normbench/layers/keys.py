@@ -9,7 +9,8 @@ the schema accepts (normbench.experiment.schema), the keys a config nulls (those
 not read) and the options the norm is built with (``taken_options``, the one filter). A plugin
 (an import path, an entry point, a config directory's ``_target_``) is an entry of the same
 kind, read off its signature (``norm_entry``), so nothing downstream asks where a norm came
-from. Adding a norm is its class in normbench.layers.norms and one entry in NORM_TABLE; its
+from. Adding a norm is its class in a module of normbench.layers (norms, elementwise,
+single_gain: by what it computes) and one entry in NORM_TABLE; its
 conf/norm/NAME.yaml (the config group Hydra composes, its comment what `normbench list` shows)
 is checked against the entry by tests/layers/test_keys.py, which prints what it must hold.
 """
@@ -115,13 +116,17 @@ class NormEntry:
         return keys
 
 
-def _shipped(cls: str, reads: tuple[str, ...] = (), **entry: Any) -> NormEntry:
+def _shipped(
+    cls: str, reads: tuple[str, ...] = (), module: str = "norms", **entry: Any
+) -> NormEntry:
+    """A shipped norm's entry: its class ``cls`` in normbench.layers.``module``."""
     reads = NORM_COMMON_KEYS | NORM_FACTORY_KEYS | set(reads)
-    return NormEntry(f"normbench.layers.norms:{cls}", reads, **entry)
+    return NormEntry(f"normbench.layers.{module}:{cls}", reads, **entry)
 
 
 _ALPHA_INIT = NormKey(Key(float, minimum=0.0), 0.5)
-# The shipped norms: name (norm=NAME) -> entry. Their classes are in normbench.layers.norms.
+# The shipped norms: name (norm=NAME) -> entry. Their classes are in normbench.layers: norms
+# (the statistics norms), elementwise (no statistics), single_gain (one scalar gain).
 NORM_TABLE: dict[str, NormEntry] = {
     "batchnorm": _shipped(
         "BatchNorm", ("momentum", "ghost_batch", "sync", "eval_stats"), fused="FusedBatchNorm"
@@ -133,14 +138,23 @@ NORM_TABLE: dict[str, NormEntry] = {
         "SwitchNorm", ("momentum", "ghost_batch", "eval_stats"), sequence_statistics=True
     ),
     "rmsnorm": _shipped("RMSNorm", fused="FusedRMSNorm"),
+    "ssrmsnorm": _shipped("SingleScaleRMSNorm", module="single_gain"),
     "adaln": _shipped("AdaLN", python_options=("cond_dim",), sequence_statistics=True),
-    "dyt": _shipped("DyT", own={"alpha_init": _ALPHA_INIT}, per_position=("alpha_init",)),
+    "dyt": _shipped(
+        "DyT", module="elementwise", own={"alpha_init": _ALPHA_INIT}, per_position=("alpha_init",)
+    ),
     "derf": _shipped(
         "Derf",
+        module="elementwise",
         own={"alpha_init": _ALPHA_INIT, "shift_init": NormKey(Key(float), 0.0)},
         per_position=("alpha_init",),
     ),
-    "scalenorm": _shipped("ScaleNorm"),
+    "dyisru": _shipped(
+        "DyISRU",
+        module="elementwise",
+        own={"beta_init": NormKey(Key(float, minimum=0.0, nullable=True), None)},
+    ),
+    "scalenorm": _shipped("ScaleNorm", module="single_gain"),
     "none": _shipped("Identity"),
 }
 SEQUENCE_STATISTICS_NORMS = tuple(n for n, e in NORM_TABLE.items() if e.sequence_statistics)

@@ -1,9 +1,12 @@
 """Normalization layers behind one constructor, ``make_norm(name, num_features, layout, **opts)``.
 
 Which norms there are, and which options each takes, is the norm table's
-(normbench.layers.keys.NORM_TABLE, torch-free); this module holds their classes, the registry
-derived from it (NORMS), and the run's norm bound to its config section (norm_factory), built
-the same way for a shipped norm and a plugin.
+(normbench.layers.keys.NORM_TABLE, torch-free); this module holds the classes of the norms
+that take statistics, the registry derived from the table (NORMS, every shipped norm's class
+wherever it lives: the element-wise ones in normbench.layers.elementwise, the single-gain
+ones in normbench.layers.single_gain), and the run's norm bound to its config section
+(norm_factory), built the same way for a shipped norm and a plugin. The base classes are
+normbench.layers.norm_base's, re-exported here.
 
 Every layer takes ``forward(x, mask=None, cond=None)`` so a model can call any norm the same
 way. Two layouts:
@@ -13,8 +16,7 @@ way. Two layouts:
   True for real tokens, and statistics that run over tokens skip padded positions.
 
 Where PyTorch has a fused op for a layout it is the implementation; custom code covers only
-what PyTorch lacks (masked statistics, SwitchNorm's mixture, ScaleNorm, DyT, Derf, AdaLN's
-modulation).
+what PyTorch lacks (masked statistics, SwitchNorm's mixture, AdaLN's modulation).
 Statistics are computed in float32 under autocast (``fp32_stats``): on CPU, autocast would
 otherwise run layer_norm/group_norm/batch_norm in bf16/fp16 and lose the variance.
 """
@@ -22,7 +24,6 @@ otherwise run layer_norm/group_norm/batch_norm in bf16/fp16 and lose the varianc
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Callable
 
 import torch
@@ -30,6 +31,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from normbench.core.registry import resolve
+
+# Re-exported (F401): models and users import the base classes from here, and a config may
+# name a moved norm by its old import path (normbench.layers.norms:DyT, before 0.6).
+from normbench.layers.elementwise import Derf, DyISRU, DyT  # noqa: F401
 from normbench.layers.generators import own_generator
 from normbench.layers.keys import (
     NORM_SHARED_KEYS,
@@ -38,86 +43,17 @@ from normbench.layers.keys import (
     norm_entry,
     taken_options,
 )
-
-LAYOUTS = ("channels", "tokens")
-LOW_PRECISION = (torch.float16, torch.bfloat16)
-
-
-def feature_view(param: Tensor, x: Tensor, layout: str) -> Tensor:
-    """Reshape a per-feature vector so it broadcasts against x in the given layout."""
-    if layout == "tokens":
-        return param
-    return param.view(1, -1, *([1] * (x.dim() - 2)))
-
-
-def masked_moments(x: Tensor, dims: tuple[int, ...], mask: Tensor | None) -> tuple[Tensor, Tensor]:
-    """Mean and biased variance over ``dims`` counting only positions where mask is True.
-
-    ``mask`` broadcasts against x (for tokens: (N, T, 1)); None means every position counts.
-    """
-    if mask is None:  # two passes: torch.var_mean (Welford) is ~20x slower on CPU
-        mean = x.mean(dim=dims, keepdim=True)
-        return mean, (x - mean).square().mean(dim=dims, keepdim=True)
-    weight = mask.to(x.dtype)
-    count = weight.expand_as(x).sum(dim=dims, keepdim=True).clamp_min(1)
-    mean = (x * weight).sum(dim=dims, keepdim=True) / count
-    var = (((x - mean) * weight) ** 2).sum(dim=dims, keepdim=True) / count
-    return mean, var
-
-
-def mean_of_squares(x: Tensor, dim: int) -> Tensor:
-    """Mean of x^2 over ``dim`` (kept) without materialising x^2: a fused norm, whose
-    backward over a contiguous ``dim`` costs less than that of x * x and a mean."""
-    return torch.linalg.vector_norm(x, dim=dim, keepdim=True).square() / x.shape[dim]
-
-
-class Norm(nn.Module):
-    """Base class: float32 statistics under autocast, then the subclass's ``normalize``."""
-
-    def __init__(
-        self,
-        num_features: int,
-        layout: str,
-        eps: float = 1e-5,
-        fp32_stats: bool = True,
-        mask_padding: bool = True,
-    ):
-        super().__init__()
-        if layout not in LAYOUTS:
-            raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-        self.num_features = num_features
-        self.layout = layout
-        self.eps = eps
-        self.fp32_stats = fp32_stats
-        self.mask_padding = mask_padding
-
-    def forward(self, x: Tensor, mask: Tensor | None = None, cond: Tensor | None = None) -> Tensor:
-        if not self.mask_padding:
-            mask = None
-        # float64 stays float64 (a reference computation), float32 outside autocast skips
-        # the guard's overhead.
-        low_precision = x.dtype in LOW_PRECISION or torch.is_autocast_enabled(x.device.type)
-        if not (self.fp32_stats and low_precision):
-            return self.normalize(x, mask, cond).to(x.dtype)
-        with torch.autocast(x.device.type, enabled=False):
-            y = self.normalize(x.float(), mask, None if cond is None else cond.float())
-        return y.to(x.dtype)
-
-    def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
-        raise NotImplementedError
-
-
-class AffineNorm(Norm):
-    """A norm with a per-feature scale (init 1) and shift (init 0)."""
-
-    def __init__(self, num_features: int, layout: str, **common):
-        super().__init__(num_features, layout, **common)
-        self.weight = nn.Parameter(torch.ones(num_features))
-        self.bias = nn.Parameter(torch.zeros(num_features))
-
-    def affine(self, y: Tensor) -> Tensor:
-        weight, bias = (feature_view(p, y, self.layout) for p in (self.weight, self.bias))
-        return torch.addcmul(bias, y, weight)  # one pass over y, not two
+from normbench.layers.norm_base import (  # noqa: F401
+    LAYOUTS,
+    LOW_PRECISION,
+    AffineNorm,
+    Norm,
+    feature_view,
+    masked_moments,
+    mean_of_squares,
+)
+from normbench.layers.single_gain import ScaleNorm, SingleScaleRMSNorm  # noqa: F401
+from normbench.layers.sync_batchnorm import data_parallel, synchronized_batch_norm
 
 
 class BatchStatisticsNorm(AffineNorm):
@@ -210,49 +146,6 @@ class BatchNorm(BatchStatisticsNorm):
             layer.running_mean, layer.running_var = self.running_mean, self.running_var
             self.__dict__["_torch_sync"] = layer
         return layer.train(self.training)
-
-
-def data_parallel() -> bool:
-    """Whether this process is one rank of several (torch.distributed initialised)."""
-    distributed = torch.distributed
-    return (
-        distributed.is_available()
-        and distributed.is_initialized()
-        and (distributed.get_world_size() > 1)
-    )
-
-
-def synchronized_batch_norm(
-    x: Tensor,
-    running_mean: Tensor,
-    running_var: Tensor,
-    weight: Tensor,
-    bias: Tensor,
-    momentum: float,
-    eps: float,
-) -> Tensor:
-    """Training-mode batch norm of ``x`` (N, C, *S) or (M, C) over the samples of every rank:
-    the mean, then the variance about it, each summed over ranks with
-    torch.distributed.nn.functional.all_reduce, whose backward is the all-reduce of the
-    gradients, so that the gradients are those of one process holding the global batch (as
-    torch.nn.SyncBatchNorm's, Ioffe & Szegedy 2015's formulas with the sums across ranks).
-    Two passes, as F.batch_norm's, not E[x^2] - mean^2. The running statistics move as
-    F.batch_norm moves them: the mean, and the unbiased variance (n / (n - 1))."""
-    from torch.distributed.nn.functional import all_reduce
-
-    dims = [0, *range(2, x.dim())]
-    local = torch.tensor([x.numel() // x.shape[1]], dtype=x.dtype, device=x.device)
-    sums = all_reduce(torch.cat([x.sum(dims), local]))
-    count = sums[-1].detach()
-    mean = sums[:-1] / count
-    shape = [1, -1] + [1] * (x.dim() - 2)
-    centred = x - mean.view(shape)
-    var = all_reduce(centred.square().sum(dims)) / count
-    with torch.no_grad():
-        running_mean.lerp_(mean.detach(), momentum)
-        running_var.lerp_(var.detach() * count / (count - 1).clamp_min(1), momentum)
-    scale = weight * torch.rsqrt(var + eps)
-    return centred * scale.view(shape) + bias.view(shape)
 
 
 class LayerNorm(AffineNorm):
@@ -454,62 +347,6 @@ class SwitchNorm(BatchStatisticsNorm):
         for buffer, value in ((self.running_mean, mean.flatten(1)), (self.running_var, unbiased)):
             fresh = (contribution * value).sum(0).to(buffer.dtype)
             buffer.mul_((1 - m) ** chunks).add_(fresh)
-
-
-class ScaleNorm(Norm):
-    """g * x / ||x|| with one learnable scalar g initialised to sqrt(num_features).
-
-    Tokens: the norm is over D. Channels: over (C, S), divided by sqrt(|S|) so that g keeps the
-    same meaning (output RMS = g / sqrt(C)) whatever the spatial size.
-    """
-
-    def __init__(self, num_features: int, layout: str, **common):
-        super().__init__(num_features, layout, **common)
-        self.g = nn.Parameter(torch.tensor(math.sqrt(num_features)))
-
-    def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
-        if self.layout == "tokens":
-            norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
-        else:
-            dims = tuple(range(1, x.dim()))
-            spatial = x[0, 0].numel()
-            norm = torch.linalg.vector_norm(x, dim=dims, keepdim=True) / math.sqrt(spatial)
-        return x * (self.g / norm.clamp_min(self.eps))
-
-
-class DyT(AffineNorm):
-    """Dynamic Tanh (Zhu et al. 2025): gamma * tanh(alpha * x) + beta, elementwise, with a
-    learnable scalar alpha initialised to 0.5 and per-feature gamma, beta."""
-
-    def __init__(self, num_features: int, layout: str, alpha_init: float = 0.5, **common):
-        super().__init__(num_features, layout, **common)
-        self.alpha = nn.Parameter(torch.tensor(alpha_init))
-
-    def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
-        return self.affine(torch.tanh(self.alpha * x))
-
-
-class Derf(AffineNorm):
-    """Dynamic erf (Chen et al. 2025, "Stronger Normalization-Free Transformers", Eq. 10):
-    gamma * erf(alpha * x + s) + beta, elementwise. As in the paper and its code
-    (zlab-princeton/Derf): alpha and s are learnable scalars, initialised to 0.5 and 0 (the
-    code's defaults for ViT, DiT and DNA models; its GPT-2 patch starts alpha at 1.0), gamma
-    and beta per-feature vectors initialised to 1 and 0."""
-
-    def __init__(
-        self,
-        num_features: int,
-        layout: str,
-        alpha_init: float = 0.5,
-        shift_init: float = 0.0,
-        **common,
-    ):
-        super().__init__(num_features, layout, **common)
-        self.alpha = nn.Parameter(torch.tensor(alpha_init))
-        self.shift = nn.Parameter(torch.tensor(shift_init))
-
-    def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
-        return self.affine(torch.erf(self.alpha * x + self.shift))
 
 
 # norm.impl=fused: one call of PyTorch's fused kernel, the module's parameters and buffers
