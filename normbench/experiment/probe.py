@@ -20,6 +20,7 @@ from collections.abc import Iterable
 
 from normbench.core.errors import UsageError
 from normbench.data.datasets import describe
+from normbench.experiment.budget import DEPTH_BUILT
 from normbench.experiment.compose import compose
 from normbench.experiment.options import PLUGIN_GROUPS
 
@@ -87,12 +88,19 @@ def probe_norm(norm: dict) -> None:
 
 def probe_model(cfg: dict) -> None:
     """The model for the run's data: one forward pass on a batch of two samples (zeros, or
-    token id 1 everywhere), in training mode as its first step will be."""
+    token id 1 everywhere), in training mode as its first step will be. A model deeper than
+    ``DEPTH_BUILT`` (a user's model: the shipped ones stop at schema.MAX_DEPTH) is probed at
+    that depth: the shapes a layer gives do not depend on how many follow it, and building a
+    module per layer takes time in proportion to the depth (10^7 layers held the probe for
+    hours); the run itself builds the depth asked for."""
     import torch
     from torch import Tensor
 
     from normbench.layers.models import build_model
 
+    depth = cfg["model"].get("depth")
+    if isinstance(depth, int) and not isinstance(depth, bool) and depth > DEPTH_BUILT:
+        cfg = {**cfg, "model": {**cfg["model"], "depth": DEPTH_BUILT}}
     data = describe(cfg["data"])
     what = f"model={cfg['model']['name']} with norm={cfg['norm']['name']}"
     try:

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from normbench.core.keys import Key
+from normbench.data.hubload import AUGMENTATIONS
 from normbench.layers.keys import (
     NORM_FIXED,
     NORM_SHARED,
@@ -88,6 +89,18 @@ def _positive(nullable: bool = False) -> Key:
     return Key(int, minimum=1, nullable=nullable)
 
 
+# A shipped model's depth at most: above the deepest networks the norm literature trains
+# (DeepNet's 1,000-layer Transformer, Wang et al. 2022, arXiv:2203.00555; He et al.'s
+# ResNet-1001, 333 blocks). Deeper is a typo that would otherwise build for minutes (about 3 ms
+# a layer on a CPU) and then need more memory than the machine has: depth 100,000 at the
+# default width is 3.3e9 parameters, 27 GB of fp32 weights and gradients.
+MAX_DEPTH = 1024
+
+
+def _depth() -> Key:
+    return Key(int, minimum=1, maximum=MAX_DEPTH)
+
+
 # muP's base sizes at most: wider than any model trained (GPT-3's width is 12,288); a base
 # width beyond it is a typo, whose width ratio would scale the readout by an absurd factor.
 MUP_LARGEST_BASE = 65536
@@ -152,7 +165,7 @@ OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
     "model": {
         "transformer": {
             "model.width": _positive(),
-            "model.depth": _positive(),
+            "model.depth": _depth(),
             "model.heads": _positive(),
             "model.mlp_ratio": _positive(),
             "model.patch_size": _positive(),
@@ -165,7 +178,7 @@ OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
         },
         "cnn": {
             "model.width": _positive(),
-            "model.depth": _positive(),
+            "model.depth": _depth(),
             "model.kernel_size": _positive(),
             "model.weight_std": Key(bool),
             "model.init": Key(str, choices=("default", "xavier")),
@@ -174,7 +187,7 @@ OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
         },
         "resnet": {
             "model.width": _positive(),
-            "model.depth": _positive(),
+            "model.depth": _depth(),
             "model.kernel_size": _positive(),
             "model.weight_std": Key(bool),
             "model.zero_init_last_norm": Key(bool),
@@ -213,6 +226,30 @@ OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
             "data.test_fraction": _fraction(),
             "data.val_fraction": _fraction(),
             "data.corpus": Key(str, nullable=True),
+            **_subset(),
+        },
+        "cifar10": {
+            "data.val_fraction": _fraction(),
+            "data.augment": Key(str, choices=AUGMENTATIONS),
+            **_subset(),
+        },
+        "tinystories": {
+            "data.context": Key(int, minimum=2),
+            "data.eval_windows": _positive(),
+            **_subset(),
+        },
+        "hub_images": {
+            "data.set": Key(str, nullable=True),
+            "data.val_fraction": _fraction(),
+            "data.augment": Key(str, choices=AUGMENTATIONS),
+            "data.fingerprint": Key(str, nullable=True),
+            **_subset(),
+        },
+        "hub_text": {
+            "data.set": Key(str, nullable=True),
+            "data.context": Key(int, minimum=2),
+            "data.eval_windows": _positive(),
+            "data.fingerprint": Key(str, nullable=True),
             **_subset(),
         },
         "arrays": {

@@ -306,3 +306,17 @@ def test_options_merged_in_place_compose_as_hydra_composes_them_whole(monkeypatc
         use_config_dirs([])
     assert len(jobs) == 4 + 4 + 2
     assert fast == whole
+
+
+@pytest.mark.parametrize("model", ["transformer", "cnn", "resnet"])
+def test_a_depth_beyond_the_bound_is_refused_in_seconds_with_nothing_written(tmp_path, model):
+    # `run model.depth=100000` built layers for minutes, then needed 27 GB for weights and
+    # gradients alone; the deepest shipped depth is MAX_DEPTH
+    from normbench.experiment.schema import MAX_DEPTH
+    from tests.helpers import invoke, one_line
+
+    runs = tmp_path / "runs"
+    out = invoke("run", f"model={model}", "model.depth=100000", "--runs-dir", str(runs), seconds=20)
+    one_line(out, f"model.depth=100000 is not valid; valid: an integer from 1 to {MAX_DEPTH}")
+    assert not runs.exists()
+    assert compose([f"model={model}", f"model.depth={MAX_DEPTH}"])["model"]["depth"] == MAX_DEPTH

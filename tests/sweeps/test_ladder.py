@@ -20,6 +20,7 @@ from normbench.core.errors import UsageError
 from normbench.data import datasets, pysource
 from normbench.experiment.budget import size_of, tokens_per_param
 from normbench.experiment.probe import compose_checked
+from normbench.experiment.schema import MAX_DEPTH
 from normbench.report.base import Method
 from normbench.store.records import latest_record
 from normbench.store.rundir import Rerun
@@ -96,6 +97,10 @@ def test_a_deep_user_model_is_counted_by_extrapolation_only_where_its_count_is_l
     assert size.non_embedding_no_head == size.parameters - sum(
         p.numel() for p in built.head.parameters()
     )
+    with limited(10, 2 << 30):  # 10^7 layers: counted, not built (a user's model has no bound)
+        deep = size_of(compose_checked(["model=deep_models:linear", "model.depth=10000000"]))
+    per_layer = 4 * 4 + 4  # a Linear(4, 4) per layer
+    assert deep.parameters == size.parameters + (10_000_000 - 300) * per_layer
     with pytest.raises(UsageError, match="do not grow linearly with its depth"):
         size_of(compose_checked(["model=deep_models:squared", "model.depth=300"]))
 
@@ -382,9 +387,9 @@ def test_a_preset_that_tunes_its_ladders_key_is_refused_naming_the_preset(tmp_pa
             [*WIDTHS, "train.max_steps=1000000000000000000000000000000"],
             ["model.width=8: one run is estimated at", "a smaller train.max_steps"],
         ),
-        (  # built layer by layer to count it, this planned for an hour in growing memory
-            ["--ladder", "model.depth=1,2,100000", "model.width=512"],
-            ["model.depth=100000: one run is estimated at", "2.1e+11 non-embedding"],
+        (  # built layer by layer to count it, depth 100000 planned for an hour in growing memory
+            ["--ladder", f"model.depth=1,2,{MAX_DEPTH}", "model.width=8192"],
+            [f"model.depth={MAX_DEPTH}: one run is estimated at", "5.5e+11 non-embedding"],
         ),
     ],
 )
@@ -405,10 +410,9 @@ def test_a_deep_model_is_counted_without_building_every_layer():
         p.numel() for p in built.head.parameters()
     )
     one, two = (size_of(compose_checked([*LM, f"model.depth={d}"])) for d in (1, 2))
-    with limited(10, 2 << 30):  # 10^7 layers: counted, not built
-        deep = size_of(compose_checked([*LM, "model.depth=10000000"]))
+    deep = size_of(compose_checked([*LM, f"model.depth={MAX_DEPTH}"]))
     per_layer = two.parameters - one.parameters
-    assert deep.parameters == one.parameters + (10_000_000 - 1) * per_layer
+    assert deep.parameters == one.parameters + (MAX_DEPTH - 1) * per_layer
 
 
 @pytest.mark.parametrize(
