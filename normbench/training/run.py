@@ -26,6 +26,7 @@ import torch
 
 from normbench import __version__
 from normbench.core.errors import StoreError, UsageError
+from normbench.data.hubcache import provenance as data_provenance
 from normbench.store.index import record_run
 from normbench.store.provenance import fingerprint, is_stale
 from normbench.store.rundir import (
@@ -306,6 +307,7 @@ def train_and_record(
         "summary": {},
         # the step each resumption started from, one per resumption from a checkpoint
         "resumed_from": previous.get("resumed_from", []) if resuming else [],
+        **data_provenance(cfg["data"]),  # a fetched set's fingerprint; nothing for the others
     }
     meta = labels.apply(meta)
     # A Ctrl-C or SIGTERM between the two would leave a run directory without meta.json:
