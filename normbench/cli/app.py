@@ -122,6 +122,12 @@ runs_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(runs_app, name="runs")
+data_app = typer.Typer(
+    help="Fetch a data set from the Hugging Face hub once (the only command that uses the "
+    "network), and list the cached ones.",
+    no_args_is_help=True,
+)
+app.add_typer(data_app, name="data")
 
 
 def complete_override(ctx: typer.Context, incomplete: str) -> list[str]:

@@ -14,7 +14,8 @@ SPLIT_SEED = 20_201_116  # fixed: splits must not move with the run's seed
 MNIST1D_LENGTH = 40
 DIGITS_SIDE = 8
 PAD = 0  # token id of padding in data=tokens
-NEXT_BYTE_DATA = ("pysource",)  # next-byte prediction: a causal model, metrics per byte
+# next-byte prediction: a causal model, metrics per byte (tinystories and hub_text: fetched text)
+NEXT_BYTE_DATA = ("pysource", "tinystories", "hub_text")
 BYTES = 256  # the alphabet of data=pysource
 FILE_SEPARATOR = 0x1C  # ASCII's File Separator, between the files of a split's stream
 
@@ -50,6 +51,7 @@ class Dataset:
     val: Split
     test: Split
     vocab_size: int = 0  # tokens: ids 1..vocab_size, 0 is padding; pysource: bytes 0..255
+    augment: str = "none"  # images: what the training loop does to each batch (data.augment)
 
     @property
     def next_byte(self) -> bool:

@@ -5,7 +5,8 @@ Splits depend only on the data config, never on the run's seed, so every run of 
 the same train / val / test samples. Arrays are numpy here; normbench.training moves them to
 the device. Three are classification tasks made by code (normbench.data.generated); pysource
 is next-byte prediction (normbench.data.pysource); a user's own arrays come from an .npz file
-or a data plugin (normbench.data.arrays).
+or a data plugin (normbench.data.arrays). The fetched sets (cifar10, tinystories, a user's from
+the hub) are read from the cache after its checks (normbench.data.hubload).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from normbench.data.base import (
     Split,
 )
 from normbench.data.generated import GENERATED, cached
+from normbench.data.hubcache import HUB_DATA
+from normbench.data.hubload import hub_description, hub_split_sizes, load_hub
 from normbench.data.pysource import load_pysource, pysource_streams
 
 
@@ -45,6 +48,8 @@ def describe(data: dict) -> Description:
             arrays.sha256,
             tuple(split for split in ("val", "test") if f"x_{split}" in arrays.arrays),
         )
+    if data["name"] in HUB_DATA:
+        return hub_description(data)
     shape = input_shape(data)
     return {
         "mnist1d": lambda: Description(shape, 10, 0, "signals"),
@@ -58,6 +63,8 @@ def input_shape(data: dict) -> tuple[int, ...]:
     """Per-sample input shape: (C, L) signals, (C, H, W) images, (T,) tokens (max length)."""
     if user_data(data):
         return user_arrays(data).input_shape
+    if data["name"] in HUB_DATA:
+        return hub_description(data).input_shape
     return {
         "mnist1d": lambda: (1, MNIST1D_LENGTH),
         "digits": lambda: (1, DIGITS_SIDE, DIGITS_SIDE),
@@ -85,6 +92,8 @@ def full_train_size(data: dict) -> int:
 def _full_split_sizes(data: dict) -> dict[str, int]:
     if user_data(data):
         return user_split_sizes(data, user_arrays(data))
+    if data["name"] in HUB_DATA:
+        return hub_split_sizes(data)
     if data["name"] == "pysource":
         train = len(pysource_streams(data["val_fraction"], data["test_fraction"])["train"])
         return {
@@ -108,6 +117,8 @@ def load(data: dict) -> Dataset:
         return load_pysource(data)
     if user_data(data):
         return load_user(data)
+    if data["name"] in HUB_DATA:
+        return load_hub(data)
     arrays = cached(data, GENERATED[data["name"]])
     sizes = split_sizes(data)
     n_test, n_val = sizes["test"], sizes["val"]

@@ -27,6 +27,8 @@ from normbench.core.keys import REQUIRED, Key, shown
 from normbench.core.registry import is_import_path, lookup
 from normbench.core.suggest import closest, did_you_mean
 from normbench.data.datasets import describe
+from normbench.data.hubcache import HUB_DATA, SHIPPED, USER_OPTIONS
+from normbench.data.hubload import manifest_of
 from normbench.data.pysource import corpus
 from normbench.experiment.options import (
     PLUGIN_GROUPS,
@@ -203,6 +205,9 @@ def _identify_data(cfg: dict) -> None:
     file never reuses old runs), after checking them (normbench.data.describe); the file's
     path made absolute, and the split fractions nulled where the file has its own split."""
     data = cfg["data"]
+    if data["name"] in HUB_DATA:
+        _identify_fetched(data)
+        return
     if data["name"] == "pysource":
         identity = corpus().identity
         if data["corpus"] not in (None, identity):
@@ -230,6 +235,32 @@ def _identify_data(cfg: dict) -> None:
     data["sha256"] = found.sha256
     for split in found.given:
         data[f"{split}_fraction"] = None
+
+
+def _identify_fetched(data: dict) -> None:
+    """A fetched set (data=cifar10, tinystories, hub_images, hub_text) must be in the cache
+    and pass its checks before anything is written (a UsageError naming the fetch command).
+    A user's set (data.set) has its fingerprint recorded in the config, so that a set fetched
+    again from other files never reuses the runs of the old one; a shipped set is pinned by
+    normbench's code, and its fingerprint goes to each run's meta.json instead (its run ids
+    stay those of its config)."""
+    if data["name"] in USER_OPTIONS:
+        if data["set"] is None:
+            raise UsageError(
+                f"data={data['name']} needs data.set=NAME, a set fetched with `normbench data "
+                "fetch NAME --repo ...` (`normbench data list` shows them)"
+            )
+        if data["set"] in SHIPPED:
+            raise UsageError(f"data.set={data['set']} is a shipped set; valid: data={data['set']}")
+    manifest = manifest_of(data)
+    if data["name"] not in USER_OPTIONS:
+        return
+    if data["fingerprint"] not in (None, manifest.fingerprint):
+        raise UsageError(
+            f"data.fingerprint={data['fingerprint']} is not the cached {data['set']}'s; valid: "
+            f"{manifest.fingerprint} (or leave it out)"
+        )
+    data["fingerprint"] = manifest.fingerprint
 
 
 def canonical(cfg: dict) -> dict:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from normbench.core.extras import missing
+from normbench.data.base import NEXT_BYTE_DATA
 from normbench.data.datasets import describe, full_train_size, input_shape, split_sizes
 from normbench.layers.keys import (
     CONV_MODELS,
@@ -30,7 +31,7 @@ class Rule:
 
 def _patch_rule(cfg: dict) -> str | None:
     model, data = cfg["model"], cfg["data"]
-    if model["name"] != "transformer" or data["name"] in ("tokens", "pysource"):
+    if model["name"] != "transformer" or data["name"] in ("tokens", *NEXT_BYTE_DATA):
         return None
     patch, sides = model["patch_size"], input_shape(data)[1:]
     if all(side % patch == 0 for side in sides):
@@ -161,42 +162,46 @@ RULES: tuple[Rule, ...] = (
         ),
     ),
     Rule(
-        "model=cnn|resnet with data=pysource: next-byte prediction needs the causal transformer",
+        "model=cnn|resnet with data=pysource|tinystories|hub_text: next-byte prediction needs "
+        "the causal transformer",
         lambda cfg: (
-            f"model={cfg['model']['name']} cannot take data=pysource (it needs a causal "
-            "model); valid model for data=pysource: transformer"
-            if cfg["model"]["name"] in CONV_MODELS and cfg["data"]["name"] == "pysource"
+            f"model={cfg['model']['name']} cannot take data={cfg['data']['name']} (it needs a "
+            f"causal model); valid model for data={cfg['data']['name']}: transformer"
+            if cfg["model"]["name"] in CONV_MODELS and cfg["data"]["name"] in NEXT_BYTE_DATA
             else None
         ),
     ),
     Rule(
-        "your own model (model=package.module:build) with data=pysource: next-byte prediction "
-        "runs on the causal transformer only",
+        "your own model (model=package.module:build) with data=pysource|tinystories|hub_text: "
+        "next-byte prediction runs on the causal transformer only",
         lambda cfg: (
-            f"model={cfg['model']['name']} cannot take data=pysource (next-byte prediction "
-            "needs normbench's causal transformer); valid model for data=pysource: transformer"
-            if "_target_" in cfg["model"] and cfg["data"]["name"] == "pysource"
+            f"model={cfg['model']['name']} cannot take data={cfg['data']['name']} (next-byte "
+            "prediction needs normbench's causal transformer); valid model for "
+            f"data={cfg['data']['name']}: transformer"
+            if "_target_" in cfg["model"] and cfg["data"]["name"] in NEXT_BYTE_DATA
             else None
         ),
     ),
     Rule(
-        f"norm={'|'.join(SEQUENCE_STATISTICS_NORMS)} with data=pysource: statistics over a "
-        "sequence's tokens would show each position the bytes after it",
+        f"norm={'|'.join(SEQUENCE_STATISTICS_NORMS)} with data=pysource|tinystories|hub_text: "
+        "statistics over a sequence's tokens would show each position the bytes after it",
         lambda cfg: (
-            f"norm={cfg['norm']['name']} cannot take data=pysource (its statistics over the "
+            f"norm={cfg['norm']['name']} cannot take data={cfg['data']['name']} (its "
+            "statistics over the "
             "sequence would show each position the bytes it must predict); valid: "
             + ", ".join(n for n in NORM_TABLE if n not in SEQUENCE_STATISTICS_NORMS)
             if cfg["norm"]["name"] in SEQUENCE_STATISTICS_NORMS
-            and cfg["data"]["name"] == "pysource"
+            and cfg["data"]["name"] in NEXT_BYTE_DATA
             else None
         ),
     ),
     Rule(
-        "target.metric=val_bpb needs a next-byte data set (data=pysource)",
+        "target.metric=val_bpb needs a next-byte data set (data=pysource|tinystories|hub_text)",
         lambda cfg: (
-            f"target.metric=val_bpb needs data=pysource (bits per byte of next-byte "
-            f"prediction); valid for data={cfg['data']['name']}: val_acc, val_loss"
-            if cfg["target"]["metric"] == "val_bpb" and cfg["data"]["name"] != "pysource"
+            f"target.metric=val_bpb needs data=pysource, tinystories or hub_text (bits per "
+            f"byte of next-byte prediction); valid for data={cfg['data']['name']}: val_acc, "
+            "val_loss"
+            if cfg["target"]["metric"] == "val_bpb" and cfg["data"]["name"] not in NEXT_BYTE_DATA
             else None
         ),
     ),
@@ -429,7 +434,9 @@ def _subset_rule(cfg: dict) -> str | None:
         return None
     whole = full_train_size(data)
     if data["train_samples"] > whole:
-        unit = f" windows of {data['context']} bytes" if data["name"] == "pysource" else " samples"
+        unit = " samples"
+        if data["name"] in NEXT_BYTE_DATA:
+            unit = f" windows of {data['context']} bytes"
         return (
             f"data.train_samples={data['train_samples']} is more than the train split of "
             f"data={data['name']} ({whole}{unit}); valid: 1..{whole}, or null (all of it)"

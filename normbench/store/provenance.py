@@ -27,6 +27,8 @@ RESULT_MODULES = (
     "data/base.py",
     "data/datasets.py",
     "data/generated.py",
+    "data/hubfetch.py",  # decodes a fetched set once: what every run of it reads
+    "data/hubload.py",
     "data/pysource.py",
     "layers/elementwise.py",
     "layers/models.py",
@@ -36,6 +38,7 @@ RESULT_MODULES = (
     "layers/single_gain.py",
     "layers/sync_batchnorm.py",
     "layers/weight_std.py",
+    "training/augment.py",
     "training/batches.py",
     "training/checkpoint.py",
     "training/optimizers.py",

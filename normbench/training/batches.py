@@ -12,6 +12,8 @@ from collections.abc import Iterator
 
 import torch
 
+from normbench.training.augment import augment, augmentation_generator
+
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]  # inputs, targets, mask
 
 
@@ -37,17 +39,28 @@ def batches(
     while True:
         idx = order.next()[share or slice(None)]
         mask = None if train["mask"] is None else train["mask"][idx]
-        yield train["x"][idx], train["y"][idx], mask
+        x = augment(train["x"][idx], order.augment, order.augmenting, order.batch_size, share)
+        yield x, train["y"][idx], mask
 
 
 class DataOrder:
     """Which training samples each step takes: every epoch a fresh permutation, drawn from a
     generator seeded with the run's seed (a byte stream draws its windows from the same
-    generator, without epochs). Its state (the generator now and as it was before this
+    generator, without epochs); images are augmented (data.augment) by draws from a generator
+    of their own. Its state (the generator now and as it was before this
     epoch's draw, and the steps taken in this epoch) goes into a checkpoint."""
 
-    def __init__(self, samples: int, batch_size: int, seed: int, device: torch.device):
+    def __init__(
+        self,
+        samples: int,
+        batch_size: int,
+        seed: int,
+        device: torch.device,
+        augment: str = "none",
+    ):
         self.samples, self.batch_size, self.device = samples, batch_size, device
+        self.augment = augment  # data.augment (normbench.training.augment)
+        self.augmenting = augmentation_generator(seed)  # its draws, apart from the order's
         self.steps_per_epoch = samples // batch_size
         self.generator = torch.Generator().manual_seed(seed)
         self.epoch_start: torch.Tensor | None = None  # generator state before this epoch
@@ -72,9 +85,12 @@ class DataOrder:
             "generator": self.generator.get_state(),
             "epoch_start": self.epoch_start,
             "position": self.position,
+            "augmenting": self.augmenting.get_state(),
         }
 
     def load_state_dict(self, state: dict) -> None:
+        if "augmenting" in state:  # (checkpoints made before data.augment have none)
+            self.augmenting.set_state(state["augmenting"])
         if state["epoch_start"] is None:  # before the first epoch, or a stream
             self.generator.set_state(state["generator"])
             return

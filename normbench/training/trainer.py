@@ -105,7 +105,7 @@ class Trainer(checkpoint.Checkpointing):
         self.train_forward = torch.compile(forward) if train["compile"] else forward
         self.steps_per_epoch = len(self.data.train) // cfg["batch_size"]
         self.data_order = DataOrder(
-            len(self.data.train), cfg["batch_size"], cfg["seed"], self.device
+            len(self.data.train), cfg["batch_size"], cfg["seed"], self.device, self.data.augment
         )
         budgets = [train["max_steps"]]
         if train["epochs"]:

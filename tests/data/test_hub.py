@@ -1,0 +1,202 @@
+"""The fetched data sets, offline: fixtures in the hub's format go through the same decoding,
+manifest, checks and loaders as a fetched set; a damaged cache is refused in one line naming
+the fetch command; a fetch without network fails in one line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from helpers import invoke, one_line
+from hub_fixtures import install_fixture
+
+from normbench.core.errors import UsageError
+from normbench.data.base import FILE_SEPARATOR
+from normbench.data.datasets import describe, load, split_sizes
+from normbench.data.hubcache import DECODED, SHIPPED, HubSource, checked, set_dir
+from normbench.data.hubfetch import heldout_half
+from normbench.data.hubsource import source_for
+from normbench.training.augment import PAD, augment, crop
+
+CIFAR = {"name": "cifar10", "val_fraction": 0.1, "augment": "crop_flip", "train_samples": None}
+STORIES = {"name": "tinystories", "context": 16, "eval_windows": 8, "train_samples": None}
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """A data cache of this test's own: the fixtures are installed, and damaged, in it."""
+    monkeypatch.setenv("NORMBENCH_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_cifar10_fixture_loads_as_standardised_images_with_val_carved_from_train(cache):
+    install_fixture("cifar10")
+    data = load(CIFAR)
+    assert describe(CIFAR).input_shape == (3, 32, 32) == data.train.x.shape[1:]
+    assert split_sizes(CIFAR) == {"train": 270, "val": 30, "test": 100}
+    assert (len(data.train), len(data.val), len(data.test)) == (270, 30, 100)
+    assert data.train.x.dtype == np.float32 and data.augment == "crop_flip"
+    # per channel, with the train split's statistics
+    assert np.allclose(data.train.x.mean(axis=(0, 2, 3)), 0, atol=1e-4)
+    assert np.allclose(data.train.x.std(axis=(0, 2, 3)), 1, atol=1e-3)
+    again = load(CIFAR)  # the carve is fixed: never the run's seed
+    assert np.array_equal(again.val.x, data.val.x) and np.array_equal(again.val.y, data.val.y)
+    subset = load({**CIFAR, "train_samples": 50})
+    assert np.array_equal(subset.train.x, data.train.x[:50])
+
+
+def test_the_manifest_lists_every_file_with_size_and_sha256_and_the_source(cache):
+    directory = install_fixture("cifar10")
+    manifest = checked("cifar10")
+    assert manifest.source["revision"] == SHIPPED["cifar10"].revision
+    assert set(manifest.files) == {
+        "files/plain_text/train-00000-of-00001.parquet",
+        "files/plain_text/test-00000-of-00001.parquet",
+        DECODED,
+    }
+    for relative, entry in manifest.files.items():
+        assert entry["size"] == (directory / relative).stat().st_size
+        assert len(entry["sha256"]) == 64
+    assert len(manifest.fingerprint) == 16 and manifest.fetched_at
+
+
+@pytest.mark.parametrize("damage", ["corrupted", "truncated", "missing"])
+@pytest.mark.parametrize("relative", ["files/plain_text/train-00000-of-00001.parquet", DECODED])
+def test_a_damaged_set_is_refused_naming_the_file_and_the_fetch_command(cache, damage, relative):
+    path = install_fixture("cifar10") / relative
+    raw = path.read_bytes()
+    if damage == "corrupted":  # same size, one byte changed: only the checksum sees it
+        path.write_bytes(raw[:100] + bytes([raw[100] ^ 0xFF]) + raw[101:])
+    elif damage == "truncated":
+        path.write_bytes(raw[: len(raw) // 2])
+    else:
+        path.unlink()
+    with pytest.raises(UsageError) as refused:
+        load(CIFAR)
+    message = str(refused.value)
+    assert relative in message and "normbench data fetch cifar10 --force" in message
+    words = {"corrupted": "fails its checksum", "truncated": "truncated", "missing": "missing"}
+    assert words[damage] in message and "\n" not in message
+
+
+def test_a_set_never_fetched_is_refused_naming_the_fetch_command(cache):
+    with pytest.raises(UsageError, match="normbench data fetch cifar10$"):
+        load(CIFAR)
+
+
+def test_a_run_on_a_damaged_set_is_refused_before_anything_is_written(cache, tmp_path):
+    path = install_fixture("cifar10") / DECODED
+    path.write_bytes(path.read_bytes()[:-10])
+    runs = tmp_path / "runs"
+    result = invoke("run", "data=cifar10", "model=cnn", "--runs-dir", str(runs))
+    one_line(result, "data=cifar10", "truncated", "normbench data fetch cifar10 --force")
+    assert not runs.exists()
+
+
+def test_a_fetch_without_network_fails_in_one_line_and_writes_nothing(tmp_path):
+    env = {
+        **os.environ,
+        "HF_ENDPOINT": "http://127.0.0.1:9",  # loopback's discard port: nothing listens
+        "NORMBENCH_CACHE": str(tmp_path / "cache"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "normbench", "data", "fetch", "cifar10"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("normbench: error: cannot fetch"), lines
+    assert "uoft-cs/cifar10" in lines[0] and "Traceback" not in done.stderr
+    assert not (tmp_path / "cache" / "hub" / "cifar10").exists()
+
+
+def test_fetch_refuses_a_moving_revision_and_options_on_a_shipped_set():
+    with pytest.raises(UsageError, match="full commit SHA"):
+        source_for("mine", repo="me/set", revision="main", train=("a",), text_column="text")
+    with pytest.raises(UsageError, match="shipped set"):
+        source_for("cifar10", repo="me/set")
+    with pytest.raises(UsageError, match="--train"):
+        source_for("mine", repo="me/set", revision="a" * 40)
+    with pytest.raises(UsageError, match="columns of one kind"):
+        source_for("mine", repo="me/set", revision="a" * 40, train=("a",), image_column="img")
+
+
+def test_tinystories_fixture_is_next_byte_text_with_val_and_test_from_the_heldout_file(cache):
+    install_fixture("tinystories")
+    data = load(STORIES)
+    assert data.next_byte and data.vocab_size == 256
+    assert data.train.context == 16 and data.val.x.shape == data.test.x.shape == (8, 16)
+    assert np.array_equal(data.val.y[:, :-1], data.val.x[:, 1:])  # targets: the next byte
+    assert FILE_SEPARATOR in data.train.bytes
+    assert split_sizes(STORIES)["train"] == len(data.train.bytes) // 16
+    # a held-out document's split is a function of its bytes alone
+    assert {heldout_half(b"story %d" % i) for i in range(40)} == {"val", "test"}
+
+
+def test_your_own_image_set_is_read_through_the_same_door_with_its_fingerprint_in_the_config(
+    cache,
+):
+    from normbench.experiment.compose import compose
+
+    source = HubSource(
+        "someone/pictures",
+        "b" * 40,
+        "images",
+        {"train": ("data/train.parquet",), "test": ("data/test.parquet",)},
+        {"image": "img", "label": "label"},
+    )
+    install_fixture("pictures", source)
+    cfg = compose(["data=hub_images", "data.set=pictures", "model=cnn"])
+    assert cfg["data"]["fingerprint"] == checked("pictures").fingerprint
+    with pytest.raises(UsageError, match="data=hub_text needs data.set"):
+        compose(["data=hub_text"])
+    with pytest.raises(UsageError, match="holds images, not text; valid: data=hub_images"):
+        compose(["data=hub_text", "data.set=pictures"])
+
+
+def test_cifar10_composes_for_the_cnn_and_the_resnet_and_text_refuses_them(cache):
+    from normbench.experiment.compose import compose
+    from normbench.store.rundir import run_id
+
+    install_fixture("cifar10")
+    for model in ("cnn", "resnet"):
+        cfg = compose([f"model={model}", "data=cifar10", "norm=batchnorm"])
+        assert "fingerprint" not in cfg["data"]  # a shipped set's is in meta.json
+        assert run_id(cfg)
+    install_fixture("tinystories")
+    with pytest.raises(UsageError, match="cannot take data=tinystories"):
+        compose(["model=cnn", "data=tinystories"])
+
+
+def test_crop_flip_moves_each_image_by_at_most_the_padding_and_is_drawn_from_its_generator():
+    x = torch.arange(2 * 3 * 8 * 8, dtype=torch.float32).reshape(2, 3, 8, 8)
+    same = crop(x, torch.full((2, 2), PAD))
+    assert torch.equal(same, x)  # the offset of the padding itself: the image unmoved
+    shifted = crop(x, torch.tensor([[PAD + 1, PAD], [PAD, PAD]]))
+    assert torch.equal(shifted[0, :, :-1], x[0, :, 1:])  # one row up
+    first = augment(x, "crop_flip", torch.Generator().manual_seed(1), batch_size=2)
+    second = augment(x, "crop_flip", torch.Generator().manual_seed(1), batch_size=2)
+    assert torch.equal(first, second) and first.shape == x.shape
+    flipped = augment(x, "flip", torch.Generator().manual_seed(0), batch_size=2)
+    for image, out in zip(x, flipped, strict=True):
+        assert torch.equal(out, image) or torch.equal(out, image.flip(2))
+    assert augment(x, "none", torch.Generator(), batch_size=2) is x
+
+
+def test_data_list_shows_each_cached_set_with_its_size_and_fingerprint(cache):
+    result = invoke("data", "list")
+    assert result.exit_code == 0 and "no data set in the cache" in result.output
+    install_fixture("cifar10")
+    result = invoke("data", "list")
+    fingerprint = checked("cifar10").fingerprint
+    assert result.exit_code == 0, result.output
+    assert "cifar10" in result.output and fingerprint in result.output
+    assert "uoft-cs/cifar10@0b2714987fa4" in result.output and " MB " in result.output
+    assert set_dir("cifar10").is_dir()
