@@ -281,8 +281,7 @@ def write_text(text, out: Path | None) -> None:
 
 def print_terminal(result, tuned, table: str | None, diagnostics: bool) -> None:
     """The report's rich rendering: counts, the tuned section, the tables, diagnostics."""
-    from normbench.report.terminal import caption_below, diagnostics_rich, rich_renderables
-    from normbench.report.text import DIAGNOSTICS_WHEN
+    from normbench.report.terminal import caption_below, diagnostics_tables, rich_renderables
 
     console = terminal()
     statuses = ", ".join(f"{n} {status}" for status, n in sorted(result.counts.items()))
@@ -295,11 +294,9 @@ def print_terminal(result, tuned, table: str | None, diagnostics: bool) -> None:
     for renderable in [] if table == "tuning" else rich_renderables(result, table):
         console.print(renderable)
     for section in result.sections if diagnostics else []:
-        for name, when in DIAGNOSTICS_WHEN.items():
-            if section.tables[name] is not None:
-                shown = diagnostics_rich(section.tables[name], section.keys, when, console.width)
-                for renderable in caption_below(shown):
-                    console.print(renderable)
+        for _, shown in diagnostics_tables(section, console.width):
+            for renderable in caption_below(shown):
+                console.print(renderable)
 
 
 def draw(result, runs_dir: Path, x, plots, html, tuned, commands: list) -> None:

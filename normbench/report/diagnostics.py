@@ -1,5 +1,6 @@
 """The diagnostics tables (`report --diagnostics`): per group and residual unit, gradient
-norms, activation scales, logits and SwitchNorm weights read from runs' diagnostics.parquet,
+norms, activation scales, logits, SwitchNorm weights and activation statistics (kurtosis,
+largest |x|, attention sink) read from runs' diagnostics.parquet,
 at initialisation and at the last evaluation; the per-sublayer depth helpers the studies use.
 """
 
@@ -37,12 +38,15 @@ def diagnostics_table(
     seeds: the sublayer's gradient norm, the activation std entering and leaving the norm, the
     RMS of the residual stream the unit leaves, its largest attention logit, the mean log Z
     of the output logits (one per run and step: the same in every unit's row), the train-mode
-    minus eval-mode validation accuracy (BatchNorm, SwitchNorm) and SwitchNorm's mixing
-    weights; ``layer`` numbers the units of each sublayer type (attention, mlp, conv) so that
-    depth profiles compare like with like. Runs diagnosed before normbench recorded the
-    stream, logits and log Z show NaN there. None when no selected run was trained with
-    diagnostics=true. A diagnostics file that cannot be read (a FIFO, garbage, another kind of
-    file) is left out and named in ``skipped``."""
+    minus eval-mode validation accuracy (BatchNorm, SwitchNorm), SwitchNorm's mixing weights,
+    and the activation statistics on the fixed evaluation batch (excess kurtosis and largest
+    |x| of the stream the unit leaves and of its sublayer's output, the attention sink:
+    normbench.training.activations); ``layer`` numbers the units of each sublayer type
+    (attention, mlp, conv) so that depth profiles compare like with like. Runs diagnosed
+    before normbench recorded the stream, logits and log Z (0.3) or the activation statistics
+    (0.6) show NaN there. None when no selected run was trained with diagnostics=true. A
+    diagnostics file that cannot be read (a FIFO, garbage, another kind of file) is left out
+    and named in ``skipped``."""
     frames = []
     for rid in runs["run_id"]:
         try:

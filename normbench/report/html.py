@@ -207,8 +207,11 @@ def section_html(section: Section, method: Method, drawn: list[Drawing], titled:
 
 
 def title_of(name: str) -> str:
-    when = DIAGNOSTICS_WHEN.get(name)
-    return f"Diagnostics {when}" if when else name.replace("_", " ").capitalize()
+    """A table's heading; a diagnostics or activations table's says at which step."""
+    when = DIAGNOSTICS_WHEN.get(name.replace("activations", "diagnostics"))
+    if when:
+        return f"{name.split('_')[0].capitalize()} {when}"
+    return name.replace("_", " ").capitalize()
 
 
 def legend_html(verdicts: tuple[str, ...]) -> str:

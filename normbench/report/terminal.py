@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from normbench.core.text import plain
+from normbench.report.activations_terminal import activations_rich, has_activations
 from normbench.report.base import Method, Report, Section
 from normbench.report.cost_terminal import cost_rich
 from normbench.report.labels import label
@@ -414,9 +415,22 @@ def rich_tables(section: Section, method: Method) -> list[tuple[str, object]]:
         for name, build in RICH_TABLES.items()
         if section.tables.get(name) is not None
     ]
+    return found + diagnostics_tables(section)
+
+
+def diagnostics_tables(section: Section, width: int | None = None) -> list[tuple[str, object]]:
+    """The section's diagnostics tables (``--diagnostics``), at initialisation and at the last
+    evaluation, each followed by its activation statistics (``activations_init``,
+    ``activations``) where a run recorded them."""
+    found = []
     for name, when in DIAGNOSTICS_WHEN.items():
-        if section.tables.get(name) is not None:
-            found.append((name, diagnostics_rich(section.tables[name], section.keys, when)))
+        table = section.tables.get(name)
+        if table is None:
+            continue
+        found.append((name, diagnostics_rich(table, section.keys, when, width)))
+        if has_activations(table):
+            shown = activations_rich(table, section.keys, when, width)
+            found.append((name.replace("diagnostics", "activations"), shown))
     return found
 
 
