@@ -13,6 +13,7 @@ from typing import Any
 from normbench.core.keys import Key
 from normbench.data.hubload import AUGMENTATIONS
 from normbench.layers.keys import (
+    ATTENTION_GATES,
     NORM_FIXED,
     NORM_SHARED,
     NORM_TABLE,
@@ -76,6 +77,7 @@ LATER_OPTION_KEYS: dict[str, tuple[tuple[str, ...], Any]] = {
     "norm.shift_init": (("derf",), 0.0),
     **{f"norm.{key}": (("dyt", "derf"), None) for key in POSITION_KEYS},
     "model.embed_norm": (("transformer",), False),
+    "model.attention_gate": (("transformer",), "none"),
     "model.embed_scale": (("transformer",), False),
     "model.parametrization": (("transformer", "cnn"), "standard"),
     "model.base_width": (("transformer", "cnn"), None),  # null unless muP (compose.canonical)
@@ -172,6 +174,7 @@ OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
             "model.weight_std": Key(bool),
             "model.init": Key(str, choices=("default", "xavier")),
             "model.qk_norm": Key(str, choices=QK_NORMS),
+            "model.attention_gate": Key(str, choices=ATTENTION_GATES),
             "model.embed_norm": Key(bool),
             "model.embed_scale": Key(bool),
             **_parametrization_keys(heads=True),

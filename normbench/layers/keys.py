@@ -198,8 +198,11 @@ def taken_options(entry: NormEntry, options: Mapping[str, Any]) -> dict[str, Any
     return {key: value for key, value in options.items() if key in entry.takes}
 
 
-# model.qk_norm: how attention normalises queries and keys (normbench.layers.models.QKNorm).
+# model.qk_norm: how attention normalises queries and keys (normbench.layers.attention.QKNorm).
 QK_NORMS = ("none", "layernorm", "rmsnorm")
+# model.attention_gate: gated attention's sigmoid gate on each head's output, one score per
+# head or per element (normbench.layers.attention.Attention.output_gate).
+ATTENTION_GATES = ("none", "headwise", "elementwise")
 # model.parametrization: PyTorch's, or muP for width (normbench.layers.mup, docs/mup.md).
 PARAMETRIZATIONS = ("standard", "mup")
 

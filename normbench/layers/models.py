@@ -18,16 +18,24 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from normbench.data.base import NEXT_BYTE_DATA
+
+# Re-exported (F401): the attention sublayer was defined here before 0.6.
+from normbench.layers.attention import (  # noqa: F401
+    Attention,
+    HeadNorm,
+    QKNorm,
+    max_attention_logit,
+)
 from normbench.layers.generators import own_generator
-from normbench.layers.keys import NORM_AFTER_SUBLAYER, QK_NORMS
+from normbench.layers.keys import NORM_AFTER_SUBLAYER
 from normbench.layers.mup import attention_scale, is_mup, parametrize, readout, width_ratio
-from normbench.layers.norms import Identity, Norm, NormFactory, at_position, norm_factory
+from normbench.layers.norms import Identity, NormFactory, at_position, norm_factory
 from normbench.layers.resnet import ResNet
 from normbench.layers.weight_std import StdConv1d, StdConv2d, StdLinear
 
-PLACEMENTS = ("pre", "post", "res_post", "sandwich", "deepnorm", "lns", "mix")
+PLACEMENTS = ("pre", "post", "res_post", "sandwich", "deepnorm", "lns", "mix", "gpas")
 # Placements whose residual stream leaves the last unit unnormalized: they need a final norm.
-NEEDS_FINAL_NORM = ("pre", "res_post", "sandwich", "lns", "mix")
+NEEDS_FINAL_NORM = ("pre", "res_post", "sandwich", "lns", "mix", "gpas")
 # Placements whose units need their block's number (layer) and the number of blocks (layers).
 LAYERED_PLACEMENTS = ("lns", "mix")
 MIX_POST_FRACTION = 0.25  # Mix-LN's alpha: the share of blocks that are Post-LN (Li et al.)
@@ -42,131 +50,6 @@ def masked_mean(h: Tensor, mask: Tensor | None) -> Tensor:
 
 
 # ------------------------------------------------------------------------------ sublayers
-class HeadNorm(Norm):
-    """One of QK-norm's two norms: over the last (head) dimension of (N, heads, T, head_dim),
-    centred (LayerNorm) or not (RMSNorm), with a gain of head_dim entries and no bias. The
-    Norm base class keeps its statistics in float32 under autocast."""
-
-    def __init__(self, head_dim: int, centred: bool, eps: float = 1e-5):
-        super().__init__(head_dim, "tokens", eps=eps)
-        self.centred = centred
-        self.gain = nn.Parameter(torch.ones(head_dim))
-
-    def normalize(self, x: Tensor, mask: Tensor | None, cond: Tensor | None) -> Tensor:
-        if self.centred:
-            return F.layer_norm(x, (self.num_features,), self.gain, None, self.eps)
-        return F.rms_norm(x, (self.num_features,), self.gain, self.eps)
-
-
-class QKNorm(nn.Module):
-    """QK-norm (Dehghani et al. 2023; Wortsman et al. 2023; OLMo 2): queries and keys are each
-    normalised over the head dimension, per head and position, before the logits q.k^T/sqrt(d)
-    are formed, so that the logits cannot grow with the weights' norms (the attention-logit
-    growth that Dehghani et al. and Wortsman et al. saw before divergence).
-
-    ``kind``: ``layernorm`` (Dehghani et al., Wortsman et al.) or ``rmsnorm`` (OLMo 2 uses
-    RMSNorm; it normalises the whole projection, not each head). Each of q and k has its own
-    learnable gain of head_dim entries, shared by the heads, initialised to 1 (what a norm
-    over the last axis of a (..., heads, head_dim) tensor learns, the usual implementation).
-    No bias: a key bias b adds q.b to every logit of a query's row, which the softmax
-    ignores, so only the query's would act. Call it from your own attention:
-    ``q, k = qk_norm(q, k)`` on tensors (N, heads, T, head_dim)."""
-
-    def __init__(self, head_dim: int, kind: str, eps: float = 1e-5):
-        super().__init__()
-        if kind not in QK_NORMS[1:]:
-            raise ValueError(f"kind must be one of {QK_NORMS[1:]}, got {kind!r}")
-        self.q = HeadNorm(head_dim, kind == "layernorm", eps)
-        self.k = HeadNorm(head_dim, kind == "layernorm", eps)
-
-    def forward(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
-        return self.q(q), self.k(k)
-
-
-def max_attention_logit(
-    q: Tensor,
-    k: Tensor,
-    mask: Tensor | None = None,
-    causal: bool = False,
-    scale: float | None = None,
-) -> float:
-    """The largest attention logit q.k^T * scale (default 1 / sqrt(head_dim); muP's is
-    normbench.layers.mup.attention_scale) over the batch, heads and pairs of
-    positions, before the softmax, in float32; pairs the attention never weighs are left
-    out: padded keys and queries (``mask`` (N, T), True for real tokens) and, when
-    ``causal``, keys after their query. The logits are formed explicitly (scaled dot-product
-    attention never shows them), so call this only when diagnosing."""
-    t = q.shape[-2]
-    logits = q.float() @ k.float().transpose(-2, -1)  # (N, H, T, T)
-    logits = logits * scale if scale is not None else logits / math.sqrt(q.shape[-1])
-    later = torch.ones(t, t, dtype=torch.bool, device=q.device).triu(1)  # key after query
-    excluded = later if causal else torch.zeros_like(later)
-    if mask is not None:
-        excluded = excluded | ~mask[:, None, None, :] | ~mask[:, None, :, None]
-    return float(logits.masked_fill(excluded, -math.inf).amax())
-
-
-class Attention(nn.Module):
-    """Multi-head self-attention; padded keys are masked out; causal: each position attends
-    to itself and earlier positions only. ``qk_norm``: none, layernorm or rmsnorm (QKNorm).
-    ``linear`` builds the projections, ``out`` (default: ``linear``) the output projection.
-    ``scale``: the logits' scale; None is 1/sqrt(head_dim) (muP's: mup.attention_scale)."""
-
-    def __init__(
-        self,
-        width: int,
-        heads: int,
-        linear: type[nn.Linear],
-        causal: bool = False,
-        qk_norm: str = "none",
-        out: type[nn.Linear] | None = None,
-        scale: float | None = None,
-    ):
-        super().__init__()
-        self.heads = heads
-        self.causal = causal
-        self.scale = scale
-        self.qkv = linear(width, 3 * width)
-        self.proj = (out or linear)(width, width)
-        self.qk_norm = None
-        if qk_norm != "none":  # built or not by choice: on a generator of its own
-            with own_generator("qk_norm"):
-                self.qk_norm = QKNorm(width // heads, qk_norm)
-
-    def queries_keys_values(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """(N, T, D) -> q, k, v, each (N, heads, T, D / heads); q and k after QK-norm."""
-        n, t, d = x.shape
-        q, k, v = self.qkv(x).view(n, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        if self.qk_norm is not None:
-            q, k = self.qk_norm(q, k)
-        return q, k, v
-
-    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
-        n, t, d = x.shape
-        q, k, v = self.queries_keys_values(x)
-        keep = None if mask is None else mask[:, None, None, :]
-        y = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=keep, is_causal=self.causal, scale=self.scale
-        )
-        return self.proj(y.transpose(1, 2).reshape(n, t, d))
-
-    @torch.no_grad()
-    def largest_logit(self, x: Tensor, mask: Tensor | None = None) -> float:
-        """The largest attention logit this sublayer forms for input x (diagnostics: any
-        sublayer with this method gets its logits recorded)."""
-        q, k, _ = self.queries_keys_values(x)
-        return max_attention_logit(q, k, mask, self.causal, self.scale)
-
-    @torch.no_grad()
-    def deepnorm_init(self, beta: float) -> None:
-        """DeepNet's initialisation: Xavier-normal, gain beta for values and the output
-        projection, gain 1 for queries and keys; each of q, k, v is its own width x width
-        matrix (the fused qkv weight's fan-out is not theirs). Biases keep PyTorch's."""
-        for part, gain in zip(self.qkv.weight.chunk(3), (1.0, 1.0, beta), strict=True):
-            nn.init.xavier_normal_(part, gain=gain)
-        nn.init.xavier_normal_(self.proj.weight, gain=beta)
-
-
 class MLP(nn.Module):
     """fc1-GELU-fc2; ``out`` (default: ``linear``) builds fc2."""
 
@@ -239,6 +122,17 @@ def deepnorm_init(sublayer: nn.Module, beta: float) -> None:
             nn.init.xavier_normal_(module.weight, gain=beta)
 
 
+def gpas(h: Tensor, gate: Tensor) -> Tensor:
+    """GPAS (Chen et al. 2025, "GPAS: Accelerating Convergence of LLM Pretraining via
+    Gradient-Preserving Activation Scaling"): h - SiLU(gate) * sg(h), sg the stop-gradient.
+    Forward, h is scaled by 1 - SiLU(gate), so a Pre-LN residual stream need not grow with
+    depth; backward, the gradient reaching h is the one that left (the scaled-down copy is
+    detached), so the scaling does not shrink the gradients of the layers below, as scaling
+    h itself would. The gate learns through SiLU(gate) * h alone; SiLU(0) = 0, so a gate
+    initialised to 0 starts as Pre-LN. (The official code's GPASBlock.forward is this line.)"""
+    return h - F.silu(gate) * h.detach()
+
+
 def post_ln_blocks(post_fraction: float, layers: int) -> int:
     """Mix-LN's Post-LN blocks: the first floor(alpha * L) of L blocks, as the authors' code
     counts them (num_hidden_layers // 4 at their alpha = 0.25); 1e-9 absorbs the rounding of
@@ -260,7 +154,23 @@ class ResidualUnit(nn.Module):
     (its attention and MLP units share l), a CNN unit. ``lns`` (LayerNorm Scaling, Sun et al.
     2025): x + F(N(x) / sqrt(l)). ``mix`` (Mix-LN, Li et al. 2024): Post-LN in the first
     floor(post_fraction * L) blocks, Pre-LN after; such a unit is a ``post`` or ``pre`` unit,
-    so ``placement`` reads post or pre."""
+    so ``placement`` reads post or pre.
+
+    ``gpas`` (GPAS, Chen et al. 2025): the Pre-LN unit's output through ``gpas``, with a
+    learnable scalar gate of its own initialised to 0 (``gpas_gate``). Compared with the
+    official code (dandingsky/GPAS, peft_pretraining/modeling_llama.py at commit
+    31980688f4cbb1b0cff59bca9077e6fc52dab3f0, norm_type pre_gpas): there one GPASBlock per
+    decoder layer scales the stream after the attention's residual add and again after the
+    MLP's, sharing its gate; here each residual unit has its own gate (two per Transformer
+    block), so a unit stays self-contained; its SiLU, stop-gradient and zero init are the
+    code's.
+
+    ``res_post`` is OLMo 2's block (Team OLMo 2025, "2 OLMo 2 Furious"): OLMo-core's
+    ReorderedNormTransformerBlock (src/olmo_core/nn/transformer/block.py at commit
+    fa6c5014c9f6e9ee789da2d9c20d5126fee8df0d) computes h = x + N(attention(x)), then
+    h + N(feed_forward(h)), with a final norm before the head, as res_post does. OLMo 2's
+    QK-norm is model.qk_norm=rmsnorm's, except that OLMo 2 normalises each projection whole
+    (one RMSNorm over heads x head_dim) and QKNorm normalises each head."""
 
     def __init__(
         self,
@@ -290,6 +200,8 @@ class ResidualUnit(nn.Module):
         self.root_layer = math.sqrt(layer) if placement == "lns" else 1.0  # sqrt(l)
         self.norm = make_norm(width, layout)
         self.norm2 = make_norm(width, layout) if placement == "sandwich" else None
+        # GPAS's gate: a zero drawn from no generator, so every other weight stays put
+        self.gpas_gate = nn.Parameter(torch.zeros(())) if placement == "gpas" else None
         self.alpha, gain = 1.0, None
         if placement == "deepnorm":  # DeepNet (Wang et al. 2022), encoder-only constants
             self.alpha, gain = deepnorm_constants(sublayers)
@@ -315,12 +227,15 @@ class ResidualUnit(nn.Module):
                 return n(self.alpha * x + f(x))
             case "lns":
                 return x + f(n(x) / self.root_layer)
+            case "gpas":
+                return gpas(x + f(n(x)), self.gpas_gate)
         raise ValueError(f"unknown placement {self.placement!r}")
 
 
 def final_norm(make_norm: NormFactory, width: int, layout: str, placement: str) -> nn.Module:
     """The norm after the last unit: the run's norm where the placement leaves the residual
-    stream unnormalized (pre, res_post, sandwich, lns, and mix, whose last blocks are Pre-LN),
+    stream unnormalized (pre, res_post, sandwich, lns, gpas, and mix, whose last blocks are
+    Pre-LN),
     else the identity. It is the norm at position ``final`` (its own alpha_init where set)."""
     if placement in NEEDS_FINAL_NORM:
         return at_position(make_norm, "final")(width, layout)
@@ -388,7 +303,8 @@ class Transformer(nn.Module):
         for block in range(1, depth + 1):
             heads, qk_norm = model["heads"], model["qk_norm"]
             scale = attention_scale(model)
-            attention = Attention(width, heads, nn.Linear, causal, qk_norm, out, scale)
+            gate = model["attention_gate"]
+            attention = Attention(width, heads, nn.Linear, causal, qk_norm, out, scale, gate)
             self.units.append(unit(attention, block, "attention"))
             mlp = MLP(width, model["mlp_ratio"] * width, nn.Linear, out)
             self.units.append(unit(mlp, block, "mlp"))

@@ -45,19 +45,24 @@ def test_every_group_has_the_options_of_the_design():
             "groupnorm",
             "switchnorm",
             "rmsnorm",
+            "ssrmsnorm",
             "adaln",
             "dyt",
             "derf",
+            "dyisru",
             "scalenorm",
             "none",
         ]
     )
     assert group_options("placement") == sorted(
-        ["pre", "post", "res_post", "sandwich", "peri", "deepnorm", "lns", "mix"]
+        ["pre", "post", "res_post", "sandwich", "peri", "deepnorm", "lns", "mix", "gpas"]
     )
     assert group_options("model") == ["cnn", "resnet", "transformer"]
     assert group_options("precision") == ["bf16", "fp16", "fp32"]
-    assert group_options("data") == ["arrays", "digits", "mnist1d", "pysource", "tokens"]
+    assert group_options("data") == sorted(
+        ["arrays", "digits", "mnist1d", "pysource", "tokens"]
+        + ["cifar10", "tinystories", "hub_images", "hub_text"]  # fetched once (docs/data.md)
+    )
 
 
 def test_overrides_are_typed_and_applied():

@@ -48,7 +48,9 @@ class Double(torch.nn.Module):
 @pytest.mark.parametrize("placement", PLACEMENTS)
 def test_each_placement_computes_its_equation(placement):
     """Here the unit is in block 3 of 4: LNS scales by 1/sqrt(3); Mix-LN's first
-    floor(0.25 * 4) = 1 block is Post-LN, so block 3 is Pre-LN."""
+    floor(0.25 * 4) = 1 block is Post-LN, so block 3 is Pre-LN; GPAS's gate starts at 0,
+    SiLU(0) = 0, so it starts as Pre-LN (tests/layers/test_gpas_and_gated_attention.py
+    checks it at another gate)."""
     torch.manual_seed(0)
     norm = partial(make_norm, "layernorm")
     unit = ResidualUnit(Double(), 4, "tokens", placement, 6, norm, layer=3, layers=4)
@@ -66,6 +68,7 @@ def test_each_placement_computes_its_equation(placement):
         "deepnorm": N(alpha * x + (2 * beta * x + 1)),
         "lns": x + (2 * N(x) / 3**0.5 + 1),
         "mix": x + (2 * N(x) + 1),
+        "gpas": x + (2 * N(x) + 1),
     }[placement]
     torch.testing.assert_close(unit(x), expected, rtol=1e-5, atol=1e-5)
 
