@@ -41,6 +41,9 @@ raises ``UsageError`` with the CLI's one line; runs skipped as unreadable are wa
   summary metrics (``final_val_acc``, ``wall_s``, ...), ``code_hash`` and ``tags``.
 - ``metrics(...)``: the same runs' metrics.parquet in long format: one row per run and logged
   step, with ``run_id``, the varying keys and ``seed`` in front.
+- ``diagnostics(...)``: the diagnosed runs' diagnostics.parquet (``diagnostics=true``) in long
+  format: one row per run, diagnosed step and residual unit (kurtosis, largest activation,
+  attention sink, gradient norms, ...), with ``run_id``, the varying keys and ``seed`` in front.
 - ``report(runs_dir="runs", *filters, **options)``: the tables of ``normbench report --format
   json`` by name (``convergence``, ``batch_sensitivity``, ...) and ``sections``; the options are
   the report's flags (``REPORT_OPTIONS``: ``alpha=0.1``, ``by="norm.name"``, ``sweep=...``).
@@ -92,6 +95,7 @@ __all__ = [
     "UsageError",
     "build_model",
     "compose",
+    "diagnostics",
     "learning_curves",
     "metrics",
     "report",
@@ -179,6 +183,50 @@ def metrics(
             continue
         frames.append(logged.reindex(columns=list(METRIC_COLUMNS)).assign(**run))
     columns = [*front, *METRIC_COLUMNS]
+    if not frames:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(frames, ignore_index=True)[columns]
+
+
+def diagnostics(
+    runs_dir: str | Path = "runs", *filters: str, sweep: str | None = None, tag: str | None = None
+) -> pd.DataFrame:
+    """The runs' diagnostics.parquet (``diagnostics=true``) in long format, one row per run,
+    diagnosed step (0: initialisation) and residual unit: run id, the config keys that vary,
+    the seed, then ``DIAGNOSTICS_COLUMNS`` (``step``, ``unit``, ``sublayer``, ``grad_norm``,
+    ..., the activation statistics ``resid_kurtosis``, ``resid_max_abs``,
+    ``sublayer_kurtosis``, ``sublayer_max_abs``, ``attn_sink``; docs/diagnostics.md), NaN
+    where a run diagnosed by an older normbench did not record a column. A run trained
+    without diagnostics has no rows; one whose file is refused is a warning."""
+    import pandas as pd
+
+    from normbench.core.files import read_parquet
+    from normbench.report.diagnostics import MAX_DIAGNOSTIC_ROWS, UNIVERSAL
+    from normbench.store.reading import unreadable
+    from normbench.store.rundir import DIAGNOSTICS_COLUMNS, MAX_BYTES
+
+    where, table, keys = _selected(runs_dir, filters, sweep, tag)
+    renamed = {k: f"config.{k}" for k in keys if k in DIAGNOSTICS_COLUMNS}
+    table = table.rename(columns=renamed)
+    front = ["run_id", *(renamed.get(k, k) for k in keys), "seed"]
+    frames = []
+    for run in table.reindex(columns=front).to_dict("records"):
+        try:
+            recorded = read_parquet(
+                where / run["run_id"] / "diagnostics.parquet",
+                MAX_BYTES["diagnostics.parquet"],
+                MAX_DIAGNOSTIC_ROWS,
+                numeric=tuple(c for c in DIAGNOSTICS_COLUMNS if c != "sublayer"),
+                required=UNIVERSAL,
+                root=where,
+            )
+        except FileNotFoundError:
+            continue
+        except (OSError, StoreError) as err:
+            warnings.warn(f"skipped {run['run_id']}: {unreadable(err)}", stacklevel=2)
+            continue
+        frames.append(recorded.reindex(columns=list(DIAGNOSTICS_COLUMNS)).assign(**run))
+    columns = [*front, *DIAGNOSTICS_COLUMNS]
     if not frames:
         return pd.DataFrame(columns=columns)
     return pd.concat(frames, ignore_index=True)[columns]

@@ -103,6 +103,29 @@ def test_a_run_without_metrics_has_no_rows_and_a_refused_file_is_a_warning(tmp_p
         assert set(api.metrics(runs)["run_id"]) == {done}
 
 
+def test_diagnostics_are_long_one_row_per_run_step_and_unit(tmp_path):
+    """A diagnosed run's every step and unit, as stored; a run trained without diagnostics
+    has no rows, and a refused file is a warning."""
+    from helpers import tiny
+
+    from normbench.experiment.compose import compose
+    from normbench.store.rundir import DIAGNOSTICS_COLUMNS
+    from normbench.training.run import run_experiment
+
+    runs = tmp_path / "runs"
+    diagnosed = run_experiment(compose(tiny("diagnostics=true")), runs, progress=False)
+    plain = run_experiment(compose(tiny("placement=post")), runs, progress=False)
+    long = api.diagnostics(runs)
+    assert list(long.columns) == ["run_id", "placement.name", "seed", *DIAGNOSTICS_COLUMNS]
+    assert set(long["run_id"]) == {diagnosed.path.name} and len(long) == 3 * 4  # steps x units
+    stored = pd.read_parquet(diagnosed.path / "diagnostics.parquet")
+    for column in ("step", "unit", "resid_kurtosis", "sublayer_max_abs", "attn_sink"):
+        assert long[column].tolist() == pytest.approx(stored[column].tolist(), nan_ok=True)
+    (plain.path / "diagnostics.parquet").symlink_to(diagnosed.path / "diagnostics.parquet")
+    with pytest.warns(UserWarning, match=f"skipped {plain.path.name}: .*symlink"):
+        assert len(api.diagnostics(runs)) == 3 * 4
+
+
 # ----------------------------------------------------------------------------------- report
 # A value for each of report()'s options; those of `--reference KEY=VALUE` and `--across KEY`
 # are here for when report() has them. Every option needs one (test below).
