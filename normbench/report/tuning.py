@@ -11,7 +11,10 @@ checked as it is read, and a malformed group is left out with a note.
 The regret bound is stated where it informs and said in words where it cannot (``regret``):
 "not estimable" below three tuning seeds (one degree of freedom: bounds as large as the
 effects decided), "vacuous" where it reaches the chosen's own loss (no loss is below 0), and
-0 as "≤0 at 90%", not as proof that the chosen is best. The choice is made on the loss and a
+0 as "≤0 at 90%", not as proof that the chosen is best. Below three tuning seeds (the
+default, two: docs/sweeps.md says why) no group has a bound, so the tables a reader sees
+leave the column out and the caption says once why, and how to get one; CSV and JSON keep
+the columns. The choice is made on the loss and a
 classifier's verdicts on accuracy: where another candidate had the best validation accuracy
 (``acc_best``), every output says so.
 """
@@ -19,6 +22,7 @@ classifier's verdicts on accuracy: where another candidate had the best validati
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,6 +81,44 @@ class Tuning:
     per_rung: list[str] = field(default_factory=list)  # a ladder's choice at every rung
 
     @property
+    def regret_withheld(self) -> bool:
+        """True where no group can have a regret bound: too few tuning seeds."""
+        return len(self.tuning_seeds) < MIN_REGRET_SEEDS
+
+    def shown_columns(self, columns: Sequence[str]) -> list[str]:
+        """``columns`` less the regret's where no group has one (said once in the caption)."""
+        withheld = ("regret", "regret_bound") if self.regret_withheld else ()
+        return [c for c in columns if c not in withheld]
+
+    def regret_caption(self) -> str:
+        """The caption's words on the regret bound: what it is, or why there is none."""
+        if self.regret_withheld:
+            count = len(self.tuning_seeds)
+            why = (
+                f"at {count} tuning seeds the paired t has {count - 1} degree of freedom, and "
+                "the bound is as large as the differences tuning decides (its median 0.29 "
+                "nats at 2 seeds in docs/statistics.md's simulation, 0.07 at 3)"
+                if count >= 2
+                else f"{count} tuning seed gives no paired t"
+            )
+            return (
+                f"no regret bound: {why}; --tune-seeds 3 or more gives one, on the "
+                "candidates' typical runs (a spike no tuning seed showed is not bounded); "
+                "the verdicts below, from the confirmation seeds, do not depend on it"
+            )
+        return (
+            "regret_bound: a 90% upper bound on how much "
+            "better another candidate trained at the full budget could be in its typical run "
+            "(paired t over the tuning seeds, Bonferroni over the candidates: Hsu's "
+            "comparison with the best; a run that diverged on fewer than half the seeds is "
+            "left out of its comparison, so a rate near divergence, which spikes in some "
+            "runs, is compared on its typical runs and its spikes are not bounded: the "
+            "confirmation counts its divergences); regret: the bound in words, 'vacuous' "
+            "where it reaches the chosen's own loss (no loss is below 0), '≤0 at 90%' where "
+            "no other candidate was found better, which is not proof that none is"
+        )
+
+    @property
     def keys(self) -> tuple[str, ...]:
         """The keys tuned in any group, which the report then groups by no default."""
         named = (k.strip() for cell in self.table["tuned"] for k in str(cell).split(","))
@@ -108,16 +150,8 @@ class Tuning:
             f"{budget}; steps: the group's tuning steps (full_grid_steps: every candidate at "
             "the full budget); val_gap: the "
             "chosen candidate's lead over the runner-up at the last rung, in the metric's "
-            "units; regret_bound: a 90% upper bound on how much better another candidate "
-            "trained at the full budget could be in its typical run (paired t over the tuning "
-            "seeds, Bonferroni over the candidates: Hsu's comparison with the best; a run that "
-            "diverged on fewer than half the seeds is left out of its comparison, so a rate "
-            "near divergence, which spikes in some runs, is compared on its typical runs and "
-            "its spikes are not bounded: the confirmation counts its divergences); regret: the "
-            "bound in words, 'not estimable (N tuning seeds)' below "
-            f"{MIN_REGRET_SEEDS}, 'vacuous' where it reaches the chosen's own loss (no loss is "
-            "below 0), '≤0 at 90%' where no other candidate was found better, which is not "
-            "proof that none is; tried: the values each group trained; edge: a choice at or "
+            f"units; {self.regret_caption()}; tried: the values each group trained; edge: a "
+            "choice at or "
             "beyond the largest or smallest value listed, and what bounds it; acc_best: "
             "the candidate with the best validation accuracy where it is not the chosen "
             "(chosen on the loss; the verdicts are on accuracy). The verdicts below are "
@@ -141,10 +175,11 @@ class Tuning:
         }
 
     def markdown(self) -> str:
-        header = "| " + " | ".join(COLUMNS) + " |"
-        rule = "| " + " | ".join("---" for _ in COLUMNS) + " |"
+        columns = self.shown_columns(COLUMNS)
+        header = "| " + " | ".join(columns) + " |"
+        rule = "| " + " | ".join("---" for _ in columns) + " |"
         body = [
-            "| " + " | ".join(escape_markdown(_cell(row[c])) for c in COLUMNS) + " |"
+            "| " + " | ".join(escape_markdown(_cell(row[c])) for c in columns) + " |"
             for _, row in self.table.iterrows()
         ]
         notes = [f"Note: {escape_markdown(note)}" for note in self.notes]
@@ -196,17 +231,18 @@ class Tuning:
         )
         keys = set(self.table["tuned"])
         one_key = len(keys) == 1 and "," not in next(iter(keys)) and "-" not in keys
+        shown = self.shown_columns(list(SHOWN))
         rows = []
         for _, row in self.table.iterrows():
-            cells = {c: plain(_cell(row[c])) for c in SHOWN}
+            cells = {c: plain(_cell(row[c])) for c in shown}
             chosen = cells["chosen"].split(" ")
             if one_key:  # the key is the header: the cell is its value
                 chosen = [item.partition("=")[2] for item in chosen]
             cells["chosen"] = "\n".join(chosen) + (" *" if isinstance(row["edge"], str) else "")
             cells["group"] = "\n".join(cells["group"].split(" "))
             rows.append(cells)
-        for column, header in SHOWN.items():
-            header = next(iter(keys)) if column == "chosen" and one_key else header
+        for column in shown:
+            header = next(iter(keys)) if column == "chosen" and one_key else SHOWN[column]
             if column == "regret":  # words where it is no number: wrapped, never cropped
                 table.add_column(
                     header, justify="right", min_width=6, max_width=14, overflow="fold"
@@ -219,15 +255,20 @@ class Tuning:
             else:
                 table.add_column(header, justify="right", no_wrap=True)
         for cells in rows:
-            table.add_row(*(cells[c] for c in SHOWN))
+            table.add_row(*(cells[c] for c in shown))
         tried = tried_summary(list(zip(self.table["group"], self.table["tried"], strict=True)))
         edge = "; * at an edge of the grid" if self.table["edge"].map(bool).any() else ""
         table.caption = (
             "; ".join(tried)
             + edge
             + "".join(f". {line}" for line in acc_best_lines(self.table))
-            + ". val, gap, regret: the columns val_chosen, val_gap, regret_bound (regret in "
-            "words where it is no number). " + self.caption()
+            + (
+                ". val, gap: the columns val_chosen, val_gap. "
+                if self.regret_withheld
+                else ". val, gap, regret: the columns val_chosen, val_gap, regret_bound (regret "
+                "in words where it is no number). "
+            )
+            + self.caption()
         )
         return table
 

@@ -336,5 +336,5 @@ def tuning_block(runs: Path, sweep: str) -> list[str]:
     return [
         f"Tuning, from the sweep record: {tuning.caption()}",
         "",
-        md(table, TUNING_COLUMNS),
+        md(table, tuning.shown_columns(TUNING_COLUMNS)),  # regret: said once where withheld
     ]

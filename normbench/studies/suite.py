@@ -15,7 +15,7 @@ from normbench.report import aggregate, plots
 from normbench.report.across import across
 from normbench.report.base import Report
 from normbench.report.labels import label
-from normbench.report.tuning import group_values, tuning_of
+from normbench.report.tuning import MIN_REGRET_SEEDS, group_values, tuning_of
 from normbench.studies import family, registry
 from normbench.studies.study import Context, Study, command_of, load, md, paragraphs, report
 
@@ -99,10 +99,15 @@ def suite(ctx: Context) -> str:
         _opening(ctx.scale),
         f"Chosen on the validation loss of {SUITE.tune_seeds} tuning seeds (1000000 and up; "
         "rows the norms, columns the workloads; gap: the chosen value's lead over the "
-        "runner-up in mean validation loss, nats; regret: a 90% upper bound on how much lower "
-        "another candidate's loss could be, paired t over the tuning seeds with Bonferroni "
-        "over the candidates, at most the chosen's own loss; edge N: a choice at an edge of "
-        "the grid, said below the table):",
+        "runner-up in mean validation loss, nats; "
+        + (
+            "regret: a 90% upper bound on how much lower another candidate's loss could be, "
+            "paired t over the tuning seeds with Bonferroni over the candidates, at most the "
+            "chosen's own loss; "
+            if SUITE.tune_seeds >= MIN_REGRET_SEEDS
+            else ""
+        )
+        + "edge N: a choice at an edge of the grid, said below the table):",
         md(chosen, list(chosen.columns)),
         *tuning_lines,
         "Across the workloads, on test, from the confirmation seeds only:",
@@ -208,7 +213,7 @@ def choices_table(runs) -> tuple[pd.DataFrame, list[str]]:
         bound, stated = row["regret_bound"], row["regret"]  # stated: in words where no number
         if _number(bound) and bound > 0:
             firmness.append(f"regret ≤ {bound:.3g}")
-        elif isinstance(stated, str) and stated != "-":
+        elif isinstance(stated, str) and stated != "-" and not tuning.regret_withheld:
             firmness.append(f"regret {stated}")
         edge = row["edge"] if isinstance(row["edge"], str) else ""
         mark = f" edge {len(edges) + 1}" if edge else ""
@@ -231,6 +236,8 @@ def choices_table(runs) -> tuple[pd.DataFrame, list[str]]:
     ]
     if edges:
         lines.append("At an edge of the grid: " + "; ".join(edges) + ".")
+    if tuning.regret_withheld:  # once, not in every cell
+        lines.append(tuning.regret_caption()[0].upper() + tuning.regret_caption()[1:] + ".")
     return frame.rename_axis("norm").reset_index(), lines
 
 

@@ -44,20 +44,35 @@ def test_a_bound_that_reaches_the_chosen_loss_is_vacuous_not_a_number():
     assert regret(state("val_loss", 0.4907, 0.12)) == (0.12, "0.12")  # inside: kept
 
 
-def test_below_three_tuning_seeds_the_bound_is_not_estimable():
+def test_below_three_tuning_seeds_the_bound_is_not_estimable_and_said_once():
     # an older record at 2 seeds holds a number: it is not shown as one
     assert regret(state("val_loss", 0.4907, 0.12, SEEDS[:2])) == (
         None,
         "not estimable (2 tuning seeds)",
     )
     assert regret(state("val_loss", 0.4907, None, SEEDS[:1]))[1] == "not estimable (1 tuning seed)"
-    section = parse("s", state("val_loss", 0.4907, 0.12, SEEDS[:2]))
+    two_groups = state("val_loss", 0.4907, 0.12, SEEDS[:2])
+    two_groups["groups"].append({**two_groups["groups"][0], "group": "norm=dyt data=tokens"})
+    section = parse("s", two_groups)
     console = Console(width=80, record=True)
     console.print(section.rich())
-    text = console.export_text()
-    assert all(len(line) <= 80 for line in text.splitlines())
-    assert all(words in text for words in ("not estimable", "(2 tuning", "seeds)"))  # wrapped
-    assert "not estimable (2 tuning seeds)" in section.markdown()
+    exported = console.export_text()
+    text = " ".join(exported.split())
+    # no column of the same words in every row: the caption says once why, and how to get one
+    assert "not estimable" not in text and text.count("no regret bound") == 1
+    assert "1 degree of freedom" in text and "--tune-seeds 3 or more gives one" in text
+    assert "regret_bound: a 90% upper bound" not in text  # no definition of what is not shown
+    header = next(line for line in exported.splitlines() if "group" in line)
+    assert header.split() == ["group", "trials", "steps", "train.lr", "val", "gap"]
+    markdown = section.markdown()
+    assert "| regret" not in markdown and markdown.count("no regret bound") == 1
+    assert "gives no paired t" in parse("s", state("val_loss", 0.49, None, SEEDS[:1])).caption()
+    # CSV and JSON keep the columns, in words
+    assert [g["regret"] for g in section.json()["groups"]] == ["not estimable (2 tuning seeds)"] * 2
+    # at 3 seeds: the column and its definition, no such sentence
+    shown = parse("s", state("val_loss", 0.4907, 0.12))
+    assert "no regret bound" not in shown.caption() and "regret_bound: a 90%" in shown.caption()
+    assert "| regret_bound |" in shown.markdown().replace("| regret |", "| regret_bound |")
 
 
 def test_a_bound_of_zero_is_not_read_as_certainly_best():
@@ -68,3 +83,23 @@ def test_a_bound_of_zero_is_not_read_as_certainly_best():
 
 def test_a_metric_without_a_floor_keeps_its_bound():
     assert regret(state("val_acc", 0.91, 3.5)) == (3.5, "3.5")
+
+
+def test_the_suite_and_a_study_say_the_withheld_bound_once(tmp_path):
+    # the findings' tuned tables: no "regret not estimable" in every cell or row
+    import json
+
+    from normbench.studies import study, suite
+
+    two = state("val_loss", 0.4907, 0.12, SEEDS[:2])
+    two["groups"].append({**two["groups"][0], "group": "norm=dyt data=tokens"})
+    (tmp_path / "sweeps").mkdir()
+    record = {"name": "findings-suite", "started": "2026-01-01T00:00:00", "runs": []}
+    path = tmp_path / "sweeps" / "findings-suite-20260101-000000.json"
+    path.write_text(json.dumps({**record, "tuning": two}))
+    frame, lines = suite.choices_table(tmp_path)
+    cells = " ".join(frame.astype(str).to_numpy().ravel())
+    assert "regret" not in cells and "gap 0.536" in cells
+    assert sum("No regret bound" in line for line in lines) == 1
+    block = "\n".join(study.tuning_block(tmp_path, "findings-suite"))
+    assert "not estimable" not in block and block.count("no regret bound") == 1
