@@ -121,9 +121,10 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "model.parametrization=mup with train.optimizer=muon (muP's rates are AdamW's and "
-        "SGD's; Muon scales its own updates), without model.base_width, or with a base model "
+        "SGD's; Muon scales its own updates), without model.base_width, with a base model "
         "the heads do not divide (model.base_width not a multiple of model.heads, or of "
-        "model.base_head_dim where set)",
+        "model.base_head_dim where set), or with model.attention_gate=headwise (a readout "
+        "muP does not scale)",
         lambda cfg: _mup_rule(cfg),
     ),
     Rule(
@@ -338,6 +339,12 @@ def _mup_rule(cfg: dict) -> str | None:
         return (
             "model.parametrization=mup needs model.base_width (the width at which muP equals "
             f"the standard model), got null; valid: a positive integer, e.g. {model['width']}"
+        )
+    if model.get("attention_gate") == "headwise":
+        return (
+            "model.attention_gate=headwise maps the width to one score per head, an output "
+            "layer that muP would scale as a readout, and model.parametrization=mup scales "
+            "the head's alone; valid with mup: model.attention_gate=none, elementwise"
         )
     return _mup_heads_rule(model) if model["name"] == "transformer" else None
 
