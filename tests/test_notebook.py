@@ -8,9 +8,11 @@ import json
 import re
 from pathlib import Path
 
-from helpers import make_run
+from helpers import make_run, tiny
 
 import normbench
+from normbench.experiment.compose import compose
+from normbench.training.run import run_experiment
 
 NOTEBOOK = Path(normbench.__file__).resolve().parents[1] / "docs" / "notebook.md"
 CELL = re.compile(r"^```python\n(.*?)^```$", re.MULTILINE | re.DOTALL)
@@ -27,6 +29,8 @@ def test_every_cell_of_the_notebook_runs(tmp_path, monkeypatch):
                 smoke.append(make_run(runs_dir, overrides, acc=acc))
     # the README's first run: another budget, so a section and a figure of its own if mixed in
     make_run(runs_dir, ["norm=batchnorm", "train.max_steps=300"], acc=0.96)
+    # the diagnosed language model of "Activations per layer", trained (a few steps)
+    run_experiment(compose(tiny("diagnostics=true", data="pysource")), runs_dir, progress=False)
     (runs_dir / "sweeps").mkdir()
     record = {"name": "smoke", "started": "2026-01-01T00:00:00+00:00"}
     (runs_dir / "sweeps" / "smoke-20260101-000000-abc.json").write_text(
@@ -43,6 +47,9 @@ def test_every_cell_of_the_notebook_runs(tmp_path, monkeypatch):
     assert (tmp_path / "learning_curves.png").stat().st_size > 10_000
     batch = namespace["batch"].set_index("norm.name")
     assert batch.loc["batchnorm", "verdict"] == "sensitive"
+    last = namespace["last"]
+    assert len(last) == 4 and last["sublayer_kurtosis"].notna().all()  # depth 2: 4 units
+    assert last["attn_sink"].notna().tolist() == [True, False, True, False]
 
 
 def test_the_intervals_the_notebook_names_are_the_reports(tmp_path):
