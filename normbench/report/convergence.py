@@ -188,7 +188,14 @@ def reference_index(rows: list[dict], keys: list[str], reference: tuple[str, ...
 GROUP_NAMES = ("model", "norm", "placement", "data", "precision")
 
 
-PROVENANCE = (("code", "code_hash"), ("torch", "torch_version"), ("device", "device_used"))
+# (data: a fetched set's fingerprint; runs on two fingerprints of one set are marked, never
+# pooled silently: normbench.data.hubcache)
+PROVENANCE = (
+    ("code", "code_hash"),
+    ("torch", "torch_version"),
+    ("device", "device_used"),
+    ("data", "data_fingerprint"),
+)
 
 
 class Columns:

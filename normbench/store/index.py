@@ -63,8 +63,8 @@ FILE = ".index.sqlite"
 # Bumped when the tables change, or what a row means: an index of another version is rebuilt
 # (4: stamps with ctime and inode, and configs read with the keys their optimizer ignores null;
 # 5: the summary holds parameters_non_embedding; 6: and what the steps cost; 7: the host and
-# its CPU count)
-SCHEMA_VERSION = 7
+# its CPU count; 8: the data's fingerprint)
+SCHEMA_VERSION = 8
 INDEX_LIMIT = 4 << 30  # bytes: 100,000 runs take about 60 MB
 
 
@@ -73,6 +73,7 @@ SCHEMA = (
     "CREATE TABLE configs (id TEXT PRIMARY KEY, flat TEXT NOT NULL) WITHOUT ROWID",
     "CREATE TABLE runs (run_id TEXT PRIMARY KEY, status TEXT, error TEXT, seed, "
     + "summary BLOB, code_hash TEXT, torch_version TEXT, device_used TEXT, host TEXT, "
+    + "data_fingerprint TEXT, "
     + "started TEXT, finished TEXT, tags TEXT, note TEXT, command TEXT, "
     + "stamp TEXT, config_id TEXT) WITHOUT ROWID",
 )

@@ -72,9 +72,10 @@ SUMMARY_FIELDS = (
     "load_end",
     "cpu_count",
 )
-# Where a run's numbers came from: the code's fingerprint, torch, the device it ran on and
-# the machine (its host name: step times compare only within one).
-PROVENANCE_FIELDS = ("code_hash", "torch_version", "device_used", "host")
+# Where a run's numbers came from: the code's fingerprint, torch, the device it ran on, the
+# machine (its host name: step times compare only within one) and, for a set fetched from the
+# hub, the data's fingerprint (normbench.data.hubcache; null for the data made offline).
+PROVENANCE_FIELDS = ("code_hash", "torch_version", "device_used", "host", "data_fingerprint")
 # What a person attached, the clock recorded, or the command line was (argv): never part of
 # an experiment's config.
 RECORD_FIELDS = ("started", "finished", "tags", "note", "command")
@@ -177,6 +178,7 @@ def read_run(runs_dir: Path, name: str, files: Stamp) -> tuple[Record, dict]:
         "torch_version": text(versions.get("torch")),
         "device_used": text(meta.get("device")),
         "host": text(meta.get("host")),
+        "data_fingerprint": text((meta.get("data") or {}).get("fingerprint")),
         "started": text(meta.get("started")),
         "finished": text(meta.get("finished")),
         "tags": json.dumps(strings(meta.get("tags") or [])),

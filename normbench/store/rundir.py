@@ -270,7 +270,8 @@ def check_meta(path: Path, meta: Any) -> dict:
         raise StoreError(
             f"{path}: status {str(meta.get('status'))[:40]!r} is not one of {', '.join(STATUSES)}"
         )
-    for key, kind in (("summary", dict), ("code", dict), ("versions", dict), ("tags", list)):
+    kinds = (("summary", dict), ("code", dict), ("versions", dict), ("data", dict), ("tags", list))
+    for key, kind in kinds:
         if meta.get(key) is not None and not isinstance(meta[key], kind):
             raise StoreError(f"{path}: {key} should be {'an object' if kind is dict else 'a list'}")
     summary = meta.get("summary") or {}

@@ -200,3 +200,43 @@ def test_data_list_shows_each_cached_set_with_its_size_and_fingerprint(cache):
     assert "cifar10" in result.output and fingerprint in result.output
     assert "uoft-cs/cifar10@0b2714987fa4" in result.output and " MB " in result.output
     assert set_dir("cifar10").is_dir()
+
+
+def test_runs_on_two_fingerprints_of_one_set_are_marked_in_the_report_never_pooled_silently(
+    cache, tmp_path
+):
+    import json
+
+    from helpers import make_run
+
+    install_fixture("cifar10")
+    runs = tmp_path / "runs"
+    for seed, fingerprint in ((0, "aaaaaaaaaaaaaaaa"), (1, "bbbbbbbbbbbbbbbb")):
+        rid = make_run(runs, ["data=cifar10", f"seed={seed}"], acc=0.5)
+        meta_path = runs / rid / "meta.json"
+        meta = json.loads(meta_path.read_text())
+        meta["data"] = {"set": "cifar10", "fingerprint": fingerprint}
+        meta_path.write_text(json.dumps(meta))
+    result = invoke("report", str(runs))
+    assert result.exit_code == 0, result.output
+    assert "(data mixed)" in result.output
+
+
+@pytest.mark.slow
+def test_a_few_steps_on_the_cifar10_fixture_record_its_fingerprint_and_read_only_the_cache(
+    cache, tmp_path, monkeypatch
+):
+    import json
+
+    install_fixture("cifar10")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # a run never asks the hub for anything
+    runs = tmp_path / "runs"
+    args = ["model=cnn", "norm=groupnorm", "data=cifar10", "device=cpu", "threads=1"]
+    args += ["train.max_steps=5", "train.eval_every=5", "model.width=8", "model.depth=2"]
+    result = invoke("run", *args, "--runs-dir", str(runs), "--quiet", seconds=120)
+    assert result.exit_code == 0, result.output
+    (meta_path,) = runs.glob("*/meta.json")
+    meta = json.loads(meta_path.read_text())
+    assert meta["status"] == "complete"
+    assert meta["data"]["fingerprint"] == checked("cifar10").fingerprint
+    assert meta["data"]["source"] == f"uoft-cs/cifar10@{SHIPPED['cifar10'].revision}"
