@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import signal
 import subprocess
 import time
@@ -50,10 +51,13 @@ class RunJob:
     stops, without a requeue: the run ends ``interrupted`` and resumes when run again.
     """
 
-    def __call__(self, cfg: dict, runs_dir: str, rerun: Rerun) -> dict[str, Any]:
+    def __call__(self, cfg: dict, runs_dir: str, rerun: Rerun) -> dict[str, Any] | None:
         import submitit
 
         from normbench.training import checkpoint
+
+        if cfg["train"]["devices"] > 1:
+            return self.run_as_rank(cfg, runs_dir, rerun)
         from normbench.training.run import run_experiment
 
         warning = signal.Signals[f"SIG{submitit.JobEnvironment.USR_SIG}"]
@@ -82,6 +86,42 @@ class RunJob:
             error = f"{type(exc).__name__}: {exc}"
             record_failure_before_training(cfg, runs_dir, error, traceback.format_exc())
             return {"status": "failed", "error": error, "summary": {}}
+        return {
+            "status": outcome.status,
+            "error": outcome.error,
+            "summary": outcome.summary,
+            "skipped": outcome.skipped,
+        }
+
+    def run_as_rank(self, cfg: dict, runs_dir: str, rerun: Rerun) -> dict[str, Any] | None:
+        """One task of a data-parallel run's job (one task per rank, normbench.training.tasks):
+        rank 0 returns how the run ended; the other ranks return None, or raise what failed
+        them (submitit keeps it as that task's error). scancel, a time limit's warning or a
+        preemption ends the run interrupted, not requeued; the same command resumes it from
+        its last checkpoint (train.checkpoint_every) on as many ranks."""
+        import submitit
+
+        from normbench.training.distributed import Ranks
+        from normbench.training.tasks import run_task
+
+        job = submitit.JobEnvironment()
+        leader = job.global_rank == 0
+        # this attempt's meeting file: a requeued job (same id) meets in a fresh one
+        attempt = os.environ.get("SLURM_RESTART_COUNT", "0")
+        store = Path(job.paths.folder) / f"{job.job_id}.{attempt}.rendezvous"
+        try:
+            outcome = run_task(cfg, runs_dir, rerun, Ranks(job.global_rank, job.num_tasks), store)
+        except KeyboardInterrupt:
+            reason = "stopped by a signal (scancel, a time limit or a preemption)"
+            return note_interruption(cfg, runs_dir, reason) if leader else None
+        except Exception as exc:
+            if not leader:
+                raise
+            error = f"{type(exc).__name__}: {exc}"
+            record_failure_before_training(cfg, runs_dir, error, traceback.format_exc())
+            return {"status": "failed", "error": error, "summary": {}}
+        if outcome is None:
+            return None
         return {
             "status": outcome.status,
             "error": outcome.error,
@@ -194,17 +234,25 @@ class SubmititLauncher:
             raise
 
     def submit(self, executor, batch: list[Job], cfgs: dict[str, dict]) -> list:
-        """Submit a batch as one array; a refusal becomes one line naming the cluster's reason."""
+        """Submit a batch as one array per number of ranks (a run of ``train.devices=N`` is one
+        job of N tasks on one node, one task per rank); the handles in the batch's order. A
+        refusal becomes one line naming the cluster's reason."""
         import submitit
 
+        handles = {}
         try:
-            with contextlib.redirect_stderr(io.StringIO()):  # submitit echoes sbatch's stderr
-                return executor.map_array(
-                    RunJob(),
-                    [cfgs[job.run_id] for job in batch],
-                    [str(self.runs_dir)] * len(batch),
-                    [self.rerun] * len(batch),
-                )
+            for devices in sorted({job.cfg["train"]["devices"] for job in batch}):
+                group = [job for job in batch if job.cfg["train"]["devices"] == devices]
+                executor.update_parameters(tasks_per_node=devices)
+                with contextlib.redirect_stderr(io.StringIO()):  # submitit echoes sbatch's stderr
+                    submitted = executor.map_array(
+                        RunJob(),
+                        [cfgs[job.run_id] for job in group],
+                        [str(self.runs_dir)] * len(group),
+                        [self.rerun] * len(group),
+                    )
+                handles.update(zip([job.run_id for job in group], submitted, strict=True))
+            return [handles[job.run_id] for job in batch]
         except (submitit.core.utils.FailedJobError, subprocess.CalledProcessError) as err:
             lines = [line.strip() for line in str(err).splitlines() if line.strip()]
             reasons = [line for line in lines if "error" in line.lower()] or lines or [repr(err)]
@@ -220,9 +268,13 @@ class SubmititLauncher:
         return handle.watcher.get_state(handle.job_id, mode="cache")
 
     def collect(self, job: Job, handle, view: View) -> None:
+        """How the run ended, from its job's result (rank 0's task's, for a run of N ranks).
+        The files its ranks met in go with it (a task killed before it closed one leaves it)."""
+        for meeting in self.folder.glob(f"{handle.job_id}.*.rendezvous"):
+            meeting.unlink(missing_ok=True)
         if handle.paths.result_pickle.exists() or self.state(handle) == "COMPLETED":
             try:
-                view.done(job.run_id, **handle.result())
+                view.done(job.run_id, **handle.task(0).result())
                 return
             except Exception as exc:  # the job crashed outside the run (killed, out of memory)
                 status, error = self.crash_reason(handle, exc)

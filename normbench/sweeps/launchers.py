@@ -38,6 +38,12 @@ SETTINGS: dict[str, Key] = {
 }
 
 
+# sbatch options that would change a job's shape (nodes, tasks): normbench sets them itself.
+JOB_SHAPE = frozenset(
+    {"nodes", "ntasks", "ntasks_per_node", "ntasks-per-node", "tasks_per_node", "N", "n"}
+)
+
+
 def launcher_settings(name: str, overrides: list[str]) -> dict[str, Any]:
     """conf/launcher/NAME.yaml with ``launcher.KEY=VALUE`` overrides, checked key by key."""
     from omegaconf import OmegaConf
@@ -73,6 +79,15 @@ def check_settings(settings: dict[str, Any]) -> None:
         raise UsageError(
             f"launcher.additional={settings['additional']!r} is not valid; valid: a mapping of "
             "sbatch options, e.g. {account: myproj, qos: high}"
+        )
+    placement = sorted(set(settings.get("additional", {})) & JOB_SHAPE)
+    if placement:
+        key = placement[0]
+        raise UsageError(
+            f"launcher.additional.{key}={settings['additional'][key]!r} is not allowed: each "
+            "run is one job on one node, one task per rank (train.devices), and its ranks meet "
+            "over 127.0.0.1 only, which cannot span nodes; valid: leave nodes and tasks to "
+            "normbench"
         )
     setup = settings.get("setup", [])
     if not isinstance(setup, list) or not all(isinstance(line, str) for line in setup):

@@ -46,13 +46,25 @@ class Ranks:
 
 
 # ------------------------------------------------------------------------- joining
-def join(cfg: dict, device: torch.device) -> Ranks:
-    """Join the run's process group over the loopback interface."""
+def join(
+    cfg: dict, device: torch.device, place: Ranks | None = None, store_path: str = ""
+) -> Ranks:
+    """Join the run's process group over the loopback interface: through the rendezvous the
+    launcher set up (MASTER_ADDR and MASTER_PORT), or, given this process's ``place`` among
+    the tasks of one scheduler job, through a file store at ``store_path`` that every task
+    of the job opens (no address and no port to agree on: the tasks meet in a file)."""
     os.environ["GLOO_SOCKET_IFNAME"] = loopback_interface()
     os.environ["NCCL_SOCKET_IFNAME"] = loopback_interface()
     backend = "nccl" if device.type == "cuda" else "gloo"
     timeout = datetime.timedelta(seconds=cfg["train"]["timeout_s"])
-    dist.init_process_group(backend, timeout=timeout)
+    if place is None:
+        dist.init_process_group(backend, timeout=timeout)
+    else:
+        store = dist.FileStore(store_path, place.world)
+        store.set_timeout(timeout)
+        dist.init_process_group(
+            backend, timeout=timeout, store=store, rank=place.rank, world_size=place.world
+        )
     return Ranks(dist.get_rank(), dist.get_world_size())
 
 
@@ -62,6 +74,19 @@ def loopback_interface() -> str:
         if name.startswith("lo"):
             return name
     return "lo"
+
+
+def announce(trains: bool, device: torch.device) -> None:
+    """Rank 0 tells the others whether it trains the run: it does unless the run was
+    finished before (it holds the run's lock and decides; the others wait for its word)."""
+    dist.broadcast(torch.tensor([int(trains)], device=device), src=0)
+
+
+def leader_trains(device: torch.device) -> bool:
+    """Wait for rank 0's word (``announce``): True when it trains the run."""
+    word = torch.tensor([0], device=device)
+    dist.broadcast(word, src=0)
+    return bool(word.item())
 
 
 # --------------------------------------------------------------- the training loop's parts

@@ -47,7 +47,7 @@ from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 from normbench.core.text import plain
 from normbench.store.rundir import Labels, RunDir
-from normbench.training.distributed import LOOPBACK, Ranks, join
+from normbench.training.distributed import LOOPBACK, Ranks, join, leader_trains
 from normbench.training.trainer import Trainer
 
 RENDEZVOUS = "normbench-loopback"  # the launcher's rendezvous backend, registered below
@@ -194,7 +194,7 @@ def rank_main(
             outcome = train(cfg, run, place, progress, labels, ranks)
             if outcome.status == "failed":
                 raise RankFailed(outcome.error or "failed")
-        else:
+        elif leader_trains(place):  # rank 0 always does here: it was launched to train
             Trainer(cfg, place, run, False, ranks).fit()
     finally:
         # the run has ended either way: a stop request now (the launcher stopping every rank

@@ -39,7 +39,7 @@ from normbench.store.rundir import (
     run_id,
 )
 from normbench.training import checkpoint
-from normbench.training.distributed import Ranks
+from normbench.training.distributed import Ranks, announce
 from normbench.training.launch import launch
 from normbench.training.trainer import Trainer, now
 
@@ -74,10 +74,13 @@ def run_experiment(
     rerun: Rerun | None = None,
     progress: bool = True,
     labels: Labels | None = None,
+    ranks: Ranks | None = None,
 ) -> Outcome:
     """Train the run ``cfg`` describes unless a finished one exists (see
     RunDir.needs_training); record everything. ``labels`` (tags, a note) are added to the
-    run's meta.json, also when it was finished before.
+    run's meta.json, also when it was finished before. ``ranks``: this process is rank 0 of a
+    data-parallel run whose ranks have joined already (the tasks of one SLURM job,
+    normbench.training.tasks); it tells the others whether it trains (``announce``).
 
     A failure is recorded as status ``failed`` (with its error text) and returned, not raised.
     KeyboardInterrupt marks the run ``interrupted``, keeps its metrics, and propagates. A run
@@ -87,7 +90,7 @@ def run_experiment(
     check_devices(cfg["train"]["devices"], device)
     run = RunDir(runs_dir, run_id(cfg))
     try:
-        return _run_locked(cfg, run, device, rerun, progress, labels)
+        return _run_locked(cfg, run, device, rerun, progress, labels, ranks)
     except OSError as err:
         if err.errno in NO_SPACE:  # one line naming the run, never a chained traceback
             where = f" writing {Path(err.filename).name}" if err.filename else ""
@@ -133,6 +136,7 @@ def _run_locked(
     rerun: Rerun | None,
     progress: bool,
     labels: Labels | None,
+    ranks: Ranks | None = None,
 ) -> Outcome:
     """run_experiment's work: a finished run in a read-only runs directory is skipped without
     a lock (none can be taken there); otherwise under the run's lock, as its docstring says."""
@@ -152,11 +156,11 @@ def _run_locked(
         labels = labels or Labels()
         labels = Labels(kept.tags + labels.tags, labels.note or kept.note)
         if rerun and rerun.force and previous and previous.get("status") in FINISHED:
-            outcome = train_replacing(cfg, run, device, progress, labels)
+            outcome = train_replacing(cfg, run, device, progress, labels, ranks)
         else:
             if rerun and rerun.force:
                 (run.path / checkpoint.FILE_NAME).unlink(missing_ok=True)
-            outcome = train_and_record(cfg, run, device, progress, labels)
+            outcome = train_and_record(cfg, run, device, progress, labels, ranks)
         record_run(run.path.parent, run.run_id)  # the next report need not read it
         return outcome
 
@@ -165,7 +169,12 @@ STAGING = ".staging"  # runs/.staging/<run_id>-<8 hex>/<run_id>/: a forced rerun
 
 
 def train_replacing(
-    cfg: dict, run: RunDir, device: torch.device, progress: bool, labels: Labels
+    cfg: dict,
+    run: RunDir,
+    device: torch.device,
+    progress: bool,
+    labels: Labels,
+    ranks: Ranks | None = None,
 ) -> Outcome:
     """``--force`` on a finished run: train into a fresh directory beside it and swap it in
     only once the new run has finished, so that a forced rerun that is interrupted or fails
@@ -175,7 +184,7 @@ def train_replacing(
     staging = real_directory(run.path.parent / STAGING) / f"{run.run_id}-{secrets.token_hex(4)}"
     fresh = RunDir(staging, run.run_id)
     try:
-        outcome = train_and_record(cfg, fresh, device, progress, labels)
+        outcome = train_and_record(cfg, fresh, device, progress, labels, ranks)
         if outcome.status in FINISHED:
             fault_point("trained")
             os.replace(run.path, staging / REPLACED)
@@ -298,6 +307,7 @@ def train_and_record(
         "host": socket.gethostname(),
         "command": sys.argv,
         "code": fingerprint(cfg),
+        **data_provenance(cfg["data"]),  # a fetched set's fingerprint; nothing for the others
         "versions": {
             "normbench": __version__,
             "torch": torch.__version__,
@@ -307,7 +317,6 @@ def train_and_record(
         "summary": {},
         # the step each resumption started from, one per resumption from a checkpoint
         "resumed_from": previous.get("resumed_from", []) if resuming else [],
-        **data_provenance(cfg["data"]),  # a fetched set's fingerprint; nothing for the others
     }
     meta = labels.apply(meta)
     # A Ctrl-C or SIGTERM between the two would leave a run directory without meta.json:
@@ -320,6 +329,8 @@ def train_and_record(
     if not resuming:
         run.metrics_path.unlink(missing_ok=True)  # a forced re-run starts a fresh log
     start = time.perf_counter()
+    if ranks is not None:
+        announce(True, device)  # the other ranks wait for rank 0's word before training
     trainer = Trainer(cfg, device, run, progress, ranks)
 
     def finish(status: str, error: str | None = None) -> None:

@@ -39,6 +39,10 @@ runner = CliRunner()
         (["launcher.timeout_requeues=x"], "launcher.timeout_requeues='x' is not valid"),
         (["launcher.setup=5"], "launcher.setup=5 is not valid; valid: a list of shell lines"),
         (["launcher.additional=[a]"], "launcher.additional=['a'] is not valid; valid: a mapping"),
+        (  # the ranks of a run meet over 127.0.0.1: one node
+            ["launcher.additional={nodes:2}"],
+            "launcher.additional.nodes=2 is not allowed: each run is one job on one node",
+        ),
     ],
 )
 def test_bad_launcher_settings_are_one_line_and_exit_2(tmp_path, settings, message):

@@ -343,3 +343,35 @@ def test_a_real_time_limit_without_requeues_left_ends_interrupted_not_failed(tmp
     (name,) = metas(runs)
     assert metas(runs)[name]["status"] == "interrupted"
     assert checkpoint.load(runs / name / checkpoint.FILE_NAME)["step"] > 0
+
+
+def test_a_run_of_two_ranks_is_one_job_of_two_tasks_with_the_local_runs_metrics(tmp_path):
+    """train.devices=2 on SLURM: one job of two tasks, one rank each, that meet on this node;
+    rank 0 alone writes the run directory, whose metrics are those of the same run's two
+    ranks launched here (torch's launcher), step for step."""
+    runs, here = tmp_path / "runs", tmp_path / "here"
+    two = quick("norm=batchnorm", "train.max_steps=10", "train.devices=2")
+    swept = sweep(runs, *two, *SLURM)
+    assert swept.returncode == 0, swept.stdout + swept.stderr
+    assert statuses(runs) == ["complete"]
+    (script,) = runs.glob("sweeps/*.submitit/*_submission.sh")
+    assert "--nodes=1" in script.read_text() and "--ntasks-per-node=2" in script.read_text()
+    assert not list(runs.glob("sweeps/*.submitit/*.rendezvous"))  # cleaned up
+    local = subprocess.run(
+        [sys.executable, "-m", "normbench", "run", *two, "threads=1", "-q"]
+        + ["--runs-dir", str(here)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert local.returncode == 0, local.stdout + local.stderr
+    name = run_id(compose(two))
+    assert sorted(p.name for p in (runs / name).iterdir()) == [
+        "config.yaml",
+        "meta.json",
+        "metrics.parquet",
+    ]
+    on_slurm = pd.read_parquet(runs / name / "metrics.parquet").drop(columns="elapsed_s")
+    launched_here = pd.read_parquet(here / name / "metrics.parquet").drop(columns="elapsed_s")
+    pd.testing.assert_frame_equal(on_slurm, launched_here)
+    assert len(on_slurm) == 2  # every logged step compared
