@@ -28,6 +28,7 @@ from normbench.report.grouping import (
 from normbench.report.labels import label, label_count, labels
 from normbench.report.precision import precision_table
 from normbench.report.results import RESULT_STATUSES, UNFINISHED_STATUSES, metric_of
+from normbench.report.scaling_devices import device_scaling_lines
 from normbench.report.stability import STRESS_AXES, stability_table
 from normbench.store.catalog import Selection, unknown_key
 
@@ -150,6 +151,7 @@ def build_section(
         "cost": cost_table(runs, keys, method),
     }
     notes = [*averaged_notes(runs, keys), *section_notes(runs, metric, method), *cost_notes(runs)]
+    notes += device_scaling_lines(runs, keys)
     if best_over_key:
         notes.append(BEST_OVER_NOTE.format(key=best_over_key))
         if tables["convergence"] is not None:  # a column, so that CSV and JSON rows say it too
