@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -113,6 +114,16 @@ ScalingKey = Annotated[
     ),
 ]
 
+CostTarget = Annotated[
+    float | None,
+    typer.Option(
+        "--target",
+        help="The cost table's time and FLOPs to target: this value of the section's metric "
+        "\\[default: the worst run's final]",
+        show_default=False,
+    ),
+]
+
 
 @app.command()
 def report(
@@ -137,6 +148,7 @@ def report(
     diagnostics: Diagnostics = False,
     tag: Tag = None,
     scaling: ScalingKey = None,
+    target: CostTarget = None,
     runs_dir: RunsDir = Path("runs"),
 ) -> None:
     """Compare runs: verdicts against the best, batch-size sensitivity and precision."""
@@ -161,6 +173,8 @@ def report(
             runs_dir, arguments = runs_dir_and_filters(arguments, runs_dir, ctx)
             method = Method.from_options(alpha, margin, reference_batch, diverged, reference or [])
             check_outputs(fmt, out, html, plots, x, profile, across)
+            if target is not None and not math.isfinite(target):
+                raise UsageError(f"--target {target}: a finite value of the section's metric")
             request = pipeline.Request(
                 runs_dir,
                 tuple(arguments),
@@ -173,6 +187,7 @@ def report(
                 profile=profile or "steps",
                 diagnostics=diagnostics,
                 scaling=scaling,
+                target=target,
             )
             selected = pipeline.select(request, scanning, warn)
             tuned = selected.tuning

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from normbench.report.base import Method, Section
+from normbench.report.cost_target import NOT_REACHED
 from normbench.report.table_layout import VERDICT_STYLE, Column, fit, key_cells
 from normbench.report.text import cost_caption
 
@@ -15,8 +16,10 @@ from normbench.report.text import cost_caption
 def cost_rich(section: Section, method: Method, width: int | None = None):
     """The cost table: per group FLOPs and bytes saved per step (peak memory where measured),
     the step time [95% CI], examples per second, the step-time ratio to the reference
-    [(1 - 2 alpha) CI] with its verdict and reason; at a narrow width the reason, the hosts,
-    peak memory, throughput, bytes saved and FLOPs give way, then the intervals wrap."""
+    [(1 - 2 alpha) CI] with its verdict and reason, then the time and FLOPs to target and their
+    ratios to the reference (to_target_columns); at a narrow width the reason, the hosts, peak
+    memory, throughput, bytes saved, the FLOPs to target, FLOPs per step, the time to target
+    and the two ratios give way, in that order, then the intervals wrap."""
     from rich.text import Text
 
     data = section.tables["cost"]
@@ -60,12 +63,52 @@ def cost_rich(section: Section, method: Method, width: int | None = None):
     ]
     if data["peak_memory_bytes"].notna().any():
         columns.insert(-5, Column("peak", [magnitude(r["peak_memory_bytes"], "B") for r in rows]))
+    if "target" in data:  # normbench.report.cost_target: after the step verdict
+        columns[-2:-2] = to_target_columns(rows, against)
     return fit(
         columns,
-        ["reason", "host", "peak", "ex/s", "saved", "FLOPs/step"],
+        [
+            "reason",
+            "host",
+            "peak",
+            "ex/s",
+            "saved",
+            "FLOPs to target",
+            "FLOPs/step",
+            "to target",
+            "FLOPs " + against,
+            "time " + against,
+        ],
         width,
         lambda left_out: cost_caption(data, method, left_out),
     )
+
+
+def to_target_columns(rows: list, against: str) -> list[Column]:
+    """The time to target [95% CI] ("not reached k/n" where a seed did not reach it), its
+    ratio and the FLOPs ratio to the reference [(1 - 2 alpha) CI], and the FLOPs to target."""
+
+    def to_target(r) -> str:
+        if r["reached"] < r["seeds"]:
+            return f"{NOT_REACHED} {r['seeds'] - r['reached']}/{r['seeds']}"
+        return with_interval(r, "time_to_target", lambda v: f"{v:.3g}", "_s") + " s"
+
+    return [
+        Column("to target", [to_target(r) for r in rows], wraps=True),
+        Column("time " + against, [with_interval(r, "time_ratio") for r in rows], wraps=True),
+        Column("FLOPs " + against, [with_interval(r, "flops_ratio") for r in rows], wraps=True),
+        Column("FLOPs to target", [magnitude(r["flops_to_target"]) for r in rows]),
+    ]
+
+
+def with_interval(row, name: str, show=lambda v: f"{v:.2f}", unit: str = "") -> str:
+    """``row[name + unit]`` and its interval (``name_ci_low``, ``name_ci_high``): 0.82 [0.75,
+    0.90]; the value alone without one, "-" without a value."""
+    value = row[name + unit]
+    if value is None or math.isnan(value):
+        return "-"
+    low, high = row[f"{name}_ci_low"], row[f"{name}_ci_high"]
+    return show(value) + ("" if math.isnan(low) else f" [{show(low)}, {show(high)}]")
 
 
 def magnitude(value: float, unit: str = "") -> str:

@@ -46,6 +46,9 @@ VERDICTS = {
 # after its group column: last, as the terminal has them, an 800-pixel window showed neither,
 # with only the box's edge shadow to say that more columns lay to the right.
 SCALING_ANSWER = ("trend", "cross")
+# The cost table's answer, the step-time ratio and its verdict, put just after its grouping
+# keys for the same reason: at 800 pixels they were off-screen to the right.
+COST_ANSWER = ("vs ref", "vs fastest", "verdict")
 FIGURES_AFTER = {  # which figures follow which table
     "convergence": ("seed_results", "learning_curves"),
     "batch_sensitivity": ("batch_sensitivity",),
@@ -199,7 +202,8 @@ def section_html(section: Section, method: Method, drawn: list[Drawing], titled:
         parts.append(f"<h3>{esc(title_of(name))}</h3>")
         if name in VERDICTS:
             parts.append(legend_html(VERDICTS[name]))
-        parts.append(table_html(table))
+        keys = tuple(short(k) for k in section.keys)
+        parts.append(table_html(table, COST_ANSWER if name == "cost" else (), keys))
         for figure in FIGURES_AFTER.get(name, ()):
             if figure in figures:
                 parts.append(figure_html(figures[figure]))
@@ -220,13 +224,13 @@ def legend_html(verdicts: tuple[str, ...]) -> str:
     return f'<p class="legend">Verdicts: {chips}</p>'
 
 
-def table_html(table, answer: tuple[str, ...] = ()) -> str:
+def table_html(table, answer: tuple[str, ...] = (), keys: tuple[str, ...] = ("group",)) -> str:
     """A rich Table as an HTML table in a box of its own that scrolls sideways (headers, cells:
     styled text keeps its colour; a cell's lines, as the terminal shows them, kept apart by
     <br>, each escaped), then its caption. ``answer``: the headers of the columns that give
-    the table's answer, moved to just after its ``group`` column (or first), so that a narrow
-    window shows them without scrolling."""
-    columns = answer_first(list(table.columns), answer)
+    the table's answer, moved to just after its key columns (headed by a name in ``keys``; or
+    first), so that a narrow window shows them without scrolling."""
+    columns = answer_first(list(table.columns), answer, keys)
     numeric = [' class="num"' if column.justify == "right" else "" for column in columns]
     head = "".join(
         f"<th{kind}>{esc(text_of(column.header))}</th>"
@@ -251,15 +255,17 @@ def table_html(table, answer: tuple[str, ...] = ()) -> str:
     )
 
 
-def answer_first(columns: list, answer: tuple[str, ...]) -> list:
+def answer_first(
+    columns: list, answer: tuple[str, ...], keys: tuple[str, ...] = ("group",)
+) -> list:
     """``columns`` with those headed by a name in ``answer`` (in its order) just after the
-    ``group`` column, or first where there is none."""
+    last column headed by a name in ``keys``, or first where there is none."""
     named = sorted(
         (c for c in columns if text_of(c.header) in answer),
         key=lambda c: answer.index(text_of(c.header)),
     )
     rest = [c for c in columns if c not in named]
-    at = next((i + 1 for i, c in enumerate(rest) if text_of(c.header) == "group"), 0)
+    at = max((i + 1 for i, c in enumerate(rest) if text_of(c.header) in keys), default=0)
     return rest[:at] + named + rest[at:]
 
 

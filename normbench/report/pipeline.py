@@ -64,6 +64,7 @@ class Request:
     profile: str = "steps"
     diagnostics: bool = False
     scaling: str | None = None  # --scaling KEY: the size axis of a ladder
+    target: float | None = None  # --target VALUE: the cost table's time and FLOPs to target
 
 
 @dataclass
@@ -213,6 +214,13 @@ def verdicts(request: Request, selected: Selected, warn: Warn = _quiet) -> Repor
             warn(note, "scaling")
         for note in result.scaling.notes if result.scaling is not None else []:
             warn(note, "scaling")
+    if request.runs_dir is not None:  # the cost tables' time and FLOPs to target
+        from normbench.report.cost_target import attach_to_target
+
+        before = len(result.warnings)
+        attach_to_target(result, request.runs_dir, selected.method, request.target)
+        for warning in result.warnings[before:]:
+            warn(warning, "cost")
     if request.diagnostics:
         from normbench.report.diagnostics import attach_diagnostics
 

@@ -292,7 +292,26 @@ def cost_caption(table: pd.DataFrame, method: Method, left_out: tuple[str, ...] 
         f"{EQUIVALENT_RATIO}x by TOST, both Holm-adjusted; {alpha_text(method)}. Only runs on "
         f"one host whose load per CPU (1-minute load average over CPUs) lies within "
         f"{LOAD_SPREAD} of each other are compared; otherwise 'not compared' says why."
+        + to_target_caption(table, method)
         + narrow(left_out)
+    )
+
+
+def to_target_caption(table: pd.DataFrame, method: Method) -> str:
+    """The cost table's time and FLOPs to target, said (normbench.report.cost_target): the
+    target and where it came from, and how the ratios' intervals are computed."""
+    if "target" not in table:
+        return ""
+    origin = table.attrs.get("target_origin", "--target")
+    target = table.attrs.get("target", math.nan)
+    return (
+        f" to target = training time (evaluation excluded) until the first logged evaluation "
+        f"reaching {target:.4g} ({origin}; no interpolation), geometric "
+        "mean over seeds [95% CI]; 'not reached k/n': k of n seeds never reached it (censored:"
+        " no time and no ratio is given); FLOPs to target = that step times FLOPs per step; "
+        "time and FLOPs vs the reference: ratio paired by seed (Welch where seeds differ) "
+        f"[{ci_percent(method)} CI], intervals only, no verdict; a time ratio only where the "
+        "step times compare."
     )
 
 
