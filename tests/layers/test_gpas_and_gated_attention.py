@@ -4,13 +4,16 @@ it was, the causal model stays causal, and the models that cannot take them refu
 
 from __future__ import annotations
 
+import json
 from functools import partial
 
 import pytest
 import torch
 import torch.nn.functional as F
 from helpers import tiny
+from typer.testing import CliRunner
 
+from normbench.cli import app
 from normbench.core.errors import UsageError
 from normbench.data.datasets import input_shape
 from normbench.experiment.compose import compose
@@ -152,3 +155,21 @@ def test_the_gated_language_model_stays_causal():
 def test_models_that_cannot_take_them_refuse_them_in_one_line(overrides, message):
     with pytest.raises(UsageError, match=message):
         compose(overrides)
+
+
+@pytest.mark.slow
+def test_the_language_model_trains_with_dyisru_gpas_and_the_gate_from_the_command_line(tmp_path):
+    """One run through `normbench run` with all three on the causal LM (ssrmsnorm, dyisru and
+    gpas also train on both models in tests/layers/test_models.py's parametrized runs)."""
+    overrides = tiny(
+        "norm=dyisru",
+        "placement=gpas",
+        "model.attention_gate=headwise",
+        "train.max_steps=5",
+        data="pysource",
+    )
+    result = CliRunner().invoke(app, ["run", *overrides, "--runs-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    (meta,) = tmp_path.glob("*/meta.json")
+    record = json.loads(meta.read_text())
+    assert record["status"] == "complete", record
