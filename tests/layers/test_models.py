@@ -344,10 +344,12 @@ def test_what_dtype_a_norm_reads_under_autocast(model, placement, dtype):
 CAUSAL_NORMS = [
     "layernorm",
     "rmsnorm",
+    "ssrmsnorm",
     "batchnorm",
     "groupnorm",
     "dyt",
     "derf",
+    "dyisru",
     "scalenorm",
     "none",
 ]
