@@ -240,3 +240,20 @@ def test_a_few_steps_on_the_cifar10_fixture_record_its_fingerprint_and_read_only
     assert meta["status"] == "complete"
     assert meta["data"]["fingerprint"] == checked("cifar10").fingerprint
     assert meta["data"]["source"] == f"uoft-cs/cifar10@{SHIPPED['cifar10'].revision}"
+
+
+@pytest.mark.slow
+def test_a_few_steps_of_the_language_model_on_the_tinystories_fixture(cache, tmp_path):
+    import json
+
+    install_fixture("tinystories")
+    runs = tmp_path / "runs"
+    args = ["model=transformer", "data=tinystories", "data.context=16", "data.eval_windows=8"]
+    args += ["device=cpu", "threads=1", "train.max_steps=5", "train.eval_every=5"]
+    args += ["model.width=16", "model.depth=1", "model.heads=2"]
+    result = invoke("run", *args, "--runs-dir", str(runs), "--quiet", seconds=120)
+    assert result.exit_code == 0, result.output
+    (meta_path,) = runs.glob("*/meta.json")
+    meta = json.loads(meta_path.read_text())
+    assert meta["status"] == "complete" and meta["summary"]["final_val_bpb"] > 0
+    assert meta["data"]["fingerprint"] == checked("tinystories").fingerprint
