@@ -27,6 +27,12 @@ label rule reads it. Its error rate is the trend verdict's (at most alpha each w
 Holm step: a claim of one trend comparison is a family of one.
 
 A claim registered after the earliest run it reads is shown *exploratory*, never labelled.
+A claim registered before its runs but after a pilot of the same design
+(normbench.studies.pilots) is labelled by the same rule under other words, *Pilot confirmed*
+or *Pilot not confirmed* (or *Inconclusive*), never *Reproduced*: its registration fixed the
+test, margin and seeds before fresh seeds were run, so the error rates hold for those runs,
+but the prediction was written knowing the pilot's outcome, so a confirmation repeats the
+project's own pilot rather than reproducing the claim independently.
 """
 
 from __future__ import annotations
@@ -41,15 +47,19 @@ from normbench.report import scaling, stats
 from normbench.report.base import Method
 from normbench.report.labels import label
 from normbench.report.results import metric_of, resolution, scored, seeded_results
+from normbench.studies.pilots import pilot_of
 from normbench.studies.registry import TRENDS, Claim, Comparison, Registration, registration
 
 LABELS = {True: "Reproduced", False: "Not reproduced", None: "Inconclusive"}
+PILOTED = {True: "Pilot confirmed", False: "Pilot not confirmed", None: "Inconclusive"}
 EXPLORATORY = "Exploratory"
 RULE = (
     "Label rule (registered with the claim): each comparison tested one-sided for and against "
     "its prediction, Holm within the claim's comparisons; *Reproduced*: every comparison decided "
     "for; *Not reproduced*: one decided against; *Inconclusive*: otherwise. A claim registered "
-    "after its runs began is *exploratory*, never labelled."
+    "after its runs began is *exploratory*, never labelled; one registered after a pilot of "
+    "the same design is *Pilot confirmed* or *Pilot not confirmed* (or *Inconclusive*), never "
+    "*Reproduced*."
 )
 
 
@@ -296,7 +306,9 @@ def claim_lines(claim: Claim, runs: pd.DataFrame, tested: list[Tested] | None = 
         tested = decide_claim(claim, *results_of(claim, runs))
     found = registration(claim.path)
     first, _ = span(runs)
-    word = LABELS[label_of(tested)] if labelled(found, first) else EXPLORATORY
+    pilot = pilot_of(claim.id)
+    words = PILOTED if pilot else LABELS
+    word = words[label_of(tested)] if labelled(found, first) else EXPLORATORY
     comparisons = "; ".join(t.text(claim.alpha) for t in tested)
     trend = any(c.scaling for c in claim.comparisons)
     what = "at one rung, a stand-in: the trend's own power is not computed" if trend else ""
@@ -306,5 +318,19 @@ def claim_lines(claim: Claim, runs: pd.DataFrame, tested: list[Tested] | None = 
         f"{claim.margin:g}; {order_text(found, runs)}. Seeds: {claim.seeds} "
         f"registered, power {claim.power():.2f}{' ' + what if what else ''} for an effect of "
         f"{claim.effect:g} sd "
-        f"({claim.basis})."
+        f"({claim.basis})." + (f" {pilot_text(pilot)}" if pilot else "")
+    )
+
+
+def pilot_text(pilot: str) -> str:
+    """What a registration written after a pilot of the same design does and does not
+    guarantee (the module docstring)."""
+    return (
+        f"Registered after a pilot of the same design ({pilot}). What the registration "
+        "guarantees: the measure, the test, the margin, the seeds and the label rule were "
+        "fixed before these runs, on fresh seeds, so the error rates above hold for them. What "
+        "it does not: the prediction and the grid were written knowing the pilot's outcome, so "
+        "this repeats the project's own pilot; it is not an independent reproduction of the "
+        "claim, and a grid chosen after the pilot may be one where the prediction could hardly "
+        "fail."
     )

@@ -54,6 +54,7 @@ def test_findings_script_at_smoke_scale(tmp_path):
         assert title in text, title
     assert "Not computed" not in text
     labels = ("Reproduced.**", "Not reproduced.**", "Inconclusive.**", "Exploratory.**")
+    labels += ("Pilot confirmed.**", "Pilot not confirmed.**")  # registered after a pilot
     claims = len(registry.claims())  # every registered claim, labelled by the rule (or not)
     assert sum(text.count(v) for v in labels) == claims
     assert text.count("registered at") + text.count("not registered (") == claims

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from normbench.cli.app import app
 from normbench.store.rundir import RunDir
-from normbench.studies import family, order, registry
+from normbench.studies import family, order, pilots, registry
 from normbench.studies.study import load
 from tests.helpers import make_run
 
@@ -49,13 +49,14 @@ def git(repo: Path, *args: str, when: str | None = None) -> None:
     subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
 
 
-def registered_at(tmp_path: Path, when: str) -> Path:
-    """A repository whose one claim file was committed at ``when``; its folder."""
+def registered_at(tmp_path: Path, when: str, name: str = "toy-claim") -> Path:
+    """A repository whose one claim file, ``name``.yaml, was committed at ``when``; its
+    folder."""
     repo = tmp_path / "repo"
     folder = repo / "registered"
     folder.mkdir(parents=True)
     git(repo, "init", "-q")
-    (folder / "toy-claim.yaml").write_text(CLAIM)
+    (folder / f"{name}.yaml").write_text(CLAIM)
     git(repo, "add", ".")
     git(repo, "commit", "-qm", "register", when=when)
     registry.claims.cache_clear()
@@ -94,6 +95,29 @@ def test_a_claim_registered_before_its_runs_is_labelled(tmp_path):
     assert "registered at" in text and "2026-01-01T00:00" in text
     assert "runs from 2026-02-01T00:00+00:00 to 2026-02-01T00:00+00:00" in text
     assert order.problems(runs, folder) == []
+
+
+def test_a_claim_registered_after_a_pilot_says_so_and_is_no_reproduction(tmp_path):
+    # issue 58: three claims were written after pilots of the same design had shown the
+    # outcome, and were labelled Reproduced like the others
+    folder = registered_at(tmp_path, "2026-01-01T00:00:00+00:00", "notes-layernorm-residual")
+    runs = store_started_at(tmp_path, "2026-02-01T00:00:00+00:00")
+    claim = registry.claim("notes-layernorm-residual", folder)
+    text = family.claim_lines(claim, load(runs, "toy").runs)
+    assert text.startswith("**Pilot confirmed.**") and "Reproduced" not in text, text
+    said = text[text.index("Registered after a pilot of the same design (") :]
+    assert pilots.pilot_of("notes-layernorm-residual") in said
+    assert "error rates above hold for them" in said
+    assert "not an independent reproduction of the claim" in said
+
+
+def test_every_claim_whose_power_rests_on_a_project_pilot_is_listed_as_piloted():
+    cited = {
+        claim.id
+        for claim in registry.claims().values()
+        if "the project's exploratory" in claim.basis
+    }
+    assert cited == set(pilots.PILOTS), cited ^ set(pilots.PILOTS)
 
 
 def test_a_claim_registered_after_its_runs_is_refused_a_label(tmp_path):
