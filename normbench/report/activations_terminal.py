@@ -37,8 +37,8 @@ def activations_caption(when: str) -> str:
 def activations_rich(table: pd.DataFrame, keys: list[str], when: str, width: int | None = None):
     """Per unit: its sublayer type and place among units of that type, then kurtosis and
     largest |x| of its output and of the stream it leaves, and its attention sink. At a
-    narrow ``width`` the sink gives way first when no unit has one (the CNN), then the
-    stream's kurtosis and the output's."""
+    narrow ``width`` the sink gives way first when no unit has one (the CNN), then the layer,
+    the sink and the stream's kurtosis and largest |x|; the output's always stay."""
     rows = [row for _, row in table.iterrows()]
 
     def numbers(column: str, digits: int) -> list[str]:
@@ -56,7 +56,7 @@ def activations_rich(table: pd.DataFrame, keys: list[str], when: str, width: int
         Column("sink", numbers("attn_sink", 3)),
     ]
     empty = ["sink"] if table["attn_sink"].isna().all() else []
-    optional = [*empty, "layer", "kurt stream", "kurt out", "sink"]
+    optional = [*empty, "layer", "sink", "kurt stream", "max|stream|"]
     return fit(
         columns,
         list(dict.fromkeys(optional)),
