@@ -35,27 +35,44 @@ class HeadNorm(Norm):
 
 class QKNorm(nn.Module):
     """QK-norm (Dehghani et al. 2023; Wortsman et al. 2023; OLMo 2): queries and keys are each
-    normalised over the head dimension, per head and position, before the logits q.k^T/sqrt(d)
-    are formed, so that the logits cannot grow with the weights' norms (the attention-logit
-    growth that Dehghani et al. and Wortsman et al. saw before divergence).
+    normalised before the logits q.k^T/sqrt(d) are formed, so that the logits cannot grow with
+    the weights' norms (the attention-logit growth that Dehghani et al. and Wortsman et al. saw
+    before divergence).
 
-    ``kind``: ``layernorm`` (Dehghani et al., Wortsman et al.) or ``rmsnorm`` (OLMo 2 uses
-    RMSNorm; it normalises the whole projection, not each head). Each of q and k has its own
-    learnable gain of head_dim entries, shared by the heads, initialised to 1 (what a norm
-    over the last axis of a (..., heads, head_dim) tensor learns, the usual implementation).
+    ``kind``: ``layernorm`` (Dehghani et al., Wortsman et al.) or ``rmsnorm``, each over the
+    head dimension, per head and position, with a learnable gain of head_dim entries per q and
+    k, shared by the heads, initialised to 1 (what a norm over the last axis of a (..., heads,
+    head_dim) tensor learns, the usual implementation); or ``rmsnorm_whole``, OLMo 2's: one
+    RMSNorm over each whole projection (all heads of a position together), with a gain of
+    heads x head_dim entries (OLMo-core's default, use_head_qk_norm=False: q_norm and k_norm
+    built over n_heads * head_dim in src/olmo_core/nn/attention/__init__.py at commit
+    fa6c5014c9f6e9ee789da2d9c20d5126fee8df0d); it needs ``heads``.
     No bias: a key bias b adds q.b to every logit of a query's row, which the softmax
     ignores, so only the query's would act. Call it from your own attention:
     ``q, k = qk_norm(q, k)`` on tensors (N, heads, T, head_dim)."""
 
-    def __init__(self, head_dim: int, kind: str, eps: float = 1e-5):
+    def __init__(self, head_dim: int, kind: str, eps: float = 1e-5, heads: int | None = None):
         super().__init__()
         if kind not in QK_NORMS[1:]:
             raise ValueError(f"kind must be one of {QK_NORMS[1:]}, got {kind!r}")
-        self.q = HeadNorm(head_dim, kind == "layernorm", eps)
-        self.k = HeadNorm(head_dim, kind == "layernorm", eps)
+        self.whole = kind == "rmsnorm_whole"
+        if self.whole and not heads:
+            raise ValueError("kind='rmsnorm_whole' normalises all heads together: give heads")
+        features = head_dim * heads if self.whole else head_dim
+        self.q = HeadNorm(features, kind == "layernorm", eps)
+        self.k = HeadNorm(features, kind == "layernorm", eps)
 
     def forward(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
-        return self.q(q), self.k(k)
+        if not self.whole:
+            return self.q(q), self.k(k)
+        return over_all_heads(self.q, q), over_all_heads(self.k, k)
+
+
+def over_all_heads(norm: nn.Module, x: Tensor) -> Tensor:
+    """``norm`` over each position's heads x head_dim features of x (N, heads, T, head_dim)."""
+    n, heads, t, head_dim = x.shape
+    y = norm(x.transpose(1, 2).reshape(n, t, heads * head_dim))
+    return y.view(n, t, heads, head_dim).transpose(1, 2)
 
 
 def max_attention_logit(
@@ -111,7 +128,7 @@ class Attention(nn.Module):
         self.qk_norm = None
         if qk_norm != "none":  # built or not by choice: on a generator of its own
             with own_generator("qk_norm"):
-                self.qk_norm = QKNorm(width // heads, qk_norm)
+                self.qk_norm = QKNorm(width // heads, qk_norm, heads=heads)
         self.gate = None  # the gate's scores: one per head, or one per output element
         if gate != "none":
             with own_generator("attention_gate"):

@@ -199,7 +199,7 @@ def taken_options(entry: NormEntry, options: Mapping[str, Any]) -> dict[str, Any
 
 
 # model.qk_norm: how attention normalises queries and keys (normbench.layers.attention.QKNorm).
-QK_NORMS = ("none", "layernorm", "rmsnorm")
+QK_NORMS = ("none", "layernorm", "rmsnorm", "rmsnorm_whole")
 # model.attention_gate: gated attention's sigmoid gate on each head's output, one score per
 # head or per element (normbench.layers.attention.Attention.output_gate).
 ATTENTION_GATES = ("none", "headwise", "elementwise")

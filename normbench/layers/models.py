@@ -168,9 +168,9 @@ class ResidualUnit(nn.Module):
     ``res_post`` is OLMo 2's block (Team OLMo 2025, "2 OLMo 2 Furious"): OLMo-core's
     ReorderedNormTransformerBlock (src/olmo_core/nn/transformer/block.py at commit
     fa6c5014c9f6e9ee789da2d9c20d5126fee8df0d) computes h = x + N(attention(x)), then
-    h + N(feed_forward(h)), with a final norm before the head, as res_post does. OLMo 2's
-    QK-norm is model.qk_norm=rmsnorm's, except that OLMo 2 normalises each projection whole
-    (one RMSNorm over heads x head_dim) and QKNorm normalises each head."""
+    h + N(feed_forward(h)), with a final norm before the head, as res_post does; OLMo 2's
+    QK-norm, one RMSNorm over each whole projection, is model.qk_norm=rmsnorm_whole. So
+    OLMo 2's block is placement=res_post norm=rmsnorm model.qk_norm=rmsnorm_whole."""
 
     def __init__(
         self,

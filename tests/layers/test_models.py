@@ -153,6 +153,32 @@ def test_qk_norm_normalises_queries_and_keys_per_head_before_the_dot_product(qk_
     assert attention.largest_logit(x) == pytest.approx(logits.amax().item(), rel=1e-6)
 
 
+def test_olmo2s_qk_norm_normalises_each_whole_projection_before_the_heads_are_split():
+    """model.qk_norm=rmsnorm_whole (OLMo 2, OLMo-core's default): RMSNorm over a position's
+    D = heads x head_dim query (and key) features with a gain of D entries, then the heads."""
+    torch.manual_seed(0)
+    attention = Attention(8, 2, torch.nn.Linear, qk_norm="rmsnorm_whole").double()
+    assert attention.qk_norm.q.gain.shape == (8,)
+    with torch.no_grad():
+        attention.qk_norm.q.gain.normal_()
+        attention.qk_norm.k.gain.normal_()
+    x = torch.randn(3, 5, 8, dtype=torch.float64)
+    q, k, v = (attention.qkv(x)[..., i * 8 : (i + 1) * 8] for i in range(3))
+    q, k = (
+        F.rms_norm(h, (8,), norm.gain, 1e-5)
+        for h, norm in ((q, attention.qk_norm.q), (k, attention.qk_norm.k))
+    )
+    heads = [
+        (q[..., part] @ k[..., part].transpose(-2, -1) / 2).softmax(-1) @ v[..., part]
+        for part in (slice(0, 4), slice(4, 8))
+    ]
+    expected = attention.proj(torch.cat(heads, -1))
+    torch.testing.assert_close(attention(x), expected)
+    cfg = compose(tiny("model.qk_norm=rmsnorm_whole", "placement=res_post", "norm=rmsnorm"))
+    olmo2 = build_model(cfg, input_shape(cfg["data"]), 10)
+    assert olmo2.units[0].sublayer.qk_norm.k.gain.shape == (16,)
+
+
 def test_qk_norm_bounds_the_logits_whatever_the_weights():
     """The point of QK-norm: with unit gains each normalised query and key has norm
     sqrt(head_dim), so no logit exceeds sqrt(head_dim) however large the weights grow;
