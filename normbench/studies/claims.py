@@ -207,7 +207,30 @@ def residual(ctx: Context) -> list[str]:
     claim = registry.claim("notes-layernorm-residual")
     step = depth_resolution(depth.runs)
     pairs = seed_pairs(claim, deepest, lower_is_better=False)
-    tested = family.decide_claim(claim, pairs, [step] * len(pairs))
+    top = f"depth {label(depth.runs['model.depth'].astype(float).max())}"
+    tested = [
+        family.censor(
+            t, censored_seeds(deepest, c.group), censored_seeds(deepest, c.reference), top
+        )
+        for t, c in zip(
+            family.decide_claim(claim, pairs, [step] * len(pairs)), claim.comparisons, strict=True
+        )
+    ]
+    capped = {
+        name: censored_seeds(deepest, (f"placement.name={name}",))
+        for name in sorted(set(deepest["placement.name"]))
+    }
+    seeds = deepest.groupby("placement.name")["seed"].nunique()
+    censoring = (
+        f"Censored at {top}, the grid's top (a seed that trains there has a lower bound, not a "
+        "value: how much deeper it would train is not measured): "
+        + ", ".join(f"{name} {capped[name]} of {seeds[name]} seeds" for name in capped)
+        + ". So this grid can decide the claim for, or leave it undecided, but cannot refute it "
+        "where the predicted arms reach the top; a grid that goes past where they stop "
+        "training (`normbench sweep depth model.depth=4,8,16,32,64`) can."
+        if any(capped.values())
+        else f"No seed trains at {top}, the grid's top: no value is censored."
+    )
     return [
         "**(e) Works with residual connections** — measure: the deepest model that trains, per "
         f"placement of LayerNorm in the residual unit, at learning rate 0.01 without warm-up; "
@@ -215,7 +238,7 @@ def residual(ctx: Context) -> list[str]:
         stability_md(depth_table, ["placement.name"]),
         f"(e) {family.claim_lines(claim, depth.runs, tested)} Pre-LN trains to depth "
         f"{label(pre['largest_stable'])} in every seed, Post-LN to "
-        f"{label(post['largest_stable'])}.",
+        f"{label(post['largest_stable'])}. {censoring}",
     ]
 
 
@@ -309,7 +332,9 @@ def curve_area(metrics: pd.DataFrame, every: int, last: int, classes: float) -> 
 def deepest_by_seed(runs: pd.DataFrame, metric) -> pd.DataFrame:
     """Per placement and seed: log2 of the deepest model of the study's depth grid that trains
     (report.stability.trained), one doubling below the shallowest where none does, as
-    ``value``; a seed without a run at every depth is left out."""
+    ``value``, and ``censored``: it trains at the grid's top, so the value is a lower bound
+    (how much deeper it would train is not measured); a seed without a run at every depth is
+    left out."""
     frame = runs.assign(
         trained=stability.trained(runs, metric),
         depth=runs["model.depth"].astype(float),
@@ -322,8 +347,17 @@ def deepest_by_seed(runs: pd.DataFrame, metric) -> pd.DataFrame:
             continue
         trained = part.loc[part["trained"], "depth"]
         deepest = math.log2(trained.max()) if len(trained) else math.log2(min(grid)) - 1
-        rows.append({"placement.name": placement, "seed": int(seed), "value": deepest})
-    return pd.DataFrame(rows, columns=["placement.name", "seed", "value"])
+        censored = bool(len(trained)) and trained.max() == max(grid)
+        rows.append(
+            {"placement.name": placement, "seed": int(seed), "value": deepest, "censored": censored}
+        )
+    return pd.DataFrame(rows, columns=["placement.name", "seed", "value", "censored"])
+
+
+def censored_seeds(deepest: pd.DataFrame, filters: tuple[str, ...]) -> int:
+    """How many of an arm's seeds train at the depth grid's top (``deepest_by_seed``)."""
+    part = family.group_runs(deepest, filters)
+    return int(part["censored"].sum()) if len(part) else 0
 
 
 def depth_resolution(runs: pd.DataFrame) -> float:

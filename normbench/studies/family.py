@@ -38,7 +38,7 @@ project's own pilot rather than reproducing the claim independently.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import pandas as pd
@@ -75,6 +75,7 @@ class Tested:
     p_against: float = math.nan
     decided: bool | None = None  # True: for, False: against, None: undecided
     why: str = ""
+    censored: str = ""  # why a test was not made on censored values (``censor``)
 
     def text(self, alpha: float) -> str:
         """``name: predicted P, decided for|against|undecided (diff [90% CI], p ...)``."""
@@ -82,10 +83,13 @@ class Tested:
         if self.difference is None:
             return f"{self.name}: predicted {self.predicted}, {found} ({self.why})"
         low, high = stats.interval(self.difference, alpha)
+        tests = f"Holm p for {self.p_for:.2g}, against {self.p_against:.2g}"
+        if self.censored:
+            made = f"Holm p for {self.p_for:.2g}" if math.isfinite(self.p_for) else "no test"
+            tests = f"{made}; {self.censored}"
         return (
             f"{self.name}: predicted {self.predicted}, {found} ({self.difference.diff:+.3g} "
-            f"[{low:+.3g}, {high:+.3g}], {ci_level(alpha)} CI, {self.difference.how}; Holm p "
-            f"for {self.p_for:.2g}, against {self.p_against:.2g})"
+            f"[{low:+.3g}, {high:+.3g}], {ci_level(alpha)} CI, {self.difference.how}; {tests})"
         )
 
 
@@ -153,6 +157,32 @@ def decide_family(
             decided = True
         tested.append(Tested(names[i], predicted[i], d, p_for[i], p_against[i], decided, whys[i]))
     return tested
+
+
+def censor(tested: Tested, group: int, reference: int, bound: str) -> Tested:
+    """A comparison on a measure capped at ``bound`` (a grid's top: a seed there has a lower
+    bound, not a value), with ``group`` and ``reference`` seeds at the cap, higher better.
+    A group's capped seeds make each difference a lower bound: the test *for* "better" stays
+    valid (conservative), the test *against* cannot be made (the true difference may be
+    larger), so the comparison is never decided against on them. A reference at the cap
+    bounds its differences on neither side where the group is at the cap too, and a
+    prediction other than *better* needs the side that is not bounded: no test."""
+    if not group and not reference:
+        return tested
+    if reference or tested.predicted != "better":
+        said = (
+            f"no test: the reference at {bound}, the grid's top, in {reference} seed(s), the "
+            f"group in {group}: their values are lower bounds, and the difference is not "
+            f"bounded on the side a prediction of {tested.predicted} needs"
+        )
+        return replace(tested, p_for=math.nan, p_against=math.nan, decided=None, censored=said)
+    said = (
+        f"against not tested: the group at {bound}, the grid's top, in {group} seed(s), whose "
+        "values are lower bounds (censored): the difference may be larger, so it can be "
+        "decided for but not against"
+    )
+    decided = True if tested.decided else None
+    return replace(tested, p_against=math.nan, decided=decided, censored=said)
 
 
 def label_of(tested: list[Tested]) -> bool | None:

@@ -103,6 +103,33 @@ def test_each_outcome_of_the_residual_claim_is_reachable(outcome_name, pre_over_
     )
 
 
+def test_the_residual_claim_at_the_grid_s_top_is_censored_never_refuted_on_it():
+    # issue 58: Pre-LN and sandwich train at depth 16, the top of the grid, in every seed:
+    # log2 16 = 4 is a lower bound, and pooled as a value it let the claim be refuted by a
+    # Post-LN as deep as the grid goes, which says nothing about which trains deeper
+    claim = registry.claim("notes-layernorm-residual")
+    top = np.full(SEEDS, 4.0)  # every arm at depth 16 in every seed
+    frame = values({(f"placement.name={p}",): top for p in ("post", "pre", "sandwich")})
+    pairs = seed_pairs(claim, frame, lower_is_better=False)
+    plain = family.decide_claim(claim, pairs, [1.0] * len(pairs))
+    assert family.label_of(plain) is False  # uncensored: "as deep", refuted
+    both = [family.censor(t, SEEDS, SEEDS, "depth 16") for t in plain]
+    assert family.label_of(both) is None and all(t.decided is None for t in both)
+    assert "no test: the reference at depth 16" in both[0].text(claim.alpha)
+    # the predicted arms at the top, Post-LN below: decided for, never against
+    for post, label in ((top - 2, True), (top - 0.5 + 0.1 * JITTER, None)):
+        frame = values(
+            {("placement.name=post",): post}
+            | {(f"placement.name={p}",): top for p in ("pre", "sandwich")}
+        )
+        pairs = seed_pairs(claim, frame, lower_is_better=False)
+        plain = family.decide_claim(claim, pairs, [1.0] * len(pairs))
+        censored = [family.censor(t, SEEDS, 0, "depth 16") for t in plain]
+        assert family.label_of(censored) is label, [t.text(claim.alpha) for t in censored]
+        assert all("against not tested" in t.text(claim.alpha) for t in censored)
+    assert family.label_of(plain) is False  # within a doubling: refuted were it a value
+
+
 @pytest.mark.parametrize(
     "outcome_name, none_growth",
     [
@@ -176,6 +203,16 @@ def test_deepest_depth_per_seed_and_its_resolution():
     deepest = claims.deepest_by_seed(runs, BITS_PER_BYTE)
     by = deepest.set_index(["placement.name", "seed"])["value"]
     assert by.to_dict() == {("post", 0): 1.0, ("post", 1): 1.0, ("pre", 0): 3.0, ("pre", 1): 3.0}
+    assert not deepest["censored"].any()  # none trains at 16, the top
+    runs.loc[runs["placement.name"] == "pre", BITS_PER_BYTE.column] = 3.0  # now 16 trains
+    deepest = claims.deepest_by_seed(runs, BITS_PER_BYTE).set_index(["placement.name", "seed"])
+    assert deepest["censored"].to_dict() == {
+        ("post", 0): False,
+        ("post", 1): False,
+        ("pre", 0): True,
+        ("pre", 1): True,
+    }
+    assert claims.censored_seeds(deepest.reset_index(), ("placement.name=pre",)) == 2
     assert claims.depth_resolution(runs) == 1.0
 
 
