@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The checks that need a GPU, in one go, logs into one folder: the CUDA tests, a default run on
 # the GPU, the GPU benchmarks, the precision preset on the GPU (with and without float32
-# statistics), and the whole test suite under this machine's PyTorch. About 6 minutes on one
-# H200; each stage has a time limit and a failed stage does not stop the next.
+# statistics), the registered cost claims measured on the GPU, and the whole test suite under
+# this machine's PyTorch. About 6 minutes on one H200 before the cost claims (estimated 2
+# more); each stage has a time limit and a failed stage does not stop the next.
 #
 #   bash scripts/cuda_check.sh [LOG_DIR]        (default: cuda-check/)
 set -u
@@ -39,6 +40,7 @@ cd benchmarks
 stage "loop overhead" 120 "$out/bench.log" "$python" loop_overhead.py --device cuda --steps 400 --repeats 3
 stage "model cost" 60 "$out/bench.log" "$python" model_cost.py --device cuda
 stage "norm cost" 120 "$out/bench.log" "$python" norm_cost.py --device cuda --repeats 3
+stage "cost claims" 240 "$out/cost_claims.md" "$python" cost_claims.py --device cuda
 cd ..
 
 # The CPU-only suite runs beside the sweep: the benchmarks above had the machine to themselves.
