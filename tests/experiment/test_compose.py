@@ -243,7 +243,10 @@ def test_mix_has_a_post_fraction_that_no_other_placement_takes():
             "model.qk_norm=layernorm needs attention, and model=cnn has none; valid for "
             "model=cnn: none",
         ),
-        (["model.qk_norm=l2"], "model.qk_norm='l2' is not valid; valid: none, layernorm, rmsnorm"),
+        (
+            ["model.qk_norm=l2"],
+            "model.qk_norm='l2' is not valid; valid: none, layernorm, rmsnorm, rmsnorm_whole",
+        ),
         (["train.z_loss=-1"], "train.z_loss=-1 is not valid; valid: a finite number >= 0.0"),
         (
             ["placement.post_fraction=0.5"],
