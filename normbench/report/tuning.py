@@ -52,6 +52,9 @@ COLUMNS = (
     "equal_budget",  # False in every row when the groups' budgets differed: said in every output
 )
 LOSSES = ("val_loss", "val_bpb")  # selection metrics bounded below by 0
+# How normbench.sweeps.tuned.edge_text ends an edge no step beyond bounded (the step limit
+# reached, the extension rounds spent, or not extended): the record holds the sentence
+OPEN_EDGE = "widen the grid"
 MIN_REGRET_SEEDS = 3  # below: one degree of freedom (normbench.sweeps.halving's, for records)
 # The columns a reader sees (the terminal, a tuned sweep's closing table, HTML) and their
 # headers there, short so that the table fits 80 columns (the caption names CSV's and JSON's
@@ -402,7 +405,10 @@ def parse(name: str, state: dict) -> Tuning:
     part = sweep_record.tuning_part(state)
     notes = list(part.notes)
     notes += [
-        f"at an edge of the grid: {row['group']}: {row['edge']}" for row in part.rows if row["edge"]
+        f"at an edge of the grid{', unbracketed' if unbracketed(row['edge']) else ''}: "
+        f"{row['group']}: {row['edge']}"
+        for row in part.rows
+        if row["edge"]
     ]
     for row in part.rows:
         row["equal_budget"] = part.equal
@@ -412,6 +418,13 @@ def parse(name: str, state: dict) -> Tuning:
     if not part.equal and not any("UNEQUAL" in note for note in notes):
         notes.append("UNEQUAL BUDGETS: the groups were tuned with different numbers of trials")
     return Tuning(name, table, part.phase, part.equal, part.tuning_seeds, part.rungs, notes)
+
+
+def unbracketed(edge: object) -> bool:
+    """Whether a group's choice sits at an edge of the grid with no step beyond it tried and
+    found worse or diverging: its optimum may lie further out, and every verdict on it (or
+    against it, as the reference) is at a value that may not be its best."""
+    return isinstance(edge, str) and OPEN_EDGE in edge
 
 
 def regret_stated(row: dict, seeds: int) -> tuple[float | None, str]:

@@ -270,7 +270,7 @@ def _open_tuned(request, runs_dir, launch, console, dry_run, host) -> Opened | N
         notes()
         if design.plan:
             _line(console, looks_text(design.plan, design.looks, session))
-        for line in tuned_view.verdict_lines(plan, session.jobs, runs_dir, method):
+        for line in tuned_view.verdict_lines(plan, session.jobs, runs_dir, method, design.choices):
             _line(console, line)
         _results_line(console, grid.name, runs_dir, method.reference)
 

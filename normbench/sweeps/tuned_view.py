@@ -31,10 +31,19 @@ def edge_lines(choices: list[Choice]) -> list[str]:
     return [f"at an edge: {c.group.label}: {c.edge}" for c in choices if c.edge]
 
 
-def verdict_lines(tuned: TunedDesign, jobs: list[Job], runs_dir: Path, method: Method):
+def verdict_lines(
+    tuned: TunedDesign,
+    jobs: list[Job],
+    runs_dir: Path,
+    method: Method,
+    choices: list[Choice] = (),
+):
     """The confirmation's verdicts on test, one line per group: what a tuned comparison
-    answers (``report --sweep NAME`` has the full tables)."""
+    answers (``report --sweep NAME`` has the full tables). A group whose choice ends at an
+    edge of the grid that no step beyond bounded (``choices``; tuning.unbracketed) says
+    "unbracketed" in its line, and so does every line against it as the reference."""
     result = adaptive.look_at(jobs, runs_dir, method, tuple(tuned.space))  # on test
+    open_groups = [set(c.group.label.split()) for c in choices if tuning.unbracketed(c.edge)]
     lines = []
     sections = result.sections if result else []
     for section in sections:
@@ -45,9 +54,13 @@ def verdict_lines(tuned: TunedDesign, jobs: list[Job], runs_dir: Path, method: M
             for k, v in section.setting.items()
             if label(v) != "-" and len({label(s.setting.get(k)) for s in sections}) > 1
         )
+        keys = [k for k in section.keys if k not in tuned.space]
+        reference = next(
+            (_named(row, keys) for _, row in table.iterrows() if row["verdict"] == "reference"),
+            None,
+        )
         for _, row in table.iterrows():
-            keys = [k for k in section.keys if k not in tuned.space]
-            group = " ".join(f"{k.removesuffix('.name')}={label(row[k])}" for k in keys)
+            group = _named(row, keys)
             diff = row[f"diff_vs_{against}"]
             text = (
                 f"{row['verdict']}"
@@ -56,8 +69,26 @@ def verdict_lines(tuned: TunedDesign, jobs: list[Job], runs_dir: Path, method: M
                 f"[{row['diff_ci_low']:.4g}, {row['diff_ci_high']:.4g}] test "
                 f"{section.metric.label.replace('val ', '')}"
             )
-            lines.append(f"{where + ': ' if where else ''}{group or 'all'}, tuned: {text}")
+            said = ""
+            if _is_open(where, group, open_groups):
+                said = ", unbracketed (its choice at an edge: widen the grid)"
+            against_open = reference is not None and _is_open(where, reference, open_groups)
+            if row["verdict"] != "reference" and against_open:
+                text += f" (the {against}, {reference}, unbracketed: widen the grid)"
+            lines.append(f"{where + ': ' if where else ''}{group or 'all'}, tuned{said}: {text}")
     return lines
+
+
+def _named(row, keys: list[str]) -> str:
+    """A convergence row's group as a verdict line names it (``norm=dyt``)."""
+    return " ".join(f"{k.removesuffix('.name')}={label(row[k])}" for k in keys)
+
+
+def _is_open(where: str, group: str, open_groups: list[set[str]]) -> bool:
+    """Whether the group a line names (its section's setting and its own keys) is one whose
+    choice is unbracketed (each of ``open_groups``: a group label's KEY=VALUE items)."""
+    items = set(f"{where} {group}".split())
+    return any(found <= items for found in open_groups)
 
 
 def _num(value) -> str:

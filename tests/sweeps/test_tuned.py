@@ -473,7 +473,25 @@ def test_the_extension_stops_at_a_divergence_or_at_its_step_limit(tmp_path):
     )
     assert rates[("batchnorm", 10000.0)] == 0 and rates[("layernorm", 1000.0)] == 0
     out = runner.invoke(app, ["report", "--sweep", "tuned", "--runs-dir", str(tmp_path)])
-    assert out.exit_code == 0 and "widen the grid" in " ".join(out.output.split())
+    said = " ".join(out.output.split())
+    assert out.exit_code == 0 and "widen the grid" in said
+    # issue 58: a choice still at an edge after the cap is said to be unbracketed, in the
+    # report's notes and in the verdict line of the group and of every group against it
+    assert "at an edge of the grid, unbracketed: norm=batchnorm" in said
+    assert "unbracketed: norm=layernorm" not in said  # the divergence bounds it
+    design, _ = run_tuned(tmp_path, launcher)  # finished: trains nothing, gives the design
+    by_key = {c.group.key: c for c in choices}
+    confirm = [j for g in design.groups for j in tuned.confirmation_jobs(g, by_key[g.key].chosen)]
+    expected = {
+        "norm=batchnorm": ["norm=batchnorm, tuned, unbracketed", "(the reference, norm=batchnorm"],
+        "norm=layernorm": ["norm=layernorm, tuned: reference", "norm=batchnorm, tuned, unb"],
+    }
+    for reference, lines in expected.items():
+        said = tuned_view.verdict_lines(
+            design, confirm, tmp_path, Method(reference=(reference,)), choices
+        )
+        assert all(any(words in line for line in said) for words in lines), said
+        assert sum("unbracketed" in line for line in said) == 2 - (reference == "norm=layernorm")
 
 
 def test_a_failed_tuning_run_stops_the_rung_and_ranks_nothing(tmp_path):
