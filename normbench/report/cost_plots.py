@@ -32,7 +32,11 @@ def cost_pareto(section: Section) -> Figure | None:
     per step, both on log axes, the groups no other beats on both (cheaper and better) joined
     as the Pareto frontier. A section's steps are one setting, so step time orders the groups
     as their training time does. None without a group in both the cost and convergence
-    tables. Tuning cost is not included: each point is one configuration's runs."""
+    tables. A tuned comparison's cost table has its tuning cost (normbench.report.cost_tuning):
+    each group then has a second, hollow marker at its cost per confirmation step with its
+    tuning runs included, joined to its own point, and the frontier joins those (the cost a
+    reader of the choice paid)."""
+    from matplotlib.lines import Line2D
     from matplotlib.ticker import EngFormatter, NullFormatter
 
     cost, quality = section.tables["cost"], section.tables["convergence"]
@@ -53,6 +57,9 @@ def cost_pareto(section: Section) -> Figure | None:
         "step: its time and its FLOPs (matrix products only), each group a point; the line "
         "joins the groups no other is both cheaper and better than"
     )
+    tuned = "step_s_with_tuning" in cost
+    if tuned:
+        about += " (hollow: the cost with the group's tuning runs, per confirmation step)"
     fig = new_figure(WIDEST, 4.6, about)
     axes = fig.subplots(1, 2, sharey=True)
     sign = 1 if section.metric.higher_is_better else -1
@@ -67,9 +74,15 @@ def cost_pareto(section: Section) -> Figure | None:
         ).T
     )
     flops = np.array([row["flops_per_step"] for row in rows])
-    for ax, x, x_err, xlabel in (
-        (axes[0], step_ms, step_err, "step time (ms, geometric mean)"),
-        (axes[1], flops, None, "FLOPs per step (matrix products)"),
+    with_tuning = {  # per axis: the x with the tuning runs' cost included, where tuned
+        0: 1e3 * np.array([row["step_s_with_tuning"] for row in rows]) if tuned else None,
+        1: np.array([row["flops_per_step_with_tuning"] for row in rows]) if tuned else None,
+    }
+    for axis, (ax, x, x_err, xlabel) in enumerate(
+        (
+            (axes[0], step_ms, step_err, "step time (ms, geometric mean)"),
+            (axes[1], flops, None, "FLOPs per step (matrix products)"),
+        )
     ):
         for number, name in enumerate(names):
             err = None if x_err is None else x_err[:, [number]]
@@ -83,9 +96,15 @@ def cost_pareto(section: Section) -> Figure | None:
                 label=name,
                 color=f"C{number % 10}",
             )
-        front = pareto_front(x, sign * y)
-        ax.plot(x[front], y[front], color="0.3", linestyle="--", linewidth=1, label="_front")
-        ax.set_xscale(log_scale(x))
+        paid = x if with_tuning[axis] is None else with_tuning[axis]
+        if with_tuning[axis] is not None:
+            for number in range(len(names)):
+                colour = f"C{number % 10}"
+                ax.plot([x[number], paid[number]], [y[number]] * 2, ":", color=colour, label="_")
+                ax.plot(paid[number], y[number], "o", mfc="white", color=colour, label="_")
+        front = pareto_front(paid, sign * y)
+        ax.plot(paid[front], y[front], color="0.3", linestyle="--", linewidth=1, label="_front")
+        ax.set_xscale(log_scale(np.concatenate([x, paid])))
         ax.set(xlabel=xlabel)
         # engineering ticks (6M, 10M), few of them: plain digits of close FLOPs overlap
         ax.xaxis.set_major_formatter(EngFormatter(sep=""))
@@ -93,7 +112,11 @@ def cost_pareto(section: Section) -> Figure | None:
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(f"final validation {metric_word(section)}")
     fig.suptitle(textwrap.fill(about, 100), fontsize=SMALLEST_FONT + 1)
-    return finish(fig, section)
+    handles = axes[0].get_legend_handles_labels()[0]
+    if tuned:
+        hollow = "with its tuning runs (per confirmation step)"
+        handles.append(Line2D([], [], marker="o", mfc="white", color="0.3", ls="", label=hollow))
+    return finish(fig, section, handles)
 
 
 def pareto_front(cost: np.ndarray, score: np.ndarray) -> np.ndarray:

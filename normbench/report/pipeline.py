@@ -221,6 +221,10 @@ def verdicts(request: Request, selected: Selected, warn: Warn = _quiet) -> Repor
         attach_to_target(result, request.runs_dir, selected.method, request.target)
         for warning in result.warnings[before:]:
             warn(warning, "cost")
+        if selected.tuning is not None:  # the tuning runs' cost, summed into the chosen's
+            from normbench.report.cost_tuning import attach_tuning_cost
+
+            attach_tuning_cost(result, request.runs_dir, selected.tuning.sweep)
     if request.diagnostics:
         from normbench.report.diagnostics import attach_diagnostics
 
