@@ -180,3 +180,31 @@ def test_diagnostics_leave_a_transformers_training_bit_identical(data, tmp_path)
     pd.testing.assert_frame_equal(a, b, check_exact=True)
     assert plain.summary["test_loss"] == diagnosed.summary["test_loss"]
     assert pd.read_parquet(diagnosed.path / "diagnostics.parquet")["attn_sink"].notna().any()
+
+
+@pytest.mark.slow
+def test_run_and_report_diagnostics_show_the_activations_at_80_and_100_columns(tmp_path):
+    """normbench run with diagnostics=true (a few steps of the Transformer, two placements),
+    then normbench report --diagnostics: an activations table per diagnostics table, every
+    line within the terminal's width, the output's kurtosis and largest |x| at 80 columns,
+    every column at 100."""
+    from typer.testing import CliRunner
+
+    from normbench.cli import app
+
+    runner, runs = CliRunner(), tmp_path / "runs"
+    for placement in ("pre", "post"):
+        overrides = tiny(f"placement={placement}", "diagnostics=true")
+        result = runner.invoke(app, ["run", "--runs-dir", str(runs), *overrides])
+        assert result.exit_code == 0, result.output
+    for width, headers in ((80, ["kurt out", "max|out|"]), (100, ["kurt stream", "sink"])):
+        result = runner.invoke(
+            app, ["report", str(runs), "--diagnostics"], env={"COLUMNS": str(width)}
+        )
+        assert result.exit_code == 0, result.output
+        assert "Activations at initialisation (step 0" in result.output
+        assert "Activations at the last evaluation" in result.output
+        assert max(len(line) for line in result.output.splitlines()) <= width
+        table = result.output.split("Activations at the last evaluation")[0].splitlines()
+        header = next(line for line in reversed(table) if "kurt out" in line)
+        assert all(name in header for name in ["placement", *headers])
