@@ -93,7 +93,11 @@ Tune = Annotated[
     ),
 ]
 TuneSeeds = Annotated[
-    int, typer.Option("--tune-seeds", help="With --tune: tuning seeds per candidate.")
+    int,
+    typer.Option(
+        "--tune-seeds",
+        help="With --tune: tuning seeds per candidate (3 or more give a regret bound).",
+    ),
 ]
 TuneTrials = Annotated[
     int | None,
