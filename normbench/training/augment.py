@@ -43,11 +43,12 @@ def augment(
 
 def crop(x: torch.Tensor, shifts: torch.Tensor) -> torch.Tensor:
     """Each image of ``x`` reflect-padded by PAD and cropped back to its size at its own
-    offset (``shifts``: (b, 2) rows and columns, 0 .. 2 PAD)."""
+    offset (``shifts``: (b, 2) rows and columns, 0 .. 2 PAD): two gathers, rows then columns
+    (a few times faster than one four-index lookup)."""
     b, channels, height, width = x.shape
     padded = F.pad(x, (PAD, PAD, PAD, PAD), mode="reflect")
-    rows = shifts[:, 0:1] + torch.arange(height, device=x.device)  # (b, H)
-    cols = shifts[:, 1:2] + torch.arange(width, device=x.device)  # (b, W)
-    batch = torch.arange(b, device=x.device)[:, None, None, None]
-    channel = torch.arange(channels, device=x.device)[None, :, None, None]
-    return padded[batch, channel, rows[:, None, :, None], cols[:, None, None, :]]
+    rows = shifts[:, 0, None] + torch.arange(height, device=x.device)  # (b, H)
+    rows = rows[:, None, :, None].expand(b, channels, height, width + 2 * PAD)
+    cropped = padded.gather(2, rows)
+    cols = shifts[:, 1, None] + torch.arange(width, device=x.device)  # (b, W)
+    return cropped.gather(3, cols[:, None, None, :].expand(b, channels, height, width))

@@ -257,3 +257,19 @@ def test_a_few_steps_of_the_language_model_on_the_tinystories_fixture(cache, tmp
     meta = json.loads(meta_path.read_text())
     assert meta["status"] == "complete" and meta["summary"]["final_val_bpb"] > 0
     assert meta["data"]["fingerprint"] == checked("tinystories").fingerprint
+
+
+def test_the_cifar10_batch_preset_crosses_the_norms_with_per_device_batches_2_to_128(cache):
+    from normbench.sweeps.grid import expand
+
+    install_fixture("cifar10")
+    sweep = expand("batch_cifar10", [])
+    assert sweep.combinations == 105 and len(sweep.jobs) == 51  # as its header says
+    ghost: dict[tuple, set] = {}
+    for job in sweep.jobs:
+        key = (job.cfg["norm"]["name"], job.cfg["model"]["weight_std"])
+        ghost.setdefault(key, set()).add(job.cfg["norm"]["ghost_batch"])
+    assert ghost[("batchnorm", False)] == ghost[("batchnorm", True)] == {2, 4, 8, 16, 32, 64, 128}
+    assert ghost[("groupnorm", True)] == ghost[("layernorm", False)] == {None}
+    assert {job.cfg["data"]["name"] for job in sweep.jobs} == {"cifar10"}
+    assert {job.cfg["batch_size"] for job in sweep.jobs} == {128}

@@ -555,6 +555,7 @@ def test_a_tiny_ladder_trains_end_to_end_and_resumes_only_what_was_lost(tmp_path
     [
         ("ladder_lm", "model.width"),
         ("ladder_lm_gpu", "model.width"),
+        ("ladder_tinystories_gpu", "model.width"),
         ("data_regime", "data.train_samples"),
         ("lr_sensitivity_scaling", "model.width"),
     ],
