@@ -118,7 +118,8 @@ class Tuning:
             "runs, is compared on its typical runs and its spikes are not bounded: the "
             "confirmation counts its divergences); regret: the bound in words, 'vacuous' "
             "where it reaches the chosen's own loss (no loss is below 0), '≤0 at 90%' where "
-            "no other candidate was found better, which is not proof that none is"
+            "no other candidate was found better, which is not proof that none is, 'not "
+            "estimable' where a run of the chosen has no value"
         )
 
     @property
