@@ -32,6 +32,7 @@ import torch
 from torch import Tensor, nn
 
 PROBE_SAMPLES = 256  # the fixed evaluation batch: the first validation samples
+SINK_CHUNK_ELEMENTS = 1 << 24  # attention weights formed at once for the sink: 64 MiB
 
 
 @dataclass(frozen=True)
@@ -106,16 +107,46 @@ def attention_probabilities(
     return logits.masked_fill(excluded, -math.inf).softmax(-1)
 
 
-def attention_sink(probabilities: Tensor, real: Tensor | None = None) -> float:
-    """The mean weight on the first key (N, H, T, T: rows the queries) over the samples, heads
-    and real query positions 1..T-1 (the first query and padded ones left out; ``real`` (N, T)
-    marks the real tokens, None: all are real), each (sample, head, query) weighing the same.
-    NaN when no query is left (T = 1)."""
+def first_key_weights(probabilities: Tensor, real: Tensor | None = None) -> Tensor:
+    """The weights (N, H, T, T: rows the queries) on the first key of the real queries at
+    positions 1..T-1, flat: the first query and padded ones left out (``real`` (N, T) marks
+    the real tokens; None: all are real)."""
     on_first = probabilities[..., 1:, 0].float()  # (N, H, T-1)
     if real is None:
-        return float(on_first.mean()) if on_first.numel() else math.nan
-    queries = real[:, None, 1:].expand(on_first.shape)
-    return float(on_first[queries].mean()) if queries.any() else math.nan
+        return on_first.flatten()
+    return on_first[real[:, None, 1:].expand(on_first.shape)]
+
+
+def attention_sink(probabilities: Tensor, real: Tensor | None = None) -> float:
+    """The mean weight on the first key over the samples, heads and real query positions
+    1..T-1 (``first_key_weights``), each (sample, head, query) weighing the same. NaN when no
+    query is left (T = 1)."""
+    weights = first_key_weights(probabilities, real)
+    return float(weights.mean()) if weights.numel() else math.nan
+
+
+def chunked_sink(
+    q: Tensor,
+    k: Tensor,
+    real: Tensor | None,
+    causal: bool,
+    scale: float | None,
+    chunk_elements: int = SINK_CHUNK_ELEMENTS,
+) -> float:
+    """``attention_sink`` of the weights that q and k (N, H, T, head_dim) form, computed a
+    chunk of samples at a time so that no chunk's weights hold more than ``chunk_elements``
+    values (64 MiB in float32), however long the context: 256 windows of 1,024 bytes at 4
+    heads would otherwise be 4 GiB."""
+    n, heads, t, _ = q.shape
+    per_chunk = max(1, chunk_elements // (heads * t * t))
+    total, count = 0.0, 0
+    for start in range(0, n, per_chunk):
+        rows = slice(start, start + per_chunk)
+        mask = None if real is None else real[rows]
+        weights = attention_probabilities(q[rows], k[rows], mask, causal, scale)
+        on_first = first_key_weights(weights, mask)
+        total, count = total + float(on_first.sum()), count + on_first.numel()
+    return total / count if count else math.nan
 
 
 def attends(module: nn.Module) -> bool:
@@ -155,8 +186,8 @@ def measure(
         def hook(module, args, kwargs, output):
             real = passed_mask(args, kwargs)
             q, k, _ = module.queries_keys_values(args[0])
-            weights = attention_probabilities(q, k, real, module.causal, module.scale)
-            sinks.setdefault(index, []).append(attention_sink(weights, real))
+            sink = chunked_sink(q, k, real, module.causal, module.scale)
+            sinks.setdefault(index, []).append(sink)
 
         return hook
 

@@ -19,6 +19,7 @@ from normbench.store.rundir import RunDir
 from normbench.training.activations import (
     attention_probabilities,
     attention_sink,
+    chunked_sink,
     excess_kurtosis,
     max_abs,
     measure,
@@ -71,6 +72,20 @@ def test_attention_sink_on_a_hand_built_pattern():
     padded = torch.tensor([[True, True, False]])  # the third query is padding
     assert attention_sink(weights, padded) == pytest.approx((0.5 + 0.9) / 2)
     assert math.isnan(attention_sink(weights[..., :1, :1]))  # one position: no query left
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_sink_in_chunks_of_samples_is_the_sink_of_the_whole_batch(causal):
+    """However few weights a chunk may hold (here one sample's at a time, unequal padding),
+    the mean over every (sample, head, query) is the one formed at once."""
+    torch.manual_seed(0)
+    q, k = torch.randn(5, 2, 6, 4) * 2, torch.randn(5, 2, 6, 4) * 2
+    real = torch.arange(6)[None, :] < torch.tensor([6, 2, 4, 1, 5])[:, None]
+    real = None if causal else real
+    whole = attention_sink(attention_probabilities(q, k, real, causal, None), real)
+    assert chunked_sink(q, k, real, causal, None, chunk_elements=2 * 6 * 6) == pytest.approx(
+        whole, rel=1e-6
+    )
 
 
 @pytest.mark.parametrize("causal", [False, True])
