@@ -2,11 +2,14 @@
 with and without it, in pairs whose order alternates, each run from scratch in a fresh
 directory, in one process (the data generated and cached by a first, untimed run).
 
-Three figures per configuration, with the machine's load before and after (a shared machine
-moves wall times by more than the effect):
+Per configuration, with the machine's load as each pair ends (a shared machine moves wall
+times by more than the effect):
 - the ratio wall(on) / wall(off) per pair, their median, and the geometric mean with its 95%
   t interval over pairs (scipy.stats.t on the log ratios; "inconclusive" against the 5% target
   when the interval straddles 1.05);
+- the same for the process's CPU time (``time.process_time``: the runs train on one thread),
+  which other processes on the machine move far less than wall time: the work diagnostics
+  add, where wall time measures the load;
 - the activation statistics' own seconds (normbench.training.activations.measure, timed
   inside the diagnosed runs) over those runs' wall time: the part of the overhead that is
   new in 0.6, free of the noise between runs.
@@ -55,13 +58,13 @@ def measured(seconds: list[float]):
     return original, timed
 
 
-def wall(overrides: list[str], runs_dir: Path) -> float:
-    """Seconds of one run from scratch in ``runs_dir``."""
-    tick = time.perf_counter()
+def wall(overrides: list[str], runs_dir: Path) -> tuple[float, float]:
+    """Wall and CPU seconds of one run from scratch in ``runs_dir``."""
+    tick, cpu = time.perf_counter(), time.process_time()
     outcome = run_experiment(compose(overrides), runs_dir, progress=False)
     if outcome.status != "complete":
         raise SystemExit(f"{overrides}: {outcome.status} {outcome.error}")
-    return time.perf_counter() - tick
+    return time.perf_counter() - tick, time.process_time() - cpu
 
 
 def interval(ratios: list[float]) -> tuple[float, float, float]:
@@ -83,6 +86,15 @@ def verdict(high: float, low: float) -> str:
     return "inconclusive"
 
 
+def summary(name: str, ratios: list[float]) -> str:
+    """A ratio's median, geometric mean, 95% t interval and verdict against the target."""
+    mean, low, high = interval(ratios)
+    return (
+        f"{name} on/off median {statistics.median(ratios):.3f}, geometric mean {mean:.3f} "
+        f"[95% t interval {low:.3f}, {high:.3f}] over {len(ratios)} pairs: {verdict(high, low)}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=4)
@@ -96,32 +108,35 @@ def main() -> None:
                 continue
             overrides = [*overrides, f"train.max_steps={args.steps}", "threads=1"]
             wall(overrides, Path(scratch) / "warm")  # data generated and cached
-            ratios, shares = [], []
+            ratios, cpu_ratios, shares = [], [], []
             for pair in range(args.pairs):
                 seconds: list[float] = []
                 original, timed = measured(seconds)
-                walls = {}
+                walls, cpus = {}, {}
                 for on in (True, False) if pair % 2 == 0 else (False, True):
                     diagnostics.measure = timed if on else original
                     try:
                         where = Path(scratch) / f"{label[:3]}-{pair}-{on}"
-                        walls[on] = wall([*overrides, f"diagnostics={str(on).lower()}"], where)
+                        switch = f"diagnostics={str(on).lower()}"
+                        walls[on], cpus[on] = wall([*overrides, switch], where)
                     finally:
                         diagnostics.measure = original
                 ratios.append(walls[True] / walls[False])
+                cpu_ratios.append(cpus[True] / cpus[False])
                 shares.append(sum(seconds) / walls[True])
                 print(
-                    f"  {label}: pair {pair}: on {walls[True]:.1f} s, off {walls[False]:.1f} s,"
-                    f" ratio {ratios[-1]:.3f}; activation statistics {sum(seconds):.2f} s"
-                    f" ({len(seconds)} measurements), load {os.getloadavg()[0]:.1f}",
+                    f"  {label}: pair {pair}: wall on {walls[True]:.1f} s, off "
+                    f"{walls[False]:.1f} s ({ratios[-1]:.3f}); CPU on {cpus[True]:.1f} s, off "
+                    f"{cpus[False]:.1f} s ({cpu_ratios[-1]:.3f}); activation statistics "
+                    f"{sum(seconds):.2f} s ({len(seconds)} measurements); load "
+                    f"{os.getloadavg()[0]:.1f}",
                     flush=True,
                 )
-            mean, low, high = interval(ratios)
+            print(f"{label}: {summary('wall', ratios)}", flush=True)
+            print(f"{label}: {summary('CPU', cpu_ratios)}", flush=True)
             print(
-                f"{label}: on/off median {statistics.median(ratios):.3f}, geometric mean "
-                f"{mean:.3f} [95% t interval {low:.3f}, {high:.3f}] over {len(ratios)} pairs: "
-                f"{verdict(high, low)}; activation statistics "
-                f"{statistics.median(shares) * 100:.2f}% of the diagnosed run's wall (median)",
+                f"{label}: activation statistics {statistics.median(shares) * 100:.2f}% of "
+                "the diagnosed run's wall (median over pairs)",
                 flush=True,
             )
     print(f"load {os.getloadavg()[0]:.1f} at the end")
