@@ -4,11 +4,11 @@ the same loop on data=cifar10 without augmentation and a plain PyTorch loop on i
 tensors of CIFAR-10's shapes (3x32x32, 10 classes), the same model and batch size. Target:
 the real loader's steps/s >= 0.95 of the in-memory loop's.
 
-The set is a fixture in the hub's own parquet format (tests/hub_fixtures.py: PNG images,
-installed through normbench's decoding and manifest) in a temporary cache: this machine
-fetches nothing. Also timed: the set-up, checking the cache (sha256 of every file) and
-reading the decoded arrays, once per run. Pairs run back to back in this process, repeated;
-medians reported.
+The set is a fixture in the hub's own parquet format (install_fixture in tests/helpers.py:
+PNG images, installed through normbench's decoding and manifest) in a temporary cache: this
+machine fetches nothing. Also timed: the set-up, checking the cache (sha256 of every file)
+and reading the decoded arrays, once per run. Pairs run back to back in this process,
+repeated; medians reported.
 
 Run: python benchmarks/data_loading.py [--scale 10] [--steps 40] [--repeats 3] [--device cuda]
 """
@@ -28,9 +28,9 @@ import torch.nn.functional as F
 from timing import add_device_argument, synchronize
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # the fixture writer
+sys.path.insert(0, str(ROOT / "tests"))  # the fixture writer (tests/helpers.py)
 
-from hub_fixtures import install_fixture  # noqa: E402
+from helpers import install_fixture  # noqa: E402
 
 from normbench.data import hubcache  # noqa: E402
 from normbench.data.datasets import load  # noqa: E402

@@ -11,8 +11,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from helpers import invoke, one_line
-from hub_fixtures import install_fixture
+from helpers import install_fixture, invoke, one_line
 
 from normbench.core.errors import UsageError
 from normbench.data.base import FILE_SEPARATOR
