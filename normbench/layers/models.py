@@ -255,7 +255,9 @@ class Transformer(nn.Module):
     scalar initialised to sqrt(width) multiplying the embedding (DyT's and Derf's language
     models; here the embedding is PyTorch's, N(0, 1) for tokens), before the positions are
     added; ``model.embed_norm``, the run's norm applied to the embedding with its positions,
-    the input of the first block (Peri-LN's embedding normalization, Kim et al. 2025).
+    the input of the first block (Peri-LN's embedding normalization, Kim et al. 2025);
+    ``model.attention_gate``, gated attention's sigmoid gate on each head's output
+    (normbench.layers.attention.Attention.output_gate).
     """
 
     def __init__(
