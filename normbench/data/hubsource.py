@@ -54,6 +54,12 @@ def source_for(
             )
     if "/" not in repo:
         raise UsageError(f"--repo {repo}: a hub dataset is OWNER/NAME")
+    for option in ("--train", "--test", "--heldout"):
+        for path in given[option]:
+            if path.startswith("/") or ".." in path.split("/"):
+                raise UsageError(
+                    f"{option} {path}: a path inside the repository (no leading / and no ..)"
+                )
     if not COMMIT.match(revision):
         raise UsageError(
             f"--revision {revision}: a pinned revision is a full commit SHA (40 hex digits), "

@@ -27,7 +27,7 @@ from normbench.core.keys import REQUIRED, Key, shown
 from normbench.core.registry import is_import_path, lookup
 from normbench.core.suggest import closest, did_you_mean
 from normbench.data.datasets import describe
-from normbench.data.hubcache import HUB_DATA, SHIPPED, USER_OPTIONS
+from normbench.data.hubcache import HUB_DATA, SET_NAME, SHIPPED, USER_OPTIONS
 from normbench.data.hubload import manifest_of
 from normbench.data.pysource import corpus
 from normbench.experiment.options import (
@@ -249,6 +249,11 @@ def _identify_fetched(data: dict) -> None:
             raise UsageError(
                 f"data={data['name']} needs data.set=NAME, a set fetched with `normbench data "
                 "fetch NAME --repo ...` (`normbench data list` shows them)"
+            )
+        if not SET_NAME.match(data["set"]):
+            raise UsageError(
+                f"data.set={data['set']} is not a data set name; valid: lower-case letters, "
+                "digits, '_', '-', '.' (`normbench data list` shows the fetched sets)"
             )
         if data["set"] in SHIPPED:
             raise UsageError(f"data.set={data['set']} is a shipped set; valid: data={data['set']}")

@@ -123,6 +123,8 @@ def test_fetch_refuses_a_moving_revision_and_options_on_a_shipped_set():
         source_for("cifar10", repo="me/set")
     with pytest.raises(UsageError, match="--train"):
         source_for("mine", repo="me/set", revision="a" * 40)
+    with pytest.raises(UsageError, match="a path inside the repository"):
+        source_for("mine", repo="me/set", revision="a" * 40, train=("../x",), text_column="t")
     with pytest.raises(UsageError, match="columns of one kind"):
         source_for("mine", repo="me/set", revision="a" * 40, train=("a",), image_column="img")
 
@@ -156,6 +158,8 @@ def test_your_own_image_set_is_read_through_the_same_door_with_its_fingerprint_i
     assert cfg["data"]["fingerprint"] == checked("pictures").fingerprint
     with pytest.raises(UsageError, match="data=hub_text needs data.set"):
         compose(["data=hub_text"])
+    with pytest.raises(UsageError, match="data.set=../x is not a data set name"):
+        compose(["data=hub_images", "data.set=../x"])
     with pytest.raises(UsageError, match="holds images, not text; valid: data=hub_images"):
         compose(["data=hub_text", "data.set=pictures"])
 
