@@ -100,7 +100,8 @@ def max_attention_logit(
 
 class Attention(nn.Module):
     """Multi-head self-attention; padded keys are masked out; causal: each position attends
-    to itself and earlier positions only. ``qk_norm``: none, layernorm or rmsnorm (QKNorm).
+    to itself and earlier positions only. ``qk_norm``: none, layernorm, rmsnorm or
+    rmsnorm_whole (QKNorm).
     ``linear`` builds the projections, ``out`` (default: ``linear``) the output projection.
     ``scale``: the logits' scale; None is 1/sqrt(head_dim) (muP's: mup.attention_scale).
     ``gate``: none, headwise or elementwise, the output gate of gated attention

@@ -58,8 +58,8 @@ class DyISRU(AffineNorm):
     sqrt(C) * x_i / sqrt(x_i^2 + sum_{j != i} x_j^2). The paper replaces the sum over the
     other features, the only term that couples a feature to the rest, by one learnable scalar
     beta shared by every feature ("decoupling in function space"): the exact element-wise
-    counterpart of RMSNorm, where DyT needs an approximation too. Its outputs are bounded by
-    +-sqrt(C) (times gamma), as RMSNorm's are.
+    counterpart of RMSNorm (DyT, derived the same way, needs an approximation besides). Its
+    outputs are bounded by +-sqrt(C) (times gamma), as RMSNorm's are.
 
     Here C is ``num_features`` in both layouts (in channels, as DyT, the spatial positions do
     not enter), and eps enters as in RMSNorm: x / sqrt((beta + x^2) / C + eps). beta starts
