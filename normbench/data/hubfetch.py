@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import fnmatch
 import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -54,7 +55,8 @@ def fetch(name: str, source: HubSource, force: bool = False) -> tuple[Manifest, 
             manifest = checked(name)
         except UsageError:
             manifest = None
-        if manifest is not None and manifest.source == asdict(source):
+        as_stored = json.loads(json.dumps(asdict(source)))  # tuples as the manifest's lists
+        if manifest is not None and manifest.source == as_stored:
             return manifest, False
     root = set_dir(name).parent
     root.mkdir(parents=True, exist_ok=True)

@@ -276,3 +276,11 @@ def test_the_cifar10_batch_preset_crosses_the_norms_with_per_device_batches_2_to
     assert ghost[("groupnorm", True)] == ghost[("layernorm", False)] == {None}
     assert {job.cfg["data"]["name"] for job in sweep.jobs} == {"cifar10"}
     assert {job.cfg["batch_size"] for job in sweep.jobs} == {128}
+
+
+def test_a_set_cached_intact_from_the_same_source_is_not_fetched_again(cache):
+    from normbench.data.hubfetch import fetch
+
+    install_fixture("cifar10")
+    manifest, fetched = fetch("cifar10", SHIPPED["cifar10"])  # no network needed, none used
+    assert not fetched and manifest.fingerprint == checked("cifar10").fingerprint
