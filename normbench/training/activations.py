@@ -54,29 +54,30 @@ def probe_batch(val: dict[str, Tensor | None]) -> tuple[Tensor, Tensor | None]:
     return val["x"][rows], None if val["mask"] is None else val["mask"][rows]
 
 
-def real_values(x: Tensor, real: Tensor | None) -> Tensor:
-    """A weight per value of x (N, ...), 1 at real values and 0 at padding: ``real`` (N, T)
-    marks the real tokens of tokens (N, T, D); None: every value is real."""
-    if real is None:
-        return torch.ones_like(x)
-    return real[..., None].expand(x.shape).to(x.dtype)
+def real_weights(x: Tensor, real: Tensor) -> Tensor:
+    """A weight per value of tokens x (N, T, D), flat per sample (N, T * D): 1 at the real
+    tokens that ``real`` (N, T) marks, 0 at padding."""
+    return real[..., None].expand(x.shape).flatten(1).to(torch.float32)
 
 
 def excess_kurtosis(x: Tensor, real: Tensor | None = None) -> Tensor:
     """Fisher's excess kurtosis m4 / m2^2 - 3 of each sample's values (x: (N, ...); ``real``:
-    the padding mask (N, T) of tokens (N, T, D)), with the biased central moments
-    m_k = mean((x - mean(x))^k) over the sample's real values: scipy.stats.kurtosis(fisher=True,
-    bias=True). Returns (N,) in float32; NaN for a sample whose values are all equal.
+    the padding mask (N, T) of tokens (N, T, D), None: every value is real), with the biased
+    central moments m_k = mean((x - mean(x))^k) over the sample's real values:
+    scipy.stats.kurtosis(fisher=True, bias=True). Returns (N,) in float32; NaN for a sample
+    whose values are all equal.
 
     The centred values are divided by their largest magnitude first (kurtosis does not change
     with the scale), so that their fourth power cannot overflow float32 however large the
     activations."""
-    values = x.detach().float()
-    weight = real_values(values, real).flatten(1)
-    values = values.flatten(1)
-    count = weight.sum(1)
-    mean = (values * weight).sum(1) / count
-    centred = (values - mean[:, None]) * weight
+    values = x.detach().float().flatten(1)
+    if real is None:
+        count = torch.full_like(values[:, 0], values.shape[1])
+        centred = values - values.mean(1, keepdim=True)
+    else:
+        weight = real_weights(x, real)
+        count = weight.sum(1)
+        centred = (values - ((values * weight).sum(1) / count)[:, None]) * weight
     scaled = centred / centred.abs().amax(1, keepdim=True)
     m2 = scaled.square().sum(1) / count
     m4 = scaled.square().square().sum(1) / count
@@ -85,8 +86,8 @@ def excess_kurtosis(x: Tensor, real: Tensor | None = None) -> Tensor:
 
 def max_abs(x: Tensor, real: Tensor | None = None) -> float:
     """The largest |x| over the real values of the batch (``real`` as for excess_kurtosis)."""
-    values = x.detach().float().abs()
-    return float((values * real_values(values, real)).amax())
+    values = x.detach().float().abs().flatten(1)
+    return float((values if real is None else values * real_weights(x, real)).amax())
 
 
 def attention_probabilities(
@@ -152,7 +153,8 @@ def chunked_sink(
 def attends(module: nn.Module) -> bool:
     """Whether a module is attention whose weights can be formed again: it has normbench's
     Attention's ``queries_keys_values(x)`` and its ``causal`` and ``scale``."""
-    return callable(getattr(module, "queries_keys_values", None)) and hasattr(module, "causal")
+    has_attributes = hasattr(module, "causal") and hasattr(module, "scale")
+    return callable(getattr(module, "queries_keys_values", None)) and has_attributes
 
 
 def passed_mask(args: tuple, kwargs: dict) -> Tensor | None:
