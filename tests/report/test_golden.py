@@ -124,6 +124,11 @@ def _diagnostics(run: Path, scale: float) -> None:
             "resid_rms": 1.5 + unit,
             "max_logit": float("nan"),
             "log_z": 2.25,
+            "resid_kurtosis": scale * unit - 0.5 + step / 10,
+            "resid_max_abs": 4.0 + scale * unit + step / 10,
+            "sublayer_kurtosis": 0.25 * scale + step / 20,
+            "sublayer_max_abs": 1.5 * scale,
+            "attn_sink": float("nan"),  # conv units have no attention
             "train_mode_val_acc": 0.5 + step / 100,
             "eval_mode_val_acc": 0.5 + step / 110,
             **{f"sn_{k}_{n}": float("nan") for k in ("mean", "var") for n in ("in", "ln", "bn")},
