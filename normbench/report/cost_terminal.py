@@ -18,8 +18,8 @@ def cost_rich(section: Section, method: Method, width: int | None = None):
     the step time [95% CI], examples per second, the step-time ratio to the reference
     [(1 - 2 alpha) CI] with its verdict and reason, then the time and FLOPs to target and their
     ratios to the reference (to_target_columns); at a narrow width the reason, the hosts, peak
-    memory, throughput, bytes saved, the FLOPs to target, FLOPs per step, the time to target
-    and the two ratios give way, in that order, then the intervals wrap."""
+    memory, throughput, the FLOPs to target, its ratio, the time to target, its ratio, bytes
+    saved and FLOPs per step give way, in that order, then the intervals wrap."""
     from rich.text import Text
 
     data = section.tables["cost"]
@@ -72,12 +72,12 @@ def cost_rich(section: Section, method: Method, width: int | None = None):
             "host",
             "peak",
             "ex/s",
-            "saved",
             "FLOPs to target",
-            "FLOPs/step",
-            "to target",
             "FLOPs " + against,
+            "to target",
             "time " + against,
+            "saved",
+            "FLOPs/step",
         ],
         width,
         lambda left_out: cost_caption(data, method, left_out),
