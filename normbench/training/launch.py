@@ -70,7 +70,7 @@ def launch(
     entry = (train, cfg, str(run.path.parent), run.run_id, str(device), progress, labels)
     handlers = {s: signal.getsignal(s) for s in LAUNCHER_SIGNALS}
     try:
-        with launcher_quiet():
+        with launcher_quiet(), launcher_signals(handlers):
             elastic_launch(config, rank_main)(*entry)
     except ChildFailedError as err:
         rank, failure = first_cause(err.failures)
@@ -111,11 +111,36 @@ LAUNCHER_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT
 
 
 @contextlib.contextmanager
+def launcher_signals(handlers: dict[int, Any]) -> Iterator[None]:
+    """The launcher turns into stopping its ranks only the signals this process does not
+    ignore: a sweep's worker ignores SIGINT (its parent stops it with SIGTERM when a Ctrl-C
+    reaches the whole process group), and the launcher, which would otherwise take the
+    Ctrl-C too, would stop the ranks twice over (the second stop racing the first)."""
+    handled = [s.name for s in LAUNCHER_SIGNALS if handlers[s] is not signal.SIG_IGN]
+    before = os.environ.get(SIGNALS_TO_HANDLE)
+    os.environ[SIGNALS_TO_HANDLE] = ",".join(handled)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(SIGNALS_TO_HANDLE, None)
+        else:
+            os.environ[SIGNALS_TO_HANDLE] = before
+
+
+SIGNALS_TO_HANDLE = "TORCHELASTIC_SIGNALS_TO_HANDLE"  # read by the launcher when it starts
+
+
+@contextlib.contextmanager
 def launcher_quiet() -> Iterator[None]:
     """The launcher's own log (each rank started and stopped, a failed rank's traceback
-    several times over) kept off the terminal while it runs: the run's end is one line, and
-    the failing rank's traceback goes into meta.json."""
-    loggers = [logging.getLogger(name) for name in ("torch.distributed", "torch.multiprocessing")]
+    several times over, 'Received 2 death signal') kept off the terminal while it runs: the
+    run's end is one line, and the failing rank's traceback goes into meta.json. Each of the
+    launcher's modules sets its own logger's level, so every one is quieted, not their
+    parent alone."""
+    known = list(logging.root.manager.loggerDict)
+    names = [n for n in known if n.startswith(("torch.distributed", "torch.multiprocessing"))]
+    loggers = [logging.getLogger(name) for name in names]
     levels = [logger.level for logger in loggers]
     for logger in loggers:
         logger.setLevel(logging.CRITICAL)
@@ -200,7 +225,7 @@ def rank_main(
         # the run has ended either way: a stop request now (the launcher stopping every rank
         # after another failed) would raise in the interpreter's teardown, a stray traceback
         for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, signal.SIG_IGN)
+            signal.signal(signum, ignore_signal)
         dist.destroy_process_group()
 
 
@@ -209,8 +234,15 @@ def stop_once(signum: int, frame: object) -> None:
     once. A Ctrl-C reaches a rank twice, from the terminal and from the launcher stopping its
     ranks; the second must not break the first's exit."""
     for stop in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(stop, signal.SIG_IGN)
+        signal.signal(stop, ignore_signal)
     raise KeyboardInterrupt
+
+
+def ignore_signal(signum: int, frame: object) -> None:
+    """A signal that has nothing left to do. A handler that does nothing, not SIG_IGN: a
+    signal that arrived just before the handler changed (the terminal's Ctrl-C and the
+    launcher's SIGTERM come together) would find SIG_IGN when Python runs its handler, and
+    Python then prints 'OSError: Signal 15 ignored due to race condition' with a traceback."""
 
 
 class RankFailed(RuntimeError):

@@ -20,7 +20,7 @@ import torch.distributed as dist
 
 from normbench.store.rundir import Rerun, RunDir, run_id
 from normbench.training.distributed import Ranks, announce, join, leader_trains
-from normbench.training.launch import rank_device, stop_once
+from normbench.training.launch import ignore_signal, rank_device, stop_once
 from normbench.training.run import Outcome, check_devices, resolve_device, run_experiment
 from normbench.training.trainer import Trainer
 
@@ -57,5 +57,5 @@ def run_task(
     finally:
         # the run has ended: a stop request now would raise in the interpreter's teardown
         for signum in STOPS:
-            signal.signal(signum, signal.SIG_IGN)
+            signal.signal(signum, ignore_signal)
         dist.destroy_process_group()
