@@ -284,3 +284,18 @@ def test_a_set_cached_intact_from_the_same_source_is_not_fetched_again(cache):
     install_fixture("cifar10")
     manifest, fetched = fetch("cifar10", SHIPPED["cifar10"])  # no network needed, none used
     assert not fetched and manifest.fingerprint == checked("cifar10").fingerprint
+
+
+def test_a_resumed_data_order_augments_as_an_uninterrupted_one():
+    from normbench.training.batches import DataOrder, batches
+
+    train = {"x": torch.randn(40, 3, 8, 8), "y": torch.arange(40), "mask": None}
+    order = DataOrder(40, 8, seed=3, device=torch.device("cpu"), augment="crop_flip")
+    stream = batches(train, None, order)
+    next(stream), next(stream)
+    state = order.state_dict()
+    expected = [next(stream)[0] for _ in range(4)]  # across the epoch's end too
+    resumed = DataOrder(40, 8, seed=3, device=torch.device("cpu"), augment="crop_flip")
+    resumed.load_state_dict(state)
+    again = batches(train, None, resumed)
+    assert all(torch.equal(next(again)[0], x) for x in expected)
