@@ -111,7 +111,7 @@ RULES: tuple[Rule, ...] = (
         "model.weight_std=true where no conv or linear is followed by a norm (Qiao et al. "
         "standardize only those): model=cnn|transformer outside placement="
         + "|".join(NORM_AFTER_SUBLAYER)
-        + ", or norm=none",
+        + ", or norm=none; or with model.sdd=true, which normalises each linear's output itself",
         lambda cfg: _weight_std_rule(cfg),
     ),
     Rule(
@@ -400,6 +400,12 @@ def _weight_std_rule(cfg: dict) -> str | None:
     model, placement = cfg["model"], cfg["placement"]["name"]
     if "_target_" in model or not model.get("weight_std"):
         return None
+    if model.get("sdd"):
+        return (
+            "model.weight_std=true standardizes the weights of the layers a norm follows, and "
+            "model.sdd=true normalises each linear's output itself (Scale-Distribution "
+            "Decoupling); valid: one of them"
+        )
     if cfg["norm"]["name"] == "none":
         return (
             "model.weight_std=true standardizes the layers a norm follows, and norm=none has "

@@ -78,6 +78,7 @@ LATER_OPTION_KEYS: dict[str, tuple[tuple[str, ...], Any]] = {
     **{f"norm.{key}": (("dyt", "derf"), None) for key in POSITION_KEYS},
     "model.embed_norm": (("transformer",), False),
     "model.attention_gate": (("transformer",), "none"),
+    "model.sdd": (("transformer",), False),
     "model.embed_scale": (("transformer",), False),
     "model.parametrization": (("transformer", "cnn"), "standard"),
     "model.base_width": (("transformer", "cnn"), None),  # null unless muP (compose.canonical)
@@ -175,6 +176,7 @@ OPTION_SCHEMA: dict[str, dict[str, dict[str, Key]]] = {
             "model.init": Key(str, choices=("default", "xavier")),
             "model.qk_norm": Key(str, choices=QK_NORMS),
             "model.attention_gate": Key(str, choices=ATTENTION_GATES),
+            "model.sdd": Key(bool),
             "model.embed_norm": Key(bool),
             "model.embed_scale": Key(bool),
             **_parametrization_keys(heads=True),

@@ -124,7 +124,9 @@ class Attention(nn.Module):
         self.heads = heads
         self.causal = causal
         self.scale = scale
-        self.qkv = linear(width, 3 * width)
+        # q, k and v side by side: a linear that normalises its output (SDD) does each apart
+        parts = {"parts": 3} if getattr(linear, "splits_output", False) else {}
+        self.qkv = linear(width, 3 * width, **parts)
         self.proj = (out or linear)(width, width)
         self.qk_norm = None
         if qk_norm != "none":  # built or not by choice: on a generator of its own
@@ -132,8 +134,8 @@ class Attention(nn.Module):
                 self.qk_norm = QKNorm(width // heads, qk_norm, heads=heads)
         self.gate = None  # the gate's scores: one per head, or one per output element
         if gate != "none":
-            with own_generator("attention_gate"):
-                self.gate = linear(width, heads if gate == "headwise" else width)
+            with own_generator("attention_gate"):  # a gate's scores: never SDD's norm
+                self.gate = nn.Linear(width, heads if gate == "headwise" else width)
 
     def queries_keys_values(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """(N, T, D) -> q, k, v, each (N, heads, T, D / heads); q and k after QK-norm."""

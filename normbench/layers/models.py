@@ -31,6 +31,7 @@ from normbench.layers.keys import NORM_AFTER_SUBLAYER
 from normbench.layers.mup import attention_scale, is_mup, parametrize, readout, width_ratio
 from normbench.layers.norms import Identity, NormFactory, at_position, norm_factory
 from normbench.layers.resnet import ResNet
+from normbench.layers.sdd import SDDLinear
 from normbench.layers.weight_std import StdConv1d, StdConv2d, StdLinear
 
 PLACEMENTS = ("pre", "post", "res_post", "sandwich", "deepnorm", "lns", "mix", "gpas")
@@ -257,7 +258,8 @@ class Transformer(nn.Module):
     added; ``model.embed_norm``, the run's norm applied to the embedding with its positions,
     the input of the first block (Peri-LN's embedding normalization, Kim et al. 2025);
     ``model.attention_gate``, gated attention's sigmoid gate on each head's output
-    (normbench.layers.attention.Attention.output_gate).
+    (normbench.layers.attention.Attention.output_gate); ``model.sdd``, every linear layer of
+    the units as alpha * RMSNorm(W x + b) (Scale-Distribution Decoupling: normbench.layers.sdd).
     """
 
     def __init__(
@@ -272,7 +274,8 @@ class Transformer(nn.Module):
     ):
         super().__init__()
         width, depth, patch = model["width"], model["depth"], model["patch_size"]
-        out = StdLinear if standardizes(model, placement) else nn.Linear
+        linear = SDDLinear if model["sdd"] else nn.Linear
+        out = StdLinear if standardizes(model, placement) else linear
         self.patch = patch
         self.causal = causal
         if causal:  # bytes: every id is a real symbol, nothing is padded
@@ -306,9 +309,9 @@ class Transformer(nn.Module):
             heads, qk_norm = model["heads"], model["qk_norm"]
             scale = attention_scale(model)
             gate = model["attention_gate"]
-            attention = Attention(width, heads, nn.Linear, causal, qk_norm, out, scale, gate)
+            attention = Attention(width, heads, linear, causal, qk_norm, out, scale, gate)
             self.units.append(unit(attention, block, "attention"))
-            mlp = MLP(width, model["mlp_ratio"] * width, nn.Linear, out)
+            mlp = MLP(width, model["mlp_ratio"] * width, linear, out)
             self.units.append(unit(mlp, block, "mlp"))
         self.final_norm = final_norm(make_norm, width, "tokens", placement["name"])
         self.head = readout(width, num_classes, model)

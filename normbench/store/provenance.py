@@ -30,11 +30,13 @@ RESULT_MODULES = (
     "data/hubfetch.py",  # decodes a fetched set once: what every run of it reads
     "data/hubload.py",
     "data/pysource.py",
+    "layers/attention.py",
     "layers/elementwise.py",
     "layers/models.py",
     "layers/norm_base.py",
     "layers/norms.py",
     "layers/resnet.py",
+    "layers/sdd.py",
     "layers/single_gain.py",
     "layers/sync_batchnorm.py",
     "layers/weight_std.py",
