@@ -4,6 +4,8 @@ the fetch command; a fetch without network fails in one line."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -299,3 +301,126 @@ def test_a_resumed_data_order_augments_as_an_uninterrupted_one():
     resumed.load_state_dict(state)
     again = batches(train, None, resumed)
     assert all(torch.equal(next(again)[0], x) for x in expected)
+
+
+class FakeHub:
+    """A dataset repository served over HTTP on loopback as the hub's API serves one (the
+    paths-info metadata with each file's LFS sha256, and resolve/ for the bytes), for the
+    real huggingface_hub client to fetch from: this machine reaches no hub."""
+
+    def __init__(self, files: dict[str, bytes], checksums: dict[str, str]):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from urllib.parse import parse_qs, unquote
+
+        revision = SHIPPED["cifar10"].revision
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_POST(self):  # /api/datasets/OWNER/NAME/paths-info/REVISION
+                length = int(self.headers["Content-Length"])
+                asked = parse_qs(self.rfile.read(length).decode())["paths"]
+                body = json.dumps(
+                    [
+                        {
+                            "type": "file",
+                            "path": path,
+                            "size": len(files[path]),
+                            "oid": "0" * 40,
+                            "lfs": {
+                                "oid": checksums[path],
+                                "size": len(files[path]),
+                                "pointerSize": 134,
+                            },
+                        }
+                        for path in asked
+                        if path in files
+                    ]
+                ).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _file(self) -> bytes | None:
+                prefix = f"/datasets/uoft-cs/cifar10/resolve/{revision}/"
+                path = unquote(self.path.split("?")[0])
+                return files.get(path.removeprefix(prefix)) if path.startswith(prefix) else None
+
+            def _headers(self, raw: bytes) -> None:
+                self.send_response(200)
+                self.send_header("X-Repo-Commit", revision)
+                self.send_header("ETag", f'"{hashlib.sha256(raw).hexdigest()}"')
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+
+            def do_HEAD(self):
+                raw = self._file()
+                if raw is None:
+                    self.send_error(404)
+                    return
+                self._headers(raw)
+
+            def do_GET(self):
+                raw = self._file()
+                if raw is None:
+                    self.send_error(404)
+                    return
+                self._headers(raw)
+                self.wfile.write(raw)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def fetch_from(hub: FakeHub, cache) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_ENDPOINT": hub.endpoint, "NORMBENCH_CACHE": str(cache)}
+    env.pop("HF_HUB_OFFLINE", None)
+    return subprocess.run(
+        [sys.executable, "-m", "normbench", "data", "fetch", "cifar10"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+@pytest.mark.slow
+def test_fetch_downloads_checks_the_hub_checksums_and_installs_or_refuses(tmp_path, monkeypatch):
+    """The real client against a loopback copy of the hub: the files are downloaded at the
+    pinned commit, checked against their LFS sha256, decoded and listed in the manifest; a
+    file that does not match its checksum is refused in one line, the cache left untouched."""
+    from helpers import cifar_parquet
+
+    source = tmp_path / "source"
+    files = {}
+    for path, samples in zip(SHIPPED["cifar10"].splits.values(), (120, 40), strict=True):
+        cifar_parquet(source / path[0], samples, seed=samples)
+        files[path[0]] = (source / path[0]).read_bytes()
+    checksums = {path: hashlib.sha256(raw).hexdigest() for path, raw in files.items()}
+    hub = FakeHub(files, checksums)
+    try:
+        done = fetch_from(hub, tmp_path / "cache")
+        assert done.returncode == 0, done.stderr
+        assert "cifar10 fetched uoft-cs/cifar10@" in done.stdout
+        damaged = dict(checksums, **{next(iter(files)): "f" * 64})
+        hub.close()
+        hub = FakeHub(files, damaged)
+        refused = fetch_from(hub, tmp_path / "other")
+    finally:
+        hub.close()
+    monkeypatch.setenv("NORMBENCH_CACHE", str(tmp_path / "cache"))
+    manifest = checked("cifar10")
+    assert manifest.decoded["sizes"] == {"train": 120, "test": 40}
+    assert manifest.files[f"files/{next(iter(files))}"]["sha256"] == checksums[next(iter(files))]
+    assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1, refused.stderr
+    assert "expected ffffffffffffffff" in refused.stderr
+    assert not (tmp_path / "other" / "hub" / "cifar10").exists()
