@@ -220,7 +220,8 @@ def runs_diff(
     second: Annotated[str, typer.Argument(metavar="B", help="Another run id or prefix.")],
     runs_dir: RunsDir = Path("runs"),
 ) -> None:
-    """The config keys (and code, torch, device) that differ between two runs."""
+    """The config keys (and code, torch, device, data fingerprint) that differ between two
+    runs."""
     from rich.table import Table
 
     from normbench.core.errors import UsageError
@@ -234,7 +235,7 @@ def runs_diff(
     except (UsageError, OSError) as err:
         raise fail(str(err)) from None
     if not rows:
-        typer.echo(f"{a.run_id} and {b.run_id} have the same config, code, torch and device")
+        typer.echo(f"{a.run_id} and {b.run_id} have the same config, code, torch, device and data")
         return
     table = Table(box=None, pad_edge=False)
     table.add_column("key")

@@ -255,7 +255,7 @@ def _reason(err: OSError | StoreError) -> str:
 
 def diff(a: RunDir, b: RunDir) -> list[tuple[str, str, str]]:
     """(key, value in A, value in B) for every config key that differs, and for the code,
-    torch and device that made each run."""
+    torch, device and fetched data set's fingerprint that made each run."""
     flat_a, flat_b = read_config(a), read_config(b)
     rows = [
         (key, json.dumps(flat_a.get(key, "(absent)")), json.dumps(flat_b.get(key, "(absent)")))
@@ -267,6 +267,7 @@ def diff(a: RunDir, b: RunDir) -> list[tuple[str, str, str]]:
         ("(code)", lambda m: (m.get("code") or {}).get("source_hash")),
         ("(torch)", lambda m: (m.get("versions") or {}).get("torch")),
         ("(device)", lambda m: m.get("device")),
+        ("(data)", lambda m: (m.get("data") or {}).get("fingerprint")),  # a fetched set's
     ):
         if pick(meta_a) != pick(meta_b):
             rows.append((name, str(pick(meta_a)), str(pick(meta_b))))

@@ -215,9 +215,10 @@ def test_runs_on_two_fingerprints_of_one_set_are_marked_in_the_report_never_pool
     from helpers import make_run
 
     install_fixture("cifar10")
-    runs = tmp_path / "runs"
+    runs, ids = tmp_path / "runs", []
     for seed, fingerprint in ((0, "aaaaaaaaaaaaaaaa"), (1, "bbbbbbbbbbbbbbbb")):
         rid = make_run(runs, ["data=cifar10", f"seed={seed}"], acc=0.5)
+        ids.append(rid)
         meta_path = runs / rid / "meta.json"
         meta = json.loads(meta_path.read_text())
         meta["data"] = {"set": "cifar10", "fingerprint": fingerprint}
@@ -225,6 +226,8 @@ def test_runs_on_two_fingerprints_of_one_set_are_marked_in_the_report_never_pool
     result = invoke("report", str(runs))
     assert result.exit_code == 0, result.output
     assert "(data mixed)" in result.output
+    diff = invoke("runs", "diff", ids[0], ids[1], "--runs-dir", str(runs))
+    assert "(data)" in diff.output and "aaaaaaaaaaaaaaaa" in diff.output, diff.output
 
 
 @pytest.mark.slow
