@@ -223,3 +223,13 @@ def test_run_and_report_diagnostics_show_the_activations_at_80_and_100_columns(t
         table = result.output.split("Activations at the last evaluation")[0].splitlines()
         header = next(line for line in reversed(table) if "kurt out" in line)
         assert all(name in header for name in ["placement", *headers])
+
+
+def test_runs_diagnosed_before_the_activation_statistics_get_no_activations_table():
+    """The report reads an older run's missing columns as NaN: no activations table for it."""
+    from normbench.report.activations_terminal import has_activations
+
+    older = pd.DataFrame({"unit": [0, 1], "resid_rms": [1.0, 2.0]})
+    assert not has_activations(older)
+    assert not has_activations(older.assign(resid_kurtosis=math.nan, attn_sink=math.nan))
+    assert has_activations(older.assign(resid_kurtosis=[math.nan, 0.5]))
