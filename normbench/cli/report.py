@@ -188,6 +188,7 @@ def report(
                 diagnostics=diagnostics,
                 scaling=scaling,
                 target=target,
+                to_target=table in (None, "cost"),
             )
             selected = pipeline.select(request, scanning, warn)
             tuned = selected.tuning

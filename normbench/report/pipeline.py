@@ -65,6 +65,9 @@ class Request:
     diagnostics: bool = False
     scaling: str | None = None  # --scaling KEY: the size axis of a ladder
     target: float | None = None  # --target VALUE: the cost table's time and FLOPs to target
+    # Read each timed run's metrics for them (about 10 ms a run): not for a report that shows
+    # another table alone (--table convergence)
+    to_target: bool = True
 
 
 @dataclass
@@ -214,7 +217,7 @@ def verdicts(request: Request, selected: Selected, warn: Warn = _quiet) -> Repor
             warn(note, "scaling")
         for note in result.scaling.notes if result.scaling is not None else []:
             warn(note, "scaling")
-    if request.runs_dir is not None:  # the cost tables' time and FLOPs to target
+    if request.runs_dir is not None and request.to_target:  # the cost tables' to target
         from normbench.report.cost_target import attach_to_target
 
         before = len(result.warnings)

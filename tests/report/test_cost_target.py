@@ -161,3 +161,13 @@ def test_the_cost_verdict_is_on_screen_in_an_800_pixel_window(tmp_path):
         return int(np.flatnonzero(green).max())
 
     assert verdict_ends(True) < 770 < verdict_ends(False)
+
+
+def test_a_report_of_another_table_alone_reads_no_metrics(tmp_path):
+    """Reading each timed run's metrics costs about 10 ms a run: a report that shows another
+    table alone (``--table convergence``: to_target=False) leaves the columns out."""
+    store(tmp_path)
+    shown = pipeline.build_report(pipeline.Request(tmp_path)).report.sections[0]
+    assert "time_to_target_s" in shown.tables["cost"]
+    alone = pipeline.build_report(pipeline.Request(tmp_path, to_target=False)).report
+    assert "time_to_target_s" not in alone.sections[0].tables["cost"]
