@@ -24,6 +24,7 @@ from normbench.studies import (
     batch,
     claims,
     depth,
+    devices,
     dyt,
     ladders,
     muon,
@@ -49,7 +50,7 @@ from normbench.sweeps import ladder_plan, tuned_plan
 from normbench.sweeps import plan as planning
 from normbench.sweeps.flow import Host, SweepRequest, Tuning, run_sweep
 from normbench.sweeps.grid import Sweep
-from normbench.sweeps.local import LocalLauncher
+from normbench.sweeps.local import LocalLauncher, check_slots
 from normbench.sweeps.session import Launch
 
 DOCUMENT_LIMIT = 1 << 24  # a findings document to keep sections of (docs/findings.md: 60 KB)
@@ -58,6 +59,7 @@ DOCUMENT_LIMIT = 1 << 24  # a findings document to keep sections of (docs/findin
 SECTIONS = (
     (batch.wu_he, ("batch",)),
     (batch.luo_qiao, ("batch",)),
+    (devices.devices, ("devices",)),
     (placement.xiong, ("placement", "xavier")),
     (dyt.greydanus, ("dyt",)),
     (dyt.zhu, ("dyt",)),
@@ -77,6 +79,7 @@ SECTIONS = (
 )
 STUDIES = (
     *batch.STUDIES,
+    *devices.STUDIES,
     *placement.STUDIES,
     *dyt.STUDIES,
     *precision.STUDIES,
@@ -105,6 +108,9 @@ def run_studies(
         request = request_of(study, scale)
         grid, left, exact = planned_of(request, runs, launch.rerun)
         planned.append((study, request, grid, left, exact))
+    # A run of N ranks takes N worker slots: one too wide for --jobs is refused before any
+    # study trains, not when its study's turn comes (the devices study's 4-rank runs).
+    check_slots([job for _, _, grid, _, _ in planned for job in grid.jobs], jobs)
     total = sum(left for *_, left, _ in planned)
     runs_in_all = sum(len(grid.jobs) for _, _, grid, _, _ in planned)
     upto = "" if all(exact for *_, exact in planned) else "up to "

@@ -38,6 +38,7 @@ def test_findings_script_at_smoke_scale(tmp_path):
     for title in (
         "Wu & He 2018",
         "Luo et al. 2018",
+        "BatchNorm across devices",
         "Xiong et al. 2020",
         "Greydanus 2020",
         "Zhu et al. 2025",

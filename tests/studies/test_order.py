@@ -117,7 +117,9 @@ def test_every_claim_whose_power_rests_on_a_project_pilot_is_listed_as_piloted()
         for claim in registry.claims().values()
         if "the project's exploratory" in claim.basis
     }
-    assert cited == set(pilots.PILOTS), cited ^ set(pilots.PILOTS)
+    # listed need not cite: the devices claims were written after a look at seed 0 of their
+    # design, their power resting on other studies
+    assert cited <= set(pilots.PILOTS), cited - set(pilots.PILOTS)
 
 
 def test_a_claim_registered_after_its_runs_is_refused_a_label(tmp_path):

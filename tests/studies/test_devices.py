@@ -1,0 +1,77 @@
+"""The devices study (issue 59 item 6): which runs each arm of its per-N table pairs, the GPU
+variant's plan, and findings refusing a run wider than its worker slots before any study
+trains."""
+
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+import pytest
+from rich.console import Console
+
+from normbench.core.errors import UsageError
+from normbench.store.catalog import Selection
+from normbench.studies import devices, findings
+from normbench.studies.study import Study
+from tests.studies.test_findings_progress import InstantPool
+
+
+def runs_of(rows: list[tuple[str, int, str | None, str | None]]) -> Selection:
+    """A catalog of runs: (norm, devices, norm.sync, norm.eval_stats), as the store keys
+    them (None where the norm has no batch statistics)."""
+    frame = pd.DataFrame(
+        rows, columns=["norm.name", "train.devices", "norm.sync", "norm.eval_stats"]
+    )
+    return Selection(frame.assign(run_id=[f"r{i}" for i in range(len(frame))]), [])
+
+
+STORE = runs_of(
+    [
+        ("batchnorm", 1, "device", "rank0"),  # the one 1-rank BatchNorm run every arm pairs
+        ("batchnorm", 2, "device", "rank0"),
+        ("batchnorm", 2, "device", "mean"),
+        ("batchnorm", 2, "global", None),
+        ("groupnorm", 1, None, None),
+        ("groupnorm", 2, None, None),
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    ("arm", "expected"),
+    [
+        (devices.ARMS[0], ["r0", "r1"]),  # per device, rank 0's
+        (devices.ARMS[1], ["r0", "r2"]),  # per device, the ranks' mean
+        (devices.ARMS[2], ["r0", "r3"]),  # synchronized
+        (devices.ARMS[3], ["r4", "r5"]),  # GroupNorm
+        (devices.ARMS[4], []),  # LayerNorm: no runs
+    ],
+)
+def test_each_arm_pairs_its_runs_beyond_one_rank_with_its_norms_one_rank_run(arm, expected):
+    assert list(devices.arm_runs(STORE, arm).runs["run_id"]) == expected
+
+
+def test_the_gpu_plan_holds_a_gpu_per_rank_for_its_steps_and_its_start():
+    plan = devices.plan_of([(1, 3000), (2, 3000), (8, 100)])
+    per_step, start = devices.GPU_STEP_S, devices.GPU_START_S
+    expected = (3000 * per_step + start) * 3 + (100 * per_step + start) * 8
+    assert (plan.runs, plan.ranks, plan.widest) == (3, 11, 8)
+    assert plan.gpu_seconds == pytest.approx(expected)
+
+
+def test_findings_refuses_a_run_wider_than_its_slots_before_any_study_trains(tmp_path, monkeypatch):
+    launched = []
+
+    class Recording(InstantPool):
+        def launch(self, todo, view):
+            launched.extend(todo)
+            super().launch(todo, view)
+
+    narrow = Study("narrow", ["model=cnn", "norm=layernorm"], [])
+    wide = Study("wide", ["model=cnn", "norm=layernorm", "train.devices=2"], [])
+    monkeypatch.setattr(findings, "STUDIES", (narrow, wide))
+    monkeypatch.setattr(findings, "LocalLauncher", Recording)
+    with pytest.raises(UsageError, match=r"train.devices=2: .* --jobs 2 or more"):
+        findings.run_studies(tmp_path / "runs", 1, "smoke", Console(file=io.StringIO()))
+    assert launched == []
