@@ -52,15 +52,22 @@ def store(runs, rms_last_seed=(0.8, 0.85, 0.85)) -> None:
         curve(runs, rms, (0.8, 0.85, 0.85) if seed < 3 else rms_last_seed, RMS_ELAPSED[seed])
 
 
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The default store, built once: every test that reads it writes nothing into it."""
+    where = tmp_path_factory.mktemp("cost_target")
+    store(where)
+    return where
+
+
 def rows(runs, target=None) -> tuple[dict, object]:
     request = pipeline.Request(runs, method=Method(reference=("norm=layernorm",)), target=target)
     table = pipeline.build_report(request).report.sections[0].tables["cost"]
     return table.set_index("norm.name").to_dict("index"), table
 
 
-def test_time_and_flops_to_a_named_target_and_their_paired_ratios(tmp_path):
-    store(tmp_path)
-    found, table = rows(tmp_path, target=0.8)
+def test_time_and_flops_to_a_named_target_and_their_paired_ratios(runs):
+    found, table = rows(runs, target=0.8)
     assert table.attrs["target"] == 0.8 and table.attrs["target_origin"] == "--target"
     ln_s = np.array([e[1] for e in LN_ELAPSED])  # LayerNorm reaches 0.8 at step 20
     rms_s = np.array([e[0] for e in RMS_ELAPSED])  # RMSNorm at step 10
@@ -81,9 +88,8 @@ def test_time_and_flops_to_a_named_target_and_their_paired_ratios(tmp_path):
     assert ln["time_ratio"] == 1.0
 
 
-def test_by_default_the_target_is_the_worst_runs_final_and_every_run_reaches_it(tmp_path):
-    store(tmp_path)
-    found, table = rows(tmp_path)
+def test_by_default_the_target_is_the_worst_runs_final_and_every_run_reaches_it(runs):
+    found, table = rows(runs)
     assert table.attrs["target"] == pytest.approx(0.85)
     assert table.attrs["target_origin"] == "the worst run's final"
     assert found["layernorm"]["reached"] == found["rmsnorm"]["reached"] == 4
@@ -108,9 +114,8 @@ def test_a_run_that_never_reaches_the_target_is_censored_not_guessed(tmp_path):
     }
 
 
-def test_a_target_that_is_no_number_is_refused_in_one_line(tmp_path):
-    store(tmp_path)
-    result = invoke("report", str(tmp_path), "--target", "nan")
+def test_a_target_that_is_no_number_is_refused_in_one_line(runs):
+    result = invoke("report", str(runs), "--target", "nan")
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
         "normbench: error: --target nan: a finite value of the section's metric"
@@ -133,12 +138,11 @@ def cost_table_page(runs, out, answer: bool) -> None:
     return columns
 
 
-def test_the_html_cost_table_puts_its_verdict_after_the_groups(tmp_path):
+def test_the_html_cost_table_puts_its_verdict_after_the_groups(runs, tmp_path):
     from normbench.report import html
 
-    store(tmp_path / "runs")
     page = tmp_path / "page.html"
-    cost_table_page(tmp_path / "runs", page, answer=True)
+    cost_table_page(runs, page, answer=True)
     headers = re.findall(r"<th[^>]*>([^<]*)</th>", page.read_text())
     assert headers[:4] == ["norm", "vs ref", "verdict", "seeds"], headers
     assert html.COST_ANSWER[0] == "vs ref"
@@ -146,15 +150,14 @@ def test_the_html_cost_table_puts_its_verdict_after_the_groups(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not found on PATH")
-def test_the_cost_verdict_is_on_screen_in_an_800_pixel_window(tmp_path):
+def test_the_cost_verdict_is_on_screen_in_an_800_pixel_window(runs, tmp_path):
     """The reference's verdict word ('reference', green) ends within the first 770 pixels (an
     800-pixel window less its scroll bar and the page's margin), laid out in a window wide
     enough to show the whole table; in the terminal's column order it ended beyond them."""
-    store(tmp_path / "runs")
 
     def verdict_ends(answer: bool) -> int:
         page = tmp_path / f"page-{answer}.html"
-        cost_table_page(tmp_path / "runs", page, answer)
+        cost_table_page(runs, page, answer)
         _, image = browse(page, tmp_path, "1600,400")
         rgb = (image[:, :, :3] * 255).astype(int)
         green = (abs(rgb - (0x1A, 0x7F, 0x37)).sum(axis=-1) < 60).any(axis=0)
