@@ -76,8 +76,11 @@ def download(source: HubSource, destination: Path) -> dict[str, list[tuple[str, 
     checksum; a file the hub has no checksum for is refused (nothing would check it)."""
     from huggingface_hub import HfApi, constants, hf_hub_download
 
-    api = HfApi()
-    where = f"{source.repo}@{source.revision[:12]} on {constants.ENDPOINT}"
+    # read now, not when huggingface_hub was imported: HF_ENDPOINT names a mirror (or, in the
+    # tests, a loopback address)
+    endpoint = os.environ.get("HF_ENDPOINT") or constants.ENDPOINT
+    api = HfApi(endpoint=endpoint)
+    where = f"{source.repo}@{source.revision[:12]} on {endpoint}"
     try:
         listed = None
         if any(any(c in p for c in "*?[") for paths in source.splits.values() for p in paths):
@@ -102,6 +105,7 @@ def download(source: HubSource, destination: Path) -> dict[str, list[tuple[str, 
                     repo_type="dataset",
                     revision=source.revision,
                     local_dir=destination,
+                    endpoint=endpoint,
                 )
             )
     except UsageError:
