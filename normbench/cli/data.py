@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from normbench.cli.app import data_app, fail, terminal
+from normbench.cli.app import data_app, fail
 
 
 @data_app.command("fetch")
@@ -74,10 +74,10 @@ def fetch(
 
 @data_app.command("list")
 def list_sets() -> None:
-    """The cached data sets: source, size on disk and fingerprint (no files are hashed)."""
-    from rich.table import Table
-
-    from normbench.data.hubcache import cached_sets, set_dir
+    """The cached data sets: size on disk, fingerprint, source, when fetched, and whether every
+    file is there at its size (checksums are a run's to check: no file is hashed here)."""
+    from normbench.core.text import plain
+    from normbench.data.hubcache import cached_sets, set_dir, size_problem
 
     found = cached_sets()
     if not found:
@@ -86,20 +86,17 @@ def list_sets() -> None:
             "cifar10"
         )
         return
-    table = Table(box=None, pad_edge=False)
-    for column in ("name", "kind", "source", "size", "fingerprint", "fetched"):
-        table.add_column(column)
-    for manifest in found:
+    for manifest in found:  # a few lines each: a full commit SHA does not fit a table's cell
         source = manifest.source
-        table.add_row(
-            manifest.name,
-            str(manifest.decoded.get("kind")),
-            f"{source['repo']}@{source['revision'][:12]}",
-            _size(manifest.size),
-            manifest.fingerprint,
-            manifest.fetched_at,
+        state = size_problem(manifest) or "all files there"
+        typer.echo(
+            plain(
+                f"{manifest.name} ({manifest.decoded.get('kind')}, {_size(manifest.size)}, "
+                f"fingerprint {manifest.fingerprint}): {state}"
+            )
         )
-    terminal().print(table)
+        typer.echo(plain(f"  from {source['repo']}@{source['revision']}"))
+        typer.echo(plain(f"  fetched {manifest.fetched_at}"))
 
 
 def _size(size: int) -> str:

@@ -224,6 +224,19 @@ def _hash_once(path: str, stamp: tuple[int, ...]) -> str:
     return sha256_of(Path(path))
 
 
+def size_problem(manifest: Manifest) -> str | None:
+    """The first file of a cached set that is missing or not of its manifest's size (None when
+    every one is): what ``normbench data list`` can say without hashing gigabytes."""
+    for relative, entry in sorted(manifest.files.items()):
+        try:
+            size = os.stat(set_dir(manifest.name) / relative).st_size
+        except OSError:
+            return f"{relative} missing"
+        if size != entry["size"]:
+            return f"{relative} truncated or replaced"
+    return None
+
+
 def cached_sets() -> list[Manifest]:
     """Every set in the cache with a readable manifest, by name (``normbench data list``)."""
     root = cache_dir() / "hub"

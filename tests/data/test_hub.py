@@ -187,7 +187,10 @@ def test_data_list_shows_each_cached_set_with_its_size_and_fingerprint(cache):
     fingerprint = checked("cifar10").fingerprint
     assert result.exit_code == 0, result.output
     assert "cifar10" in result.output and fingerprint in result.output
-    assert "uoft-cs/cifar10@0b2714987fa4" in result.output and " MB " in result.output
+    assert f"uoft-cs/cifar10@{SHIPPED['cifar10'].revision}" in result.output
+    assert " MB, " in result.output and "all files there" in result.output
+    (set_dir("cifar10") / DECODED).unlink()
+    assert f"{DECODED} missing" in invoke("data", "list").output
     assert set_dir("cifar10").is_dir()
 
 
