@@ -35,7 +35,6 @@ MANIFEST_LIMIT = 1 << 20
 FILE_LIMIT = 64 << 30  # a fetched file; what is read into memory is bounded by its loader
 COMMIT = re.compile(r"^[0-9a-f]{40}$")  # a pinned revision: a full commit SHA, never a branch
 SET_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
-HUB_KINDS = ("images", "text")
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from normbench.data.hubcache import (
 )
 from normbench.data.pysource import fixed_windows
 
-DECODED_LIMIT = 32 << 30
+DECODED_LIMIT = 32 << 30  # what decoded.npz's arrays may expand to (its bytes: the manifest's size)
 CIFAR10_SHAPE = (3, 32, 32)
 AUGMENTATIONS = ("crop_flip", "flip", "none")  # data.augment
 
@@ -61,10 +61,6 @@ def hub_description(data: dict) -> Description:
     manifest = manifest_of(data)
     shape = tuple(manifest.decoded["input_shape"])
     return Description(shape, manifest.decoded["num_classes"], 0, "images")
-
-
-def hub_input_shape(data: dict) -> tuple[int, ...]:
-    return hub_description(data).input_shape
 
 
 def hub_split_sizes(data: dict) -> dict[str, int]:
