@@ -166,12 +166,19 @@ def eval_stats_lines(selection: Selection) -> list[str]:
         )
         table = section_of(result).tables["convergence"]
         row = table[table["norm.eval_stats"].map(label) == "mean"].iloc[0]
-        lines.append(
-            f"On {devices} ranks the ranks' mean is **{row['verdict']}** against rank 0's "
-            f"({row['diff_vs_reference']:+.4f}, 90% CI {row['diff_ci_low']:+.4f} to "
-            f"{row['diff_ci_high']:+.4f}, {row['n']} seeds)."
-        )
+        lines.append(f"On {devices} ranks the ranks' mean is {difference_text(row)}.")
     return lines
+
+
+def difference_text(row: pd.Series) -> str:
+    """A convergence row's verdict against the reference with its paired difference and 90%
+    interval, or why there is none (no seed run in both groups yet)."""
+    if pd.isna(row["diff_vs_reference"]) or pd.isna(row["diff_ci_low"]):
+        return f"not compared ({row['n']} run(s), no seed paired with the reference)"
+    return (
+        f"**{row['verdict']}** against rank 0's ({row['diff_vs_reference']:+.4f}, 90% CI "
+        f"{row['diff_ci_low']:+.4f} to {row['diff_ci_high']:+.4f}, {row['n']} seeds)"
+    )
 
 
 # ------------------------------------------------------------------------ the GPU variant
@@ -240,9 +247,10 @@ def devices(ctx: Context) -> str:
         f"{global_batch} on 1 to {widest} ranks of DistributedDataParallel over gloo, one "
         "thread a rank, `findings --jobs 4`: a 4-rank run takes four worker slots). Per arm and "
         "number of ranks: test accuracy and, against the same norm's 1-rank run, the paired "
-        "difference with its 90% interval and the report's verdict (worse: one-sided t; "
-        "equivalent: TOST within ±0.01; Holm over the arm's rows). `statistics_batch`: the "
-        "samples BatchNorm's statistics see in training.",
+        "difference with its 90% interval (per comparison, not adjusted) and the report's "
+        "verdict (better or worse: paired t, two-sided; equivalent: TOST within ±0.01; Holm "
+        "over the arm's rows; docs/statistics.md). `statistics_batch`: the samples "
+        "BatchNorm's statistics see in training.",
         md(table, TABLE_COLUMNS),
         *claims,
         family.RULE,

@@ -75,3 +75,16 @@ def test_findings_refuses_a_run_wider_than_its_slots_before_any_study_trains(tmp
     with pytest.raises(UsageError, match=r"train.devices=2: .* --jobs 2 or more"):
         findings.run_studies(tmp_path / "runs", 1, "smoke", Console(file=io.StringIO()))
     assert launched == []
+
+
+def test_a_comparison_without_a_paired_seed_says_so_rather_than_printing_nan():
+    unpaired = pd.Series({"verdict": "-", "diff_vs_reference": float("nan"), "n": 2})
+    unpaired["diff_ci_low"] = unpaired["diff_ci_high"] = float("nan")
+    assert devices.difference_text(unpaired).startswith("not compared (2 run(s)")
+    paired = pd.Series(
+        {"verdict": "equivalent", "diff_vs_reference": 0.002, "n": 5}
+        | {"diff_ci_low": -0.001, "diff_ci_high": 0.005}
+    )
+    assert devices.difference_text(paired) == (
+        "**equivalent** against rank 0's (+0.0020, 90% CI -0.0010 to +0.0050, 5 seeds)"
+    )
