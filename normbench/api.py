@@ -57,6 +57,7 @@ name that needs it is asked for; the DataFrame functions never do.
 from __future__ import annotations
 
 import importlib
+import math
 import numbers
 import warnings
 from collections.abc import Callable, Iterable
@@ -237,8 +238,9 @@ class ReportOption:
     """A keyword of ``report``: the ``normbench report`` flag it stands for, and the step of
     the command that takes it (``select``: catalog.select_runs, ``method``:
     report.base.Method.from_options, ``build``: report.sections.build, ``across``:
-    report.across.across, ``scaling``: report.scaling_section.build, ``output``:
-    diagnostics and ``--table``), under which parameter name, with which default."""
+    report.across.across, ``scaling``: report.scaling_section.build, ``cost``:
+    report.cost_target.attach_to_target, ``output``: diagnostics and ``--table``), under which
+    parameter name, with which default."""
 
     flag: str
     step: str
@@ -264,6 +266,20 @@ def _integer(name: str) -> Callable[[Any], int]:
     def parse(value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise UsageError(f"report option {name}={value!r}: valid: an integer")
+        return value
+
+    return parse
+
+
+def _finite(name: str) -> Callable[[Any], float]:
+    """A finite number keyword (``target=0.9``), refused in one line as the flag would be."""
+    number = _number(name)
+
+    def parse(value: Any) -> float:
+        if not math.isfinite(number(value)):
+            raise UsageError(
+                f"report option {name}={value!r}: valid: a finite value of the section's metric"
+            )
         return value
 
     return parse
@@ -297,6 +313,7 @@ REPORT_OPTIONS = {
     "scaling": ReportOption("--scaling", "scaling", "key"),
     "diagnostics": ReportOption("--diagnostics", "output", "diagnostics", False),
     "table": ReportOption("--table", "output", "only"),
+    "target": ReportOption("--target", "cost", "target", parse=_finite("target")),
 }
 
 
@@ -396,6 +413,7 @@ def _report(
         "build": {},
         "across": {},
         "scaling": {},
+        "cost": {},
         "output": {},
     }
     for name, option in REPORT_OPTIONS.items():
@@ -420,6 +438,8 @@ def _report(
         profile=steps["across"]["profile_x"],
         diagnostics=steps["output"]["diagnostics"],
         scaling=steps["scaling"]["key"],
+        target=steps["cost"]["target"],
+        to_target=steps["output"]["only"] in (None, "cost"),
     )
     messages: list[str] = []  # runs skipped, a tuned comparison's notes: raised as warnings
 

@@ -144,6 +144,7 @@ SAMPLES = {
     "across": "data",
     "profile": "time",  # alone it is refused by both, in the same words
     "scaling": "model.width",  # refused by both in the same words where it has < 3 values
+    "target": 0.5,  # val_acc, reached by some runs, not all
 }
 # Flags that change how a report is shown, not what it holds.
 DISPLAY_FLAGS = {"--format", "--out", "--plots", "--html", "--x", "--runs-dir", "--help"}
@@ -202,6 +203,23 @@ def test_every_flag_that_changes_a_report_is_an_option_of_report():
     flags = {opt for param in command.params for opt in param.opts if opt.startswith("--")}
     options = {option.flag for option in api.REPORT_OPTIONS.values()}
     assert flags - DISPLAY_FLAGS == options, "a flag of `normbench report` that report() lacks"
+
+
+def test_report_target_sets_the_cost_tables_target_as_the_flag_does(tmp_path):
+    """report(target=...) is --target: the cost table's time and FLOPs to that value (a store
+    with timed runs, where the cost table is shown); a non-finite one is refused."""
+    from tests.report.test_cost_target import store as timed_store
+
+    timed_store(tmp_path)
+    options = {"reference": "norm=layernorm", "target": 0.8}
+    ours = api_report(tmp_path, (), options)
+    assert ours["cost"] == cli_report(tmp_path, (), options)["cost"]
+    default = api_report(tmp_path, (), {"reference": "norm=layernorm"})
+    assert [row["time_to_target_s"] for row in ours["cost"]] != [
+        row["time_to_target_s"] for row in default["cost"]
+    ]
+    with pytest.raises(api.UsageError, match="report option target=nan: valid: a finite"):
+        api.report(tmp_path, target=float("nan"))
 
 
 def test_report_refuses_an_unknown_option_naming_the_valid_ones(store):
