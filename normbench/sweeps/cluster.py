@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import os
 import signal
 import subprocess
@@ -142,6 +143,16 @@ class RunJob:
 INTERRUPTED_STATES = ("CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL", "BOOT_FAIL", "DEADLINE")
 RUNNING_STATES = ("RUNNING", "COMPLETING")
 STATE_POLL_S = 2.0  # how often the queue is asked for the jobs' states
+RANKS_GRACE_S = 30.0  # how long the other ranks of a run have to end after its rank 0
+
+
+# What a rank's collective raises when another rank has gone (its connection closed, reset or
+# broken; NCCL's communicator aborted): the consequence of that rank's failure, not a cause.
+PEER_GONE = ("Connection closed", "Connection reset", "Broken pipe", "communicator was aborted")
+
+
+def peer_gone(error: str) -> bool:
+    return any(words in error for words in PEER_GONE)
 
 
 class SubmissionRefused(UsageError):
@@ -209,6 +220,7 @@ class SubmititLauncher:
         window = len(jobs) if self.cluster == "slurm" else self.parallelism(len(jobs))
         pending, active = deque(jobs), {}
         running: set[str] = set()  # what the view was last told runs (the rest waits)
+        leader_ended: dict[str, float] = {}  # a run of N ranks: when its rank 0 was seen done
         next_poll = 0.0
         try:
             while pending or active:
@@ -225,6 +237,8 @@ class SubmititLauncher:
                         del active[rid]
                         running.discard(rid)
                         self.collect(job, handle, view)
+                    elif self.outlived(rid, handle, leader_ended):
+                        handle.cancel(check=False)  # ranks left behind by their run's end
                     elif (self.state(handle) in RUNNING_STATES) != (rid in running):
                         running ^= {rid}  # started, or requeued and waiting again
                         (view.started if rid in running else view.queued)(rid)
@@ -232,6 +246,18 @@ class SubmititLauncher:
         except KeyboardInterrupt:
             self.cancel(active, view)
             raise
+
+    def outlived(self, rid: str, handle, leader_ended: dict[str, float]) -> bool:
+        """Whether a run of N ranks has other tasks still running ``RANKS_GRACE_S`` seconds
+        after its rank 0 returned (its run ended: a rank that hangs, or waits at a collective
+        for a peer that will not come, would hold the job to its time limit)."""
+        if handle.num_tasks == 1 or not handle.task(0).paths.result_pickle.exists():
+            return False
+        seen = leader_ended.setdefault(rid, time.monotonic())
+        if time.monotonic() - seen <= RANKS_GRACE_S:
+            return False
+        leader_ended[rid] = math.inf  # cancelled once: never again
+        return True
 
     def submit(self, executor, batch: list[Job], cfgs: dict[str, dict]) -> list:
         """Submit a batch as one array per number of ranks (a run of ``train.devices=N`` is one
@@ -274,13 +300,47 @@ class SubmititLauncher:
             meeting.unlink(missing_ok=True)
         if handle.paths.result_pickle.exists() or self.state(handle) == "COMPLETED":
             try:
-                view.done(job.run_id, **handle.task(0).result())
-                return
+                result = handle.task(0).result()
             except Exception as exc:  # the job crashed outside the run (killed, out of memory)
                 status, error = self.crash_reason(handle, exc)
+            else:
+                view.done(job.run_id, **self.with_rank_failure(job, handle, result))
+                return
         else:
             status, error = self.lost_reason(handle)
         view.done(job.run_id, *record_lost_run(self.runs_dir, job, status, error))
+
+    def with_rank_failure(self, job: Job, handle, result: dict) -> dict:
+        """Rank 0's result, unless another rank's failure ended the run: rank 0 then saw only
+        its peer's connection close (or was stopped), and the run's error becomes that rank's,
+        in one line (``rank k of N: ...``), in meta.json too, as a run launched here says."""
+        if handle.num_tasks == 1 or result["status"] not in ("failed", "interrupted"):
+            return result
+        if result["status"] == "failed" and not peer_gone(result["error"] or ""):
+            return result  # rank 0 failed first: the others' errors follow from it
+        cause = self.rank_failure(handle)
+        if cause is None:
+            return result
+        run = RunDir(self.runs_dir, job.run_id)
+        meta = run.read_meta()
+        if meta is not None:
+            run.write_meta({**meta, "status": "failed", "error": cause})
+        return {**result, "status": "failed", "error": cause}
+
+    def rank_failure(self, handle) -> str | None:
+        """The first failure, in one line, among the tasks other than rank 0 that is not a
+        peer's connection closing: an error they raised, or their end without a result."""
+        for rank in range(1, handle.num_tasks):
+            task = handle.task(rank)
+            if not task.paths.result_pickle.exists():
+                return f"rank {rank} of {handle.num_tasks}: ended without a result (killed?)"
+            error = task.exception()
+            if error is None:
+                continue
+            line = self.crash_reason(task, error)[1]
+            if not peer_gone(line):
+                return f"rank {rank} of {handle.num_tasks}: {line}"
+        return None
 
     def lost_reason(self, handle) -> tuple[str, str]:
         """A job that ended without a result: interrupted when the scheduler ended it

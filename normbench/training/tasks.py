@@ -12,6 +12,7 @@ it and write nothing.
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 
@@ -41,6 +42,8 @@ def run_task(
     check_devices(cfg["train"]["devices"], device)
     for signum in STOPS:
         signal.signal(signum, stop_once)
+    # what torch's launcher tells each rank, for code that reads it (a user's norm)
+    os.environ.update(RANK=str(place.rank), LOCAL_RANK=str(place.rank), WORLD_SIZE=str(place.world))
     cfg = {**cfg, "threads": 1}  # each rank one thread: N ranks, N cores (as locally)
     torch.set_num_threads(1)
     ranks = join(cfg, device, place, str(store_path))

@@ -138,3 +138,29 @@ def test_a_pooled_worker_that_died_while_idle_is_replaced_before_the_next_launch
     statuses = {job.run_id: RunDir(runs, job.run_id).read_meta()["status"] for job in sweep.jobs}
     assert statuses == {first.run_id: "complete", second.run_id: "complete"}
     assert not pool.workers
+
+
+@pytest.mark.slow
+def test_a_rank_task_that_raises_fails_its_run_in_one_line_naming_the_rank(tmp_path):
+    """A run of 2 ranks as 2 submitit tasks (the path SLURM takes, here on this machine):
+    rank 1 raises; rank 0 sees only its peer's connection close, and the run's error is
+    rank 1's, as a run launched by torch's launcher says it."""
+    runs = tmp_path / "runs"
+    tests = str(Path(__file__).parents[1])
+    faulty = {"PYTHONPATH": tests, "FAULT": "raise", "FAULT_RANK": "1", "FAULT_AT": "3"}
+    result = subprocess.run(
+        [sys.executable, "-m", "normbench", "sweep", "model=cnn", "model.width=8"]
+        + ["model.depth=1", "data.num_samples=500", "norm=faulty_norms:FaultyRank"]
+        + ["train.devices=2", "train.max_steps=6", "train.log_every=2", "device=cpu"]
+        + ["--launcher", "submitit_local", "launcher.cpus_per_task=1", "--runs-dir", str(runs)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **faulty},
+        timeout=300,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    (run_dir,) = [p for p in runs.iterdir() if p.name.startswith("cnn-")]
+    meta = RunDir(runs, run_dir.name).read_meta()
+    assert meta["status"] == "failed"
+    assert meta["error"].startswith("rank 1 of 2: RuntimeError: an injected fault (log: ")
+    assert "\n" not in meta["error"]
