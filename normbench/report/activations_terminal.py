@@ -25,7 +25,7 @@ def has_activations(table: pd.DataFrame) -> bool:
 def activations_caption(when: str) -> str:
     """The activation table's caption; ``when``: DIAGNOSTICS_WHEN's words for its step."""
     return (
-        f"Activations {when} (mean over seeds), on a fixed evaluation batch (the first 256 "
+        f"Activations {when} (mean over seeds), on a fixed evaluation batch (the first 64 "
         "validation samples, eval mode): excess kurtosis (Fisher's m4/m2^2 - 3 over each "
         "sample's values, averaged over samples; 0 for a Gaussian) and largest |x| of the "
         "sublayer's output (out) and of the residual stream the unit leaves (stream); sink: "

@@ -31,7 +31,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-PROBE_SAMPLES = 256  # the fixed evaluation batch: the first validation samples
+# The fixed evaluation batch: the first validation samples. 64: on the byte LM, 256 windows
+# cost 3% of the CPU time of the 250 steps between evaluations, 64 cost 0.5%.
+PROBE_SAMPLES = 64
 SINK_CHUNK_ELEMENTS = 1 << 24  # attention weights formed at once for the sink: 64 MiB
 
 

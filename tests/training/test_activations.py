@@ -17,6 +17,7 @@ from normbench.experiment.compose import compose
 from normbench.layers.models import Attention, build_model
 from normbench.store.rundir import RunDir
 from normbench.training.activations import (
+    PROBE_SAMPLES,
     attention_probabilities,
     attention_sink,
     chunked_sink,
@@ -158,12 +159,12 @@ def test_hooks_are_removed_when_the_forward_fails():
 
 def test_step_zero_is_measured_at_initialisation_on_the_first_validation_samples(tmp_path):
     """The step-0 rows of a run on padded tokens are the model at initialisation on its first
-    256 validation samples; the rows of the last step are not (it trained)."""
+    PROBE_SAMPLES (64) validation samples; the rows of the last step are not (it trained)."""
     cfg = compose(tiny("diagnostics=true", data="tokens"))
     trainer = Trainer(cfg, torch.device("cpu"), RunDir(tmp_path / "hand", "r"), progress=False)
     trainer.setup()
     val = trainer.tensors["val"]
-    batch = (val["x"][:256], val["mask"][:256])
+    batch = (val["x"][:PROBE_SAMPLES], val["mask"][:PROBE_SAMPLES])
     expected = measure(trainer.model, list(trainer.model.units), batch)
     outcome = run_experiment(cfg, tmp_path / "runs", progress=False)
     frame = pd.read_parquet(outcome.path / "diagnostics.parquet").sort_values(["step", "unit"])
