@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from normbench.report.batch import PER_DEVICE_BATCH
 from normbench.report.labels import label
 from normbench.store.catalog import Selection
 from normbench.studies import family, registry
@@ -124,7 +125,10 @@ def arm_table(selection: Selection, arm: Arm, global_batch: int) -> pd.DataFrame
     """The arm's row per N: test accuracy, and against the 1-rank run its paired difference
     with its interval and the report's verdict (Holm over the arm's N)."""
     runs = arm_runs(selection, arm)
-    result = report(runs, by=["train.devices"], reference=("train.devices=1",), test=True)
+    # The report adds the per-device batch as a grouping key beside train.devices and picks a
+    # reference per value of the other keys: named too, so that the 1-rank run is every N's.
+    reference = ("train.devices=1", f"{PER_DEVICE_BATCH}={global_batch}")
+    result = report(runs, by=["train.devices"], reference=reference, test=True)
     table = section_of(result).tables["convergence"].copy()
     devices = table["train.devices"].map(label).astype(int)
     per_device = global_batch // devices
@@ -226,11 +230,24 @@ def gpu_text(plan: GpuPlan) -> str:
     )
 
 
+def complete_seeds(selection: Selection) -> tuple[Selection, str]:
+    """The runs of the seeds that trained every run of the design (the most runs any seed
+    has), so that every mean in the table is over the same seeds as its paired difference;
+    and a sentence saying which seeds those are, and what was left out."""
+    runs = selection.runs[selection.runs["status"] == "complete"]
+    per_seed = runs.groupby(runs["seed"].map(label).astype(int))["run_id"].count()
+    kept = sorted(int(seed) for seed in per_seed.index[per_seed == per_seed.max()])
+    chosen = subset(selection, lambda r: r["seed"].map(label).astype(int).isin(kept))
+    left = len(selection.runs) - len(chosen.runs)
+    said = f"Seed{'s' * (len(kept) > 1)} {', '.join(map(str, kept))}: each ran every arm at every N"
+    return chosen, said + (f" ({left} runs of other seeds left out)." if left else ".")
+
+
 # --------------------------------------------------------------------------- the section
 def devices(ctx: Context) -> str:
     """The per-N table, the registered claims labelled by the rule, the evaluation-statistics
     comparison (exploratory), and the GPU variant's plan."""
-    selection = load(ctx.runs, "devices")
+    selection, seeds_text = complete_seeds(load(ctx.runs, "devices"))
     runs = selection.runs
     global_batch = int(label(runs["batch_size"].iloc[0]))
     table = per_n_table(selection, global_batch)
@@ -250,7 +267,7 @@ def devices(ctx: Context) -> str:
         "difference with its 90% interval (per comparison, not adjusted) and the report's "
         "verdict (better or worse: paired t, two-sided; equivalent: TOST within ±0.01; Holm "
         "over the arm's rows; docs/statistics.md). `statistics_batch`: the samples "
-        "BatchNorm's statistics see in training.",
+        "BatchNorm's statistics see in training. " + seeds_text,
         md(table, TABLE_COLUMNS),
         *claims,
         family.RULE,

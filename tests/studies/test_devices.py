@@ -88,3 +88,16 @@ def test_a_comparison_without_a_paired_seed_says_so_rather_than_printing_nan():
     assert devices.difference_text(paired) == (
         "**equivalent** against rank 0's (+0.0020, 90% CI -0.0010 to +0.0050, 5 seeds)"
     )
+
+
+def test_the_table_reads_only_the_seeds_that_ran_every_arm_at_every_n():
+    frame = pd.DataFrame(
+        {
+            "run_id": ["a0", "b0", "c0", "a1", "b1", "c1", "a2"],
+            "seed": [0, 0, 0, 1, 1, 1, 2],
+            "status": ["complete"] * 5 + ["interrupted", "complete"],
+        }
+    )
+    chosen, said = devices.complete_seeds(Selection(frame, []))
+    assert list(chosen.runs["run_id"]) == ["a0", "b0", "c0"]
+    assert said == "Seed 0: each ran every arm at every N (4 runs of other seeds left out)."
