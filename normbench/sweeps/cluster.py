@@ -181,6 +181,12 @@ def submitit_parameters(settings: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if v is not None}
 
 
+def job_shape(settings: dict[str, Any], devices: int) -> dict[str, int]:
+    """The job of a run of ``devices`` ranks: that many tasks on its one node, one per rank,
+    and ``launcher.gpus_per_node`` GPUs for each rank (rank k uses GPU k)."""
+    return {"tasks_per_node": devices, "gpus_per_node": settings["gpus_per_node"] * devices}
+
+
 class SubmititLauncher:
     """submitit's executor: one SLURM array job, or (``submitit_local``) the same submission
     path run on this machine, ``array_parallelism`` runs at a time."""
@@ -269,7 +275,7 @@ class SubmititLauncher:
         try:
             for devices in sorted({job.cfg["train"]["devices"] for job in batch}):
                 group = [job for job in batch if job.cfg["train"]["devices"] == devices]
-                executor.update_parameters(tasks_per_node=devices)
+                executor.update_parameters(**job_shape(self.settings, devices))
                 with contextlib.redirect_stderr(io.StringIO()):  # submitit echoes sbatch's stderr
                     submitted = executor.map_array(
                         RunJob(),

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from normbench.cli import app
 from normbench.store.rundir import Rerun, RunDir
-from normbench.sweeps.cluster import SubmititLauncher
+from normbench.sweeps.cluster import SubmititLauncher, job_shape
 from normbench.sweeps.grid import expand
 from normbench.sweeps.launchers import launcher_settings
 from normbench.sweeps.live import LiveView
@@ -81,6 +81,24 @@ def test_python_signal_delay_and_requeues_reach_the_submission(tmp_path, monkeyp
     assert executor.max_num_timeout == 5
     script = _make_sbatch_string(command=command, folder=tmp_path, **executor.parameters)
     assert "#SBATCH --signal=USR2@120" in script and "#SBATCH --time=30" in script
+
+
+def test_a_run_of_n_ranks_asks_for_n_tasks_on_one_node_and_a_gpu_for_each(tmp_path, monkeypatch):
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "srun").write_text("#!/bin/sh\nexit 1\n")
+    (fake_bin / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake_bin}:{os.environ['PATH']}")
+    settings = launcher_settings("slurm", ["launcher.gpus_per_node=1"])
+    launcher = SubmititLauncher(settings, tmp_path / "runs", Rerun(), tmp_path / "x.submitit")
+    executor = launcher.executor()
+    executor.update_parameters(**job_shape(settings, 4))
+    slurm = executor._executor
+    script = _make_sbatch_string(command="python", folder=tmp_path, **slurm.parameters)
+    assert "#SBATCH --nodes=1" in script and "#SBATCH --ntasks-per-node=4" in script
+    assert "#SBATCH --gpus-per-node=4" in script
 
 
 def test_the_live_view_counts_pending_apart_from_running_and_its_clock_moves():
