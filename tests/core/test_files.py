@@ -52,6 +52,8 @@ ALLOWED = {
     ("data/hubfetch.py", ".open("): "Pillow decoding bytes already read (a BytesIO)",
     ("report/diagnostics.py", "read_parquet("): "core.files.read_parquet, the bounded reader",
     ("store/rundir.py", "read_parquet("): "core.files.read_parquet: a run's metrics, diagnostics",
+    ("api.py", "read_parquet("): "core.files.read_parquet, the bounded reader: diagnostics",
+    ("report/cost_target.py", "read_parquet("): "core.files.read_parquet, the bounded reader",
     ("studies/registry.py", "yaml.safe_load("): "bytes from core.files.read_bytes: a claim file",
 }
 
