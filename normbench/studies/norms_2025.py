@@ -52,6 +52,8 @@ SHOWN = {
     "max_abs": "largest |x| (log10)",
     "sink": "attention sink (log10)",
     "growth": "mean-square growth (log10)",
+    "first_ms": "after the first unit (log10)",
+    "last_ms": "after the last unit (log10)",
     "gap": "mean |gap| to RMSNorm (bpb)",
 }
 
@@ -88,7 +90,8 @@ def activation_measures(diagnostics: pd.DataFrame) -> dict[str, float]:
     """The registered activation measures at the last diagnosed step: the largest excess
     kurtosis over units of the stream and the sublayer output, log10 of the largest |x| of the
     stream, log10 of the attention sink averaged over attention units, and log10 of the
-    stream's mean square after the last unit over that after the first."""
+    stream's mean square after the last unit over that after the first; and, described only,
+    log10 of the mean square after the first unit and after the last."""
     last = diagnostics[diagnostics["step"] == diagnostics["step"].max()].sort_values("unit")
     kurtosis = np.nanmax(last[["resid_kurtosis", "sublayer_kurtosis"]].to_numpy(dtype=float))
     sink = last["attn_sink"].dropna()
@@ -98,6 +101,8 @@ def activation_measures(diagnostics: pd.DataFrame) -> dict[str, float]:
         "max_abs": log10(float(last["resid_max_abs"].max())),
         "sink": log10(float(sink.mean())) if len(sink) else math.nan,
         "growth": 2 * (log10(rms[-1]) - log10(rms[0])),
+        "first_ms": 2 * log10(rms[0]),
+        "last_ms": 2 * log10(rms[-1]),
     }
 
 
@@ -136,7 +141,8 @@ def group_table(frame: pd.DataFrame, groups: list[tuple], columns: list[str]) ->
         for column in columns:
             values = part[column].to_numpy(dtype=float)
             mean, ci = stats.mean_ci(values[np.isfinite(values)])
-            row[SHOWN[column]] = f"{mean:.3g} ±{ci:.2g}" if math.isfinite(ci) else f"{mean:.3g}"
+            shown = f"{mean:.3g} ±{ci:.2g}" if math.isfinite(ci) else f"{mean:.3g}"
+            row[SHOWN[column]] = shown if math.isfinite(mean) else "-"
         row["seeds"] = part["seed"].nunique()
         rows.append(row)
     return pd.DataFrame(rows)
@@ -228,7 +234,7 @@ def gpas(ctx: Context) -> str:
     """GPAS against Pre-LN on the growth of the residual stream's mean square over depth."""
     runs, frame, command = context_of(ctx)
     groups = [REFERENCE, ("rmsnorm", "gpas", "none", "adamw")]
-    table = group_table(frame, groups, ["val_bpb", "growth"])
+    table = group_table(frame, groups, ["val_bpb", "growth", "first_ms", "last_ms"])
     return paragraphs(
         "## GPAS and the growth of activations over depth under Pre-LN (Chen et al. 2025)",
         "**Claim.** Under Pre-LN the residual stream's variance grows with depth; GPAS scales "
@@ -239,7 +245,8 @@ def gpas(ctx: Context) -> str:
         "placement=gpas).",
         "Per group, over seeds (mean ±95% interval): the final validation bits per byte and "
         "log10 of the residual stream's mean square after the last unit over that after the "
-        "first, at the last diagnosed step:",
+        "first (the registered measure), and, described only, the two mean squares (log10), "
+        "at the last diagnosed step:",
         md(table, list(table.columns)),
         claim_text(MEASURES["growth"], frame, runs, "growth"),
         family.RULE,
@@ -248,7 +255,10 @@ def gpas(ctx: Context) -> str:
         f"{steps_of(runs)} steps, the gates starting at 0 and moved only by training. The "
         "measure is the end-to-end growth of the mean square, not its shape over depth, and "
         "not whether GPAS speeds up convergence (their headline), which the bits per byte "
-        "above only describe.",
+        "above only describe. GPAS multiplies each unit's output by 1 - SiLU(g), above 1 "
+        "for a negative gate (SiLU's least value is -0.28): it can enlarge the stream as "
+        "well as shrink it, and the two mean squares show which it did here; the gates' "
+        "values are not recorded.",
     )
 
 
