@@ -92,7 +92,8 @@ def test_an_unknown_study_is_refused_in_one_line_and_nothing_is_written(tmp_path
     )
     assert result.exit_code == 2
     line = result.output.strip()
-    assert "--study sweet: no such study; valid: batch, placement" in line
+    valid = ", ".join(findings.study_names())
+    assert f"--study sweet: no such study; valid: {valid}" in line and "placement" in valid
     assert "\n" not in line and "Traceback" not in result.output
     assert not runs.exists() and not out.exists()
 
