@@ -1,6 +1,7 @@
 """The cost of more ranks: for runs that differ only in ``train.devices`` (N), one line per
 family of groups: the step time at each N, the scaling efficiency at each N above 1 with its
-interval paired by seed, and the collectives' share of a step (not measured: a note says so).
+interval paired by seed, and the gradient all-reduce's share of a step where it was measured
+(CPU ranks: normbench.training.distributed.AllReduceClock; "not measured" elsewhere).
 
 Scaling efficiency is the throughput at N over N times the throughput at 1 rank; at a fixed
 global batch (``batch_size``, which runs differing only in N share) that is step time at 1
@@ -28,9 +29,7 @@ from normbench.report.labels import label
 from normbench.report.results import numbers
 
 DEVICES = "train.devices"
-# What the report says of the time a step spends in its collectives (DDP's gradient
-# all-reduce): normbench does not time them.
-COLLECTIVES = "collectives' share not measured"
+SHARE = "allreduce_share_median"  # each run's median over its steps (normbench.training.cost)
 
 
 def device_scaling_lines(runs: pd.DataFrame, keys: list[str]) -> list[str]:
@@ -74,18 +73,36 @@ def family_line(by_devices: dict[int, pd.DataFrame]) -> str:
         if np.isfinite(load).any()
         else "load not recorded"
     )
+    collectives = collectives_text(by_devices)
     if None in hosts or len(hosts) > 1:
         why = "host not recorded" if None in hosts else f"hosts differ: {', '.join(sorted(hosts))}"
-        return f"{steps}; efficiency not computed ({why}); {COLLECTIVES}"
+        return f"{steps}; efficiency not computed ({why}); {collectives}"
     if 1 not in by_devices:
-        return f"{steps}; efficiency not computed (no 1-rank runs); {shown_load}; {COLLECTIVES}"
+        return f"{steps}; efficiency not computed (no 1-rank runs); {shown_load}; {collectives}"
     one = log_steps(by_devices[1])
     parts = [
         efficiency_text(n, efficiency(one, log_steps(part), n))
         for n, part in sorted(by_devices.items())
         if n != 1
     ]
-    return f"{steps}; {'; '.join(parts)}; {shown_load}; {COLLECTIVES}"
+    return f"{steps}; {'; '.join(parts)}; {shown_load}; {collectives}"
+
+
+def collectives_text(by_devices: dict[int, pd.DataFrame]) -> str:
+    """The gradient all-reduce's share of a step at each N above 1, the median over the
+    runs of each run's median share; 'not measured' where no run recorded one (CUDA, or runs
+    made before normbench timed it)."""
+    shares = {
+        n: numbers(part[SHARE]) if SHARE in part else np.full(len(part), math.nan)
+        for n, part in sorted(by_devices.items())
+        if n != 1
+    }
+    measured = [
+        f"all-reduce {np.median(s[np.isfinite(s)]):.0%} of a step at {n}"
+        for n, s in shares.items()
+        if np.isfinite(s).any()
+    ]
+    return "; ".join(measured) if measured else "collectives' share not measured"
 
 
 def log_steps(part: pd.DataFrame) -> dict:

@@ -63,8 +63,8 @@ FILE = ".index.sqlite"
 # Bumped when the tables change, or what a row means: an index of another version is rebuilt
 # (4: stamps with ctime and inode, and configs read with the keys their optimizer ignores null;
 # 5: the summary holds parameters_non_embedding; 6: and what the steps cost; 7: the host and
-# its CPU count; 8: the data's fingerprint)
-SCHEMA_VERSION = 8
+# its CPU count; 8: the data's fingerprint; 9: a data-parallel run's all-reduce share)
+SCHEMA_VERSION = 9
 INDEX_LIMIT = 4 << 30  # bytes: 100,000 runs take about 60 MB
 
 

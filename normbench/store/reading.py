@@ -71,6 +71,7 @@ SUMMARY_FIELDS = (
     "load_start",
     "load_end",
     "cpu_count",
+    "allreduce_share_median",  # a data-parallel run's on a CPU (null for one process)
 )
 # Where a run's numbers came from: the code's fingerprint, torch, the device it ran on, the
 # machine (its host name: step times compare only within one) and, for a set fetched from the

@@ -21,6 +21,10 @@ id (it observes a run, as ``train_s`` does).
   left out (their hooks make them slower).
 - **Throughput** (``examples_per_s``, ``tokens_per_s``): the batch, and its positions
   (padding included; None for inputs that are not sequences), over the median step time.
+- **All-reduce share** (``allreduce_share_median``, CPU ranks of a data-parallel run only):
+  the median over the timed steps of the gradient all-reduce's wall time over the step's
+  (normbench.training.distributed.AllReduceClock: first bucket launched to last completed);
+  None for one process and on CUDA.
 - **Load** (``load_start``, ``load_end``): the 1-minute load average (``os.getloadavg``) when
   training began and ended, with ``cpu_count``: a run timed on a busy machine says so. The
   host and the device are meta.json's ``host`` and ``device``.
@@ -48,6 +52,7 @@ import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 from normbench.training.batches import Batch, DataOrder
+from normbench.training.distributed import AllReduceClock
 
 WARMUP_STEPS = 5  # steps of each attempt left untimed: first calls, allocator, caches
 
@@ -61,6 +66,7 @@ class Trainer(Protocol):
     model: torch.nn.Module
     data_order: DataOrder
     step: Callable[..., tuple]
+    allreduce_clock: AllReduceClock | None
 
     def batches(self) -> Iterator[Batch]: ...
 
@@ -149,6 +155,8 @@ class StepCost:
         self.events: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []  # CUDA: each step's
         self.steps_seen = 0
         self.load_start = os.getloadavg()[0]
+        self.clock = trainer.allreduce_clock  # a CPU rank's: its gradient all-reduce timed
+        self.allreduce_shares: list[float] = []  # each timed step's all-reduce over its time
 
     @classmethod
     def attach(cls, trainer: Trainer) -> StepCost:
@@ -190,9 +198,14 @@ class StepCost:
                 end.record()
                 self.events.append((start, end))
                 return result
+            if self.clock is not None:
+                self.clock.take()  # what the untimed steps before this one left
             tick = time.perf_counter()
             result = step(x, y, mask, want_grad_norm)
             self.seconds.append(time.perf_counter() - tick)
+            allreduce = self.clock.take() if self.clock is not None else None
+            if allreduce is not None:
+                self.allreduce_shares.append(allreduce / self.seconds[-1])
             return result
 
         return timed_step
@@ -226,4 +239,7 @@ class StepCost:
             "load_start": self.load_start,
             "load_end": os.getloadavg()[0],
             "cpu_count": os.cpu_count(),
+            "allreduce_share_median": (
+                statistics.median(self.allreduce_shares) if self.allreduce_shares else None
+            ),
         }

@@ -38,6 +38,7 @@ from normbench.training.activations import probe_batch
 from normbench.training.batches import Batch, DataOrder, batches
 from normbench.training.diagnostics import Diagnostics, frozen_buffers
 from normbench.training.distributed import (
+    AllReduceClock,
     Ranks,
     data_parallel_model,
     evaluation_statistics,
@@ -101,7 +102,14 @@ class Trainer(checkpoint.Checkpointing):
         # torch.compile, sharing the model's parameters. Evaluation stays eager (it would
         # compile two graphs more, eval mode and its batch sizes, for a few percent of the
         # time), and so do the steps the diagnostics watch.
-        forward = self.model if self.ranks is None else data_parallel_model(self.model, self.device)
+        # a CPU rank's gradient all-reduce timed (distributed.AllReduceClock; read by cost)
+        ranked_cpu = self.ranks is not None and self.device.type == "cpu"
+        self.allreduce_clock = AllReduceClock() if ranked_cpu else None
+        forward = (
+            self.model
+            if self.ranks is None
+            else data_parallel_model(self.model, self.device, self.allreduce_clock)
+        )
         self.train_forward = torch.compile(forward) if train["compile"] else forward
         self.steps_per_epoch = len(self.data.train) // cfg["batch_size"]
         self.data_order = DataOrder(

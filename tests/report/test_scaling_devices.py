@@ -65,6 +65,9 @@ def test_each_family_that_differs_only_in_devices_gets_one_line():
     assert "efficiency at 2 71% (95% CI 64% to 80%" in batchnorm and "3 seeds paired" in batchnorm
     assert "load per CPU 1.25 to 1.25" in batchnorm
     assert "collectives' share not measured" in batchnorm
+    shares = runs.assign(allreduce_share_median=[None] * 6 + [0.2, 0.4, 0.1, 0.3])
+    _, layernorm = device_scaling_lines(shares, KEYS)
+    assert layernorm.endswith("; all-reduce 20% of a step at 2")  # the median of 0.1 and 0.3
     # equal step times at two seeds: a zero-width interval at exactly 100%
     assert "100 ms a step at 1; 50 ms a step at 2; efficiency at 2 100% (95% CI 100% to 100%" in (
         layernorm

@@ -295,3 +295,6 @@ def test_a_two_rank_run_logs_what_one_process_logs_and_reruns_to_the_same_metric
     pd.testing.assert_frame_equal(two_rows, one_rows, rtol=1e-4)
     pd.testing.assert_frame_equal(again_rows, two_rows, check_exact=True)
     assert two.summary["test_acc"] == again.summary["test_acc"]
+    # the gradient all-reduce timed on the CPU ranks (training.distributed.AllReduceClock)
+    assert 0 < two.summary["allreduce_share_median"] < 1
+    assert one.summary["allreduce_share_median"] is None
