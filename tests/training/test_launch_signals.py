@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 
 from normbench.training.launch import (
     SIGNALS_TO_HANDLE,
@@ -32,8 +33,10 @@ def test_a_rank_stopped_twice_at_once_stops_once_without_a_traceback(monkeypatch
         for s in stops:
             signal.signal(s, stop_once)
         signal.pthread_sigmask(signal.SIG_BLOCK, stops)
-        os.kill(os.getpid(), signal.SIGINT)
-        os.kill(os.getpid(), signal.SIGTERM)
+        # to this thread, which blocks them: os.kill's signal to the process would go to
+        # another thread that does not (torch's), and its handler run at once
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+        signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
         try:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
             for _ in range(1000):  # the handlers run between bytecodes
