@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import QUICK, make_run
+from tests.helpers import QUICK, invoke, make_run
 
 
 def normbench(*args: str, runs: Path | None = None, **kwargs) -> subprocess.CompletedProcess:
@@ -29,6 +29,17 @@ def normbench(*args: str, runs: Path | None = None, **kwargs) -> subprocess.Comp
         text=True,
         **kwargs,
     )
+
+
+def in_process(
+    *args: str, runs: Path | None = None, columns: int = 100
+) -> subprocess.CompletedProcess:
+    """`normbench ARGS` in this process (tests.helpers.invoke: bounded, never a traceback), its
+    exit code and streams as ``normbench`` gives them: for a test of what a command prints,
+    where the process is not what it checks (a subprocess costs seconds of importing torch)."""
+    where = ["--runs-dir", str(runs)] if runs is not None else []
+    result = invoke(*args, *where, columns=columns)
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
 
 
 @pytest.mark.slow
@@ -67,7 +78,7 @@ def test_until_decided_lines_add_up_say_why_seeds_are_drawn_and_fit_80_columns(t
 
 def test_a_refused_dry_run_prints_the_refusal_alone(tmp_path):
     """The plan's header and column titles stood above the refusal of a grid's first job."""
-    result = normbench("sweep", "smoke", "norm=fancy", "--dry-run", runs=tmp_path / "runs")
+    result = in_process("sweep", "smoke", "norm=fancy", "--dry-run", runs=tmp_path / "runs")
     assert result.returncode == 2 and result.stdout == "", result.stdout
     (line,) = result.stderr.splitlines()
     assert line.startswith("normbench: error: job 1 of 2") and "norm=fancy" in line
@@ -80,7 +91,7 @@ def test_the_no_preset_note_suggests_only_a_command_that_is_accepted(overrides, 
     """`normbench sweep batch_size=8,16` was told to try `normbench sweep batch_sensitivity
     batch_size=8,16`, which the preset's ghost batches (up to 32) refuse."""
     runs = tmp_path / "runs"
-    result = normbench("sweep", *overrides, "--dry-run", runs=runs)
+    result = in_process("sweep", *overrides, "--dry-run", runs=runs)
     assert result.returncode == 0, result.stderr
     note = next(line for line in result.stdout.splitlines() if line.startswith("no preset"))
     suggested = re.search(r"default preset: normbench (sweep .*)$", note)
@@ -89,14 +100,14 @@ def test_the_no_preset_note_suggests_only_a_command_that_is_accepted(overrides, 
         assert "norm.ghost_batch=16 is larger than batch_size=8" in note
         assert "`normbench list` shows the presets" in note
         return
-    again = normbench(*shlex.split(suggested.group(1)), "--dry-run", runs=runs)
+    again = in_process(*shlex.split(suggested.group(1)), "--dry-run", runs=runs)
     assert again.returncode == 0, again.stderr
 
 
 def test_sweep_help_says_how_tune_chooses_as_the_design_does():
     """The help said successive halving always; docs/design.md: every candidate at the full
     budget, halving only where it trains at most half the full grid's steps."""
-    result = normbench("sweep", "--help", env={**os.environ, "COLUMNS": "200"})
+    result = in_process("sweep", "--help", columns=200)
     said = " ".join(result.stdout.replace("│", " ").split())
     assert "every candidate at the full budget, or successive halving where that trains at " in (
         said
@@ -107,7 +118,7 @@ def test_sweep_help_says_how_tune_chooses_as_the_design_does():
 def test_a_mistyped_table_is_answered_with_the_one_meant_before_any_run_is_read(tmp_path):
     """`--table convergnce` listed eleven tables and no guess; it was checked after the whole
     report was computed. An empty runs directory shows it is refused before any is read."""
-    result = normbench("report", str(tmp_path), "--table", "convergnce")
+    result = in_process("report", str(tmp_path), "--table", "convergnce")
     assert result.returncode == 2 and result.stdout == ""
     (line,) = result.stderr.splitlines()
     assert line.startswith("normbench: error: --table convergnce: no such table (did you mean ")
@@ -238,7 +249,7 @@ def test_the_html_scaling_table_puts_its_answer_beside_the_group(tmp_path):
                     summary_extra={"final_val_loss": _loss(100 * width * width, 30, 32, k, seed)},
                 )
     page = tmp_path / "r.html"
-    result = normbench("report", str(runs), "--scaling", "model.width", "--html", str(page))
+    result = in_process("report", str(runs), "--scaling", "model.width", "--html", str(page))
     assert result.returncode == 0, result.stderr
     text = page.read_text()
     scaling = text[text.index("<h2>Scaling along model.width</h2>") :]
@@ -254,7 +265,7 @@ def test_a_tuned_sweeps_warning_is_shown_once_in_the_html(tmp_path):
 
     run_tuned(tmp_path, FakeLauncher(tmp_path, loss_and_accuracy_disagree))
     page = tmp_path / "report.html"
-    result = normbench("report", "--sweep", "tuned", "--html", str(page), runs=tmp_path)
+    result = in_process("report", "--sweep", "tuned", "--html", str(page), runs=tmp_path)
     assert result.returncode == 0, result.stderr
     text = page.read_text()
     assert "loss-best and accuracy-best differ" in text
@@ -281,7 +292,7 @@ def test_docs_sweeps_shows_a_ladder_and_its_command_is_accepted(tmp_path):
     (command,) = documented_commands("docs/sweeps.md", "--ladder ")
     argv = shlex.split(command)
     assert argv[:2] == ["normbench", "sweep"] and "--dry-run" in argv
-    result = normbench(*argv[1:], runs=tmp_path / "runs")
+    result = in_process(*argv[1:], runs=tmp_path / "runs")
     assert result.returncode == 0, result.stderr
     assert "ladder my-ladder: train.tokens_per_param=20 sets each rung's steps" in result.stdout
     assert not (tmp_path / "runs" / "sweeps").exists()  # a dry run writes nothing
