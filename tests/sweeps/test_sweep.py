@@ -43,7 +43,7 @@ def values(sweep, key):
         (
             ["norm=glob(*norm,exclude=[switchnorm,batchnorm])"],
             "norm",
-            ["groupnorm", "instancenorm", "layernorm", "rmsnorm", "scalenorm"],
+            ["groupnorm", "instancenorm", "layernorm", "rmsnorm", "scalenorm", "ssrmsnorm"],
         ),
         (["train.lr=0.1,0.01"], "train.lr", ["0.1", "0.01"]),
         (["seed=0,0,1"], "seed", ["0", "1"]),  # the same run twice is one run
