@@ -436,6 +436,8 @@ def test_an_interrupted_forced_rerun_keeps_the_previous_result(tmp_path):
     import sys
     import time
 
+    from helpers import invoke
+
     from normbench.experiment.compose import compose
     from normbench.store.rundir import RunDir
     from normbench.training.run import run_experiment
@@ -465,7 +467,9 @@ def test_an_interrupted_forced_rerun_keeps_the_previous_result(tmp_path):
     assert "the forced rerun was discarded" in err and "keeps its previous result" in err
     assert (run.read_meta(), run.metrics_path.read_bytes()) == before
     assert not any((runs / ".staging").iterdir())
-    again = invoke("run", *tiny_cnn(), "--force", "-q", "--runs-dir", str(runs), seconds=180)
+    again = invoke(
+        "run", *tiny_cnn(), "--force", "-q", "--runs-dir", str(runs), seconds=180, memory=8 << 30
+    )
     assert again.exit_code == 0, again.output  # another config: a plain run
 
 
