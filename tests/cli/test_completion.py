@@ -45,7 +45,12 @@ def test_keys_and_groups_complete():
 
 
 def test_the_sweep_completes_presets_first_then_overrides():
-    assert complete("normbench sweep ba") == ["batch_resnet", "batch_sensitivity", "batch_size="]
+    assert complete("normbench sweep ba") == [
+        "batch_cifar10",
+        "batch_resnet",
+        "batch_sensitivity",
+        "batch_size=",
+    ]
     assert complete("normbench sweep smoke norm = g") == ["groupnorm"]
     assert complete("normbench sweep smoke sm") == []  # a preset only comes first
 
