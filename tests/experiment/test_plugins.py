@@ -703,7 +703,9 @@ def test_a_user_package_runs_through_run_sweep_and_report(user):
         # powernorm and mypkg.norms:PowerNorm are one norm: one run each (issue 50, item 16)
         assert "4 runs from 6 combinations (2 the same run as another" in swept.stdout
         assert "complete" in swept.stdout
-    report = in_process("report", "--sweep", "submitit_local", "--format", "csv", "--table", "convergence")
+    report = in_process(
+        "report", "--sweep", "submitit_local", "--format", "csv", "--table", "convergence"
+    )
     assert report.returncode == 0, report.stderr
     names = {line.split(",")[0] for line in report.stdout.splitlines()[1:]}
     assert names == {"groupnorm", "powernorm(p=2)"}  # p folded in
