@@ -50,7 +50,7 @@ from normbench.sweeps import ladder_plan, tuned_plan
 from normbench.sweeps import plan as planning
 from normbench.sweeps.flow import Host, SweepRequest, Tuning, run_sweep
 from normbench.sweeps.grid import Sweep
-from normbench.sweeps.local import LocalLauncher, check_slots
+from normbench.sweeps.local import LocalLauncher, ranks
 from normbench.sweeps.session import Launch
 
 DOCUMENT_LIMIT = 1 << 24  # a findings document to keep sections of (docs/findings.md: 60 KB)
@@ -108,9 +108,17 @@ def run_studies(
         request = request_of(study, scale)
         grid, left, exact = planned_of(request, runs, launch.rerun)
         planned.append((study, request, grid, left, exact))
-    # A run of N ranks takes N worker slots: one too wide for --jobs is refused before any
-    # study trains, not when its study's turn comes (the devices study's 4-rank runs).
-    check_slots([job for _, _, grid, _, _ in planned for job in grid.jobs], jobs)
+    # A run of N ranks takes N worker slots (the devices study's 4-rank runs): the document's
+    # pool widens to the widest run, said once before anything trains, so that `normbench
+    # findings` at its default --jobs writes every section (its ranks share the cores).
+    widest = max((ranks(job) for _, _, grid, _, _ in planned for job in grid.jobs), default=1)
+    if widest > jobs:
+        console.print(
+            f"--jobs {jobs} widened to {widest}: a run of {widest} ranks takes {widest} worker "
+            "slots",
+            soft_wrap=not console.is_terminal,
+        )
+        jobs = widest
     total = sum(left for *_, left, _ in planned)
     runs_in_all = sum(len(grid.jobs) for _, _, grid, _, _ in planned)
     upto = "" if all(exact for *_, exact in planned) else "up to "

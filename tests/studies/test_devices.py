@@ -10,7 +10,6 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from normbench.core.errors import UsageError
 from normbench.store.catalog import Selection
 from normbench.studies import devices, findings
 from normbench.studies.study import Study
@@ -60,21 +59,26 @@ def test_the_gpu_plan_holds_a_gpu_per_rank_for_its_steps_and_its_start():
     assert plan.gpu_seconds == pytest.approx(expected)
 
 
-def test_findings_refuses_a_run_wider_than_its_slots_before_any_study_trains(tmp_path, monkeypatch):
-    launched = []
+def test_findings_widens_its_pool_to_the_widest_run_and_says_so(tmp_path, monkeypatch):
+    """`normbench findings` at its default --jobs 2 must write the devices study's section,
+    whose runs take 4 slots: the pool widens, said once before any study trains."""
+    widths = []
 
     class Recording(InstantPool):
-        def launch(self, todo, view):
-            launched.extend(todo)
-            super().launch(todo, view)
+        def __init__(self, slots, *args):
+            widths.append(slots)
+            super().__init__(slots, *args)
 
     narrow = Study("narrow", ["model=cnn", "norm=layernorm"], [])
     wide = Study("wide", ["model=cnn", "norm=layernorm", "train.devices=2"], [])
     monkeypatch.setattr(findings, "STUDIES", (narrow, wide))
     monkeypatch.setattr(findings, "LocalLauncher", Recording)
-    with pytest.raises(UsageError, match=r"train.devices=2: .* --jobs 2 or more"):
-        findings.run_studies(tmp_path / "runs", 1, "smoke", Console(file=io.StringIO()))
-    assert launched == []
+    shown = io.StringIO()
+    findings.run_studies(tmp_path / "runs", 1, "smoke", Console(file=shown, width=200))
+    assert widths == [2]
+    assert shown.getvalue().splitlines()[0] == (
+        "--jobs 1 widened to 2: a run of 2 ranks takes 2 worker slots"
+    )
 
 
 def test_a_comparison_without_a_paired_seed_says_so_rather_than_printing_nan():
