@@ -13,6 +13,7 @@ import pandas as pd
 from normbench.core.errors import UsageError
 from normbench.report import stats
 from normbench.report.base import Method, Metric
+from normbench.report.batch import PER_DEVICE_BATCH
 from normbench.report.grouping import frame, group_rows, groups, status_masks
 from normbench.report.labels import label, label_codes, label_count, labels
 from normbench.report.results import (
@@ -131,7 +132,9 @@ def reference_indices(
                 f"valid keys: {', '.join(k.removesuffix('.name') for k in keys) or 'none'}"
             )
         wanted[column] = value
-    strata = [k for k in keys if k not in wanted]
+    # the per-device batch is batch_size / train.devices, both keys themselves where they
+    # vary: as a stratum it would keep every world size apart from the one --reference names
+    strata = [k for k in keys if k not in wanted and k != PER_DEVICE_BATCH]
     chosen = [i for i, row in enumerate(rows) if all(label(row[k]) == v for k, v in wanted.items())]
     if not chosen and "norm.name" in wanted:  # a user norm by the name it was given
         bare = {**wanted, "norm.name": wanted["norm.name"].partition("(")[0]}

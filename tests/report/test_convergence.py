@@ -235,6 +235,23 @@ def test_a_reference_without_a_key_of_the_stratum_serves_every_value_of_it():
     assert reference_indices(strata, lr, ("norm=layernorm",)) == [0, 1, 0, None]
 
 
+def test_a_reference_world_size_is_not_kept_apart_by_the_per_device_batch_it_sets():
+    """At one global batch each world size has its own per-device batch (a column the report
+    derives): ``--reference train.devices=1`` must still be every N's reference, as a sweep
+    over train.devices asks, not a stratum of one per per-device batch."""
+    from normbench.report.convergence import reference_indices
+
+    keys = ["norm.name", "train.devices", "per_device_batch"]
+    rows = [
+        {"norm.name": "batchnorm", "train.devices": n, "per_device_batch": 16 // n}
+        for n in (1, 2, 4)
+    ]
+    rows += [
+        {"norm.name": "layernorm", "train.devices": n, "per_device_batch": 16 // n} for n in (1, 2)
+    ]
+    assert reference_indices(rows, keys, ("train.devices=1",)) == [0, 0, 0, 3, 3]
+
+
 @pytest.mark.parametrize(
     ("given", "words"),
     [
