@@ -9,9 +9,11 @@ over N times step time at N: 100% when N ranks take 1/N of one's time per step. 
 seed: for each seed both N and 1 ran, the log of that ratio (each side the mean of its runs'
 log median step times); the line gives the geometric mean over the seeds and a Student-t 95%
 interval on the mean log ratio, exponentiated (report.stats.mean_ci); one shared seed gives
-no interval. Step times compare only when measured on one host; the line shows the range of
-load per CPU the runs saw, the ranks' own processes included, and leaves the judgement of
-how busy the machine was to the reader.
+no interval. Step times compare only as the cost table's do (report.cost.unlike): on one
+host, under loads per CPU within ``LOAD_SPREAD`` of each other (the ranks' own processes
+included); otherwise the line says why no efficiency is given. The 1-rank runs of a sweep
+often train while the wider ones wait for slots, under another load: an efficiency of 368%
+read off such runs was the machine's load, not the ranks.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import pandas as pd
 
 from normbench.report import stats
 from normbench.report.batch import PER_DEVICE_BATCH
-from normbench.report.cost import timed_mask
+from normbench.report.cost import timed_mask, unlike
 from normbench.report.grouping import group_rows
 from normbench.report.labels import label
 from normbench.report.results import numbers
@@ -60,8 +62,8 @@ def _by_devices(family: pd.DataFrame) -> list[tuple[tuple, np.ndarray]]:
 
 def family_line(by_devices: dict[int, pd.DataFrame]) -> str:
     """The step time at each N, the efficiency of each N above 1 against 1 rank, the load
-    per CPU and the collectives' share; why not, where the runs were timed on several hosts
-    or no 1-rank group is there."""
+    per CPU and the collectives' share; why not, where the runs' step times do not compare
+    (hosts, load: report.cost.unlike) or no 1-rank group is there."""
     steps = "; ".join(
         f"{_ms(math.exp(np.mean(list(log_steps(part).values()))))} a step at {n}"
         for n, part in sorted(by_devices.items())
@@ -74,8 +76,8 @@ def family_line(by_devices: dict[int, pd.DataFrame]) -> str:
         else "load not recorded"
     )
     collectives = collectives_text(by_devices)
-    if None in hosts or len(hosts) > 1:
-        why = "host not recorded" if None in hosts else f"hosts differ: {', '.join(sorted(hosts))}"
+    why = unlike(hosts, load)
+    if why:
         return f"{steps}; efficiency not computed ({why}); {collectives}"
     if 1 not in by_devices:
         return f"{steps}; efficiency not computed (no 1-rank runs); {shown_load}; {collectives}"

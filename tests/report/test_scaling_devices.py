@@ -86,3 +86,16 @@ def test_no_line_without_a_devices_axis_and_no_efficiency_across_hosts_or_seeds(
     wide = runs.assign(**{"train.devices": [2, 2, 4, 4]})
     (line,) = device_scaling_lines(wide, KEYS)
     assert "efficiency not computed (no 1-rank runs)" in line
+
+
+def test_no_efficiency_from_runs_timed_under_unlike_load():
+    """The 1-rank runs of the devices study trained at a load of 10 per CPU, the 2-rank ones
+    at 2.5: the line read 368% off them. Loads per CPU further apart than the cost table's
+    LOAD_SPREAD give no efficiency, as they give no step-time verdict there."""
+    runs = runs_of({("layernorm", 1): [0.25, 0.25], ("layernorm", 2): [0.03, 0.03]})
+    busy = runs.assign(load_start=[20.0, 20.0, 5.0, 5.0], load_end=[20.0, 20.0, 5.0, 5.0])
+    (line,) = device_scaling_lines(busy, KEYS)
+    assert "efficiency not computed (load per CPU differs: 2.50 to 10.00)" in line
+    assert "%" not in line.partition("efficiency")[2]
+    (alike,) = device_scaling_lines(runs, KEYS)
+    assert "efficiency at 2 417%" in alike  # the same times under one load: computed
