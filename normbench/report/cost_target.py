@@ -30,7 +30,6 @@ import numpy as np
 import pandas as pd
 
 from normbench.core.errors import StoreError
-from normbench.core.files import read_parquet
 from normbench.report import stats
 from normbench.report.base import Method, Report, Section
 from normbench.report.convergence import reference_indices
@@ -38,9 +37,8 @@ from normbench.report.cost import NOT_COMPARED, timed_mask
 from normbench.report.grouping import group_rows
 from normbench.report.labels import label
 from normbench.report.results import numbers
-from normbench.store.rundir import MAX_BYTES
+from normbench.store.rundir import read_metric_columns
 
-MAX_METRIC_ROWS = 1_000_000  # a run logging every step of a million-step run
 NOT_REACHED = "not reached"
 DEFAULT_ORIGIN = "the worst run's final"
 TARGET_COLUMNS = (
@@ -118,15 +116,7 @@ def _evaluations(runs_dir: Path, rid: str, metric: str) -> pd.DataFrame:
     """A run's logged evaluations of ``metric`` in step order: step, elapsed_s and the
     metric, through the trusted reader (bounded in bytes and rows, numbers only)."""
     wanted = ["step", "elapsed_s", metric]
-    rows = read_parquet(
-        runs_dir / rid / "metrics.parquet",
-        MAX_BYTES["metrics.parquet"],
-        MAX_METRIC_ROWS,
-        numeric=tuple(wanted),
-        required=tuple(wanted),
-        columns=wanted,
-        root=runs_dir,
-    )
+    rows = read_metric_columns(runs_dir, rid, wanted)
     return rows.dropna(subset=[metric]).sort_values("step", kind="stable")
 
 

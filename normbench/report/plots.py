@@ -23,7 +23,6 @@ import numpy as np
 import pandas as pd
 
 from normbench.core.errors import StoreError, UsageError
-from normbench.core.files import read_parquet
 from normbench.core.text import plain
 from normbench.report.base import Method, Report, Section
 from normbench.report.cost_plots import cost_pareto
@@ -43,7 +42,7 @@ from normbench.report.figure_style import (
 from normbench.report.grouping import groups
 from normbench.report.labels import label
 from normbench.report.text import batch_sizes, bounded_interval, settings_text, short
-from normbench.store.rundir import MAX_BYTES, atomic_write
+from normbench.store.rundir import atomic_write, read_metric_columns
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -221,9 +220,6 @@ def learning_curves(
     return finish(fig, section)
 
 
-MAX_METRIC_ROWS = 1_000_000  # a run logging every step of a million-step run
-
-
 def _metrics(
     runs_dir: Path, rid: str, columns: list[str], skipped: list[str] | None
 ) -> pd.DataFrame | None:
@@ -232,15 +228,7 @@ def _metrics(
     read."""
     wanted = list(dict.fromkeys(["step", "train_loss", *columns]))
     try:
-        return read_parquet(
-            runs_dir / rid / "metrics.parquet",
-            MAX_BYTES["metrics.parquet"],
-            MAX_METRIC_ROWS,
-            numeric=tuple(wanted),
-            required=tuple(wanted),
-            columns=wanted,
-            root=runs_dir,
-        )
+        return read_metric_columns(runs_dir, rid, wanted)
     except (OSError, StoreError) as err:
         if skipped is not None:
             reason = str(err) if isinstance(err, StoreError) else err.strerror

@@ -329,6 +329,22 @@ def _flatten_checked(path: Path | str, section: dict, prefix: str, flat: dict) -
         flat[prefix + key] = value
 
 
+def read_metric_columns(runs_dir: Path, rid: str, columns: list[str]) -> pd.DataFrame:
+    """The ``columns`` of run ``rid``'s metrics.parquet, each one required and numbers only,
+    through the trusted reader (bounded in bytes and rows, never through a symlink below
+    ``runs_dir``): what the report's learning curves and its time to target read. Raises
+    OSError or StoreError when they cannot be read."""
+    return read_parquet(
+        runs_dir / rid / "metrics.parquet",
+        MAX_BYTES["metrics.parquet"],
+        MAX_METRIC_ROWS,
+        numeric=tuple(columns),
+        required=tuple(columns),
+        columns=columns,
+        root=runs_dir,
+    )
+
+
 class RunDir:
     """One run's directory and the three files in it."""
 

@@ -47,13 +47,11 @@ ALLOWED = {
     ("store/index.py", "sqlite3.connect("): "the index: checked files, the opened path too",
     ("store/scan.py", "open("): "the two ends of a pipe to its own forked child, no file",
     ("store/scan.py", "os.open("): "/dev/null, for the forked child's standard streams",
-    ("report/plots.py", "read_parquet("): "core.files.read_parquet, the bounded reader",
     ("data/hubfetch.py", "read_parquet("): "core.files.read_parquet: a fetched, checked file",
     ("data/hubfetch.py", ".open("): "Pillow decoding bytes already read (a BytesIO)",
     ("report/diagnostics.py", "read_parquet("): "core.files.read_parquet, the bounded reader",
     ("store/rundir.py", "read_parquet("): "core.files.read_parquet: a run's metrics, diagnostics",
     ("api.py", "read_parquet("): "core.files.read_parquet, the bounded reader: diagnostics",
-    ("report/cost_target.py", "read_parquet("): "core.files.read_parquet, the bounded reader",
     ("studies/registry.py", "yaml.safe_load("): "bytes from core.files.read_bytes: a claim file",
 }
 
