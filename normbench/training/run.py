@@ -277,6 +277,23 @@ def restore(runs_dir: Path, staging: Path, run_id: str) -> None:
         record_run(runs_dir, run_id)
 
 
+# torch's futures wrap an error raised under a callback (a DDP communication hook's, such as
+# normbench's AllReduceClock and torch's own allreduce_hook) in this, once per callback, and
+# append the callbacks' Python stacks on further lines
+CALLBACK_WRAPPER = "Got the following error when running the callback: "
+
+
+def error_line(exc: BaseException) -> str:
+    """A failed run's error in one line (its traceback is kept in meta.json): the exception's
+    first line, the callback wrappers of torch's futures taken off, so that a gloo timeout
+    under DDP's hooks reads as the timeout it is."""
+    text = f"{type(exc).__name__}: {exc}"
+    first = next((line for line in text.splitlines() if line.strip()), text)
+    while CALLBACK_WRAPPER in first:
+        first = first.split(CALLBACK_WRAPPER, 1)[1]
+    return first.strip()
+
+
 def train_and_record(
     cfg: dict,
     run: RunDir,
@@ -354,7 +371,7 @@ def train_and_record(
         finish("interrupted")
         raise
     except Exception as exc:  # a run's failure is a recorded result, never a lost sweep
-        status, error = "failed", f"{type(exc).__name__}: {exc}"
+        status, error = "failed", error_line(exc)
         meta["traceback"] = traceback.format_exc()
     finish(status, error)
     return Outcome(run.run_id, run.path, status, trainer.summary, error)
