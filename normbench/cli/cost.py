@@ -66,6 +66,32 @@ def parse_overrides(overrides: list[str]) -> tuple[list[str], str]:
     return norms, LAYOUTS[model[0]]
 
 
+def with_reference(norms: list[str], reference: str | None) -> str:
+    """The reference (the first norm named, unless --reference names one), put first among
+    ``norms`` when they lack it; an unknown one is refused in one line."""
+    from normbench.core.errors import UsageError
+    from normbench.layers.keys import NORM_TABLE
+
+    reference = reference or norms[0]
+    if reference not in NORM_TABLE:
+        raise UsageError(f"--reference={reference} is not valid; valid: {', '.join(NORM_TABLE)}")
+    if reference not in norms:
+        norms.insert(0, reference)
+    return reference
+
+
+LEAST = {"--blocks": 3, "--batch": 1, "--positions": 1, "--threads": 1}
+
+
+def check_least(given: dict[str, int]) -> None:
+    """Each count at least its ``LEAST``; one below is refused in one line."""
+    from normbench.core.errors import UsageError
+
+    for key, value in given.items():
+        if value < LEAST[key]:
+            raise UsageError(f"{key}={value} is not valid; valid: an integer >= {LEAST[key]}")
+
+
 @app.command(short_help="Time norms against a reference: paired ratios with intervals.")
 def cost(
     overrides: Annotated[
@@ -111,24 +137,14 @@ def cost(
 
     try:
         norms, layout = parse_overrides(overrides or [])
-        reference = reference or norms[0]
-        from normbench.layers.keys import NORM_TABLE
-
-        if reference not in NORM_TABLE:
-            raise UsageError(
-                f"--reference={reference} is not valid; valid: {', '.join(NORM_TABLE)}"
-            )
-        if reference not in norms:
-            norms.insert(0, reference)
+        reference = with_reference(norms, reference)
         chosen_widths = positive_ints(widths, "--widths")
         dtypes = names(dtype, "--dtype", DTYPE_NAMES)
         impls = names(impl, "--impl", IMPLEMENTATIONS)
         names(device, "--device", ("cpu", "cuda"))
-        least = {"--blocks": 3, "--batch": 1, "--positions": 1, "--threads": 1}
-        given = {"--blocks": blocks, "--batch": batch, "--positions": positions}
-        for key, value in {**given, "--threads": threads}.items():
-            if value < least[key]:
-                raise UsageError(f"{key}={value} is not valid; valid: an integer >= {least[key]}")
+        check_least(
+            {"--blocks": blocks, "--batch": batch, "--positions": positions, "--threads": threads}
+        )
     except UsageError as err:
         raise fail(str(err)) from None
 

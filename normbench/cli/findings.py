@@ -64,6 +64,29 @@ def findings(
 
     if check:
         raise typer.Exit(check_order(runs_dir))
+    scale, only, out = checked_request(quick, smoke, jobs, study, runs_dir, out)
+    interrupt_on_sigterm()
+    try:
+        complete = document.write(runs_dir, out, jobs, scale, Console(stderr=True), only)
+    except UsageError as err:
+        raise fail(str(err)) from None
+    except KeyboardInterrupt:
+        typer.echo("interrupted: completed runs are kept; run the same command again", err=True)
+        raise typer.Exit(130) from None
+    typer.echo(f"wrote {out}")
+    if not complete:
+        raise typer.Exit(1)
+
+
+def checked_request(
+    quick: bool, smoke: bool, jobs: int, study: list[str] | None, runs_dir: Path, out: Path | None
+) -> tuple[str, tuple[str, ...], Path]:
+    """The scale, the studies named and the document's path, each checked before any study
+    trains (the document's place too); a bad one is refused in one line."""
+    from normbench.cli.report import check_out
+    from normbench.core.errors import UsageError
+    from normbench.studies import findings as document
+
     if quick and smoke:
         raise fail("--quick and --smoke: choose one scale")
     if jobs < 1:
@@ -76,23 +99,11 @@ def findings(
     scale = "smoke" if smoke else "quick" if quick else "full"
     if out is None:
         out = Path("docs/findings.md") if scale == "full" else runs_dir / f"findings-{scale}.md"
-    try:  # the document's place, before any study trains
-        from normbench.cli.report import check_out
-
+    try:
         check_out(out, "markdown")
     except UsageError as err:
         raise fail(str(err)) from None
-    interrupt_on_sigterm()
-    try:
-        complete = document.write(runs_dir, out, jobs, scale, Console(stderr=True), only)
-    except UsageError as err:
-        raise fail(str(err)) from None
-    except KeyboardInterrupt:
-        typer.echo("interrupted: completed runs are kept; run the same command again", err=True)
-        raise typer.Exit(130) from None
-    typer.echo(f"wrote {out}")
-    if not complete:
-        raise typer.Exit(1)
+    return scale, only, out
 
 
 def check_order(runs_dir: Path) -> int:
