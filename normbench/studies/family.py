@@ -200,10 +200,12 @@ def trend_tested(comparison: Comparison, trend: scaling.Trend | None, unit: str)
     if trend is None:
         return Tested(comparison.name, comparison.predicted, None, why="no trend computed")
     decided = trend.verdict == comparison.predicted if trend.verdict in TRENDS else None
-    why = (
-        f"trend {trend.verdict}, slope {trend.slope:+.3g} [{trend.low:+.3g}, {trend.high:+.3g}] "
-        f"{unit} along {comparison.scaling}"
+    slope = (
+        f"slope {trend.slope:+.3g} [{trend.low:+.3g}, {trend.high:+.3g}] {unit}"
+        if math.isfinite(trend.slope)
+        else f"no slope: {trend.why or 'not computed'}"
     )
+    why = f"trend {trend.verdict}, {slope} along {comparison.scaling}"
     return Tested(comparison.name, comparison.predicted, None, decided=decided, why=why)
 
 
@@ -220,7 +222,8 @@ def scaling_tested(claim: Claim, table: pd.DataFrame) -> list[Tested]:
         if len(found) == 1:
             row = found.iloc[0]
             slope = (row["trend_slope"], row["trend_ci_low"], row["trend_ci_high"])
-            trend = scaling.Trend(*map(float, slope), verdict=str(row["trend"]))
+            why = str(row.get("trend_why") or "")
+            trend = scaling.Trend(*map(float, slope), verdict=str(row["trend"]), why=why)
         unit = "log10 compute multiplier per decade of compute"
         tested.append(trend_tested(comparison, trend, unit))
     return tested

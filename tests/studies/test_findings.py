@@ -67,6 +67,13 @@ def test_findings_script_at_smoke_scale(tmp_path):
     assert text.count("**What this does not show.**") >= 14
     # the scaling presets' trend claims, decided from their trend verdicts
     assert re.search(r"trend (shrinking|growing|constant|inconclusive), slope", text)
+    # issue 58, item 6: the scaling sections under 0.6's method, each with its History, the
+    # multipliers' kind (measured or a bound), the form beyond the ladder, every count
+    ladder = text[text.index("## DyT's gap to LayerNorm along a width ladder") :]
+    ladder = ladder[: ladder.index("\n## ")]
+    for word in ("multiplier\\_top\\_kind", "lack\\_of\\_fit\\_p", "Kaplan N", "tok/total"):
+        assert word in ladder, word
+    assert text.count("History: first generated on 2026-12-06 under 0.5") == 3
     images = list((tmp_path / "docs" / "img").rglob("*.png"))
     assert len(images) >= 5
     for link in [line for line in text.splitlines() if line.startswith("![")]:

@@ -94,6 +94,18 @@ def test_a_trend_claim_is_labelled_by_the_rule_from_the_trend_verdict(tmp_path, 
     assert f"trend {verdict}, slope -0.2 [-0.3, -0.1]" in tested[0].text(0.05)
 
 
+def test_a_trend_without_a_slope_says_why_rather_than_nan(tmp_path):
+    """Too few rungs measured: the row's trend_why, never 'slope +nan [+nan, +nan]'."""
+    why = "1 rung(s) measured, fewer than 3"
+    table = rows("inconclusive").assign(
+        trend_slope=np.nan, trend_ci_low=np.nan, trend_ci_high=np.nan, trend_why=[why, ""]
+    )
+    (tested,) = family.scaling_tested(claim_of(tmp_path), table)
+    assert family.label_of([tested]) is None
+    assert f"trend inconclusive, no slope: {why} along model.width" in tested.text(0.05)
+    assert "nan" not in tested.text(0.05)
+
+
 def test_a_trend_claim_whose_group_has_no_row_is_inconclusive(tmp_path):
     other = rows("shrinking").assign(group=["norm=dyt", "norm=layernorm"])
     (tested,) = family.scaling_tested(claim_of(tmp_path), other)
