@@ -29,14 +29,13 @@ def synchronized_batch_norm(
     eps: float,
 ) -> Tensor:
     """Training-mode batch norm of ``x`` (N, C, *S) or (M, C) over the samples of every rank:
-    the mean, then the variance about it, each summed over ranks with
-    torch.distributed.nn.functional.all_reduce, whose backward is the all-reduce of the
-    gradients, so that the gradients are those of one process holding the global batch (as
-    torch.nn.SyncBatchNorm's, Ioffe & Szegedy 2015's formulas with the sums across ranks).
-    Two passes, as F.batch_norm's, not E[x^2] - mean^2. The running statistics move as
-    F.batch_norm moves them: the mean, and the unbiased variance (n / (n - 1))."""
-    from torch.distributed.nn.functional import all_reduce
-
+    the mean, then the variance about it, each summed over ranks by ``SumOverRanks``, whose
+    backward is the all-reduce of the gradients, so that the gradients are those of one
+    process holding the global batch (as torch.nn.SyncBatchNorm's, Ioffe & Szegedy 2015's
+    formulas with the sums across ranks). Two passes, as F.batch_norm's, not
+    E[x^2] - mean^2. The running statistics move as F.batch_norm moves them: the mean, and
+    the unbiased variance (n / (n - 1))."""
+    all_reduce = SumOverRanks.apply
     dims = [0, *range(2, x.dim())]
     local = torch.tensor([x.numel() // x.shape[1]], dtype=x.dtype, device=x.device)
     sums = all_reduce(torch.cat([x.sum(dims), local]))
@@ -50,3 +49,22 @@ def synchronized_batch_norm(
         running_var.lerp_(var.detach() * count / (count - 1).clamp_min(1), momentum)
     scale = weight * torch.rsqrt(var + eps)
     return centred * scale.view(shape) + bias.view(shape)
+
+
+class SumOverRanks(torch.autograd.Function):
+    """The sum of a tensor over every rank, differentiable: each rank's output depends on every
+    rank's input, so the gradient of an input is the sum over ranks of the output's gradients
+    (what torch.distributed.nn.functional.all_reduce computed for a sum; torch 2.13 deprecates
+    it, and its suggested replacement, the functional collective, has no backward)."""
+
+    @staticmethod
+    def forward(ctx, tensor: Tensor) -> Tensor:
+        summed = tensor.clone()
+        torch.distributed.all_reduce(summed)
+        return summed
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> Tensor:
+        summed = grad.clone()
+        torch.distributed.all_reduce(summed)
+        return summed
