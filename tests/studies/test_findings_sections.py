@@ -112,20 +112,42 @@ def test_a_study_trained_twice_counts_both_sweeps_and_a_record_never_finished_no
     assert findings.training_walls(tmp_path) == {"dyt": 30 * 60.0}
 
 
-def test_the_header_states_the_training_time_of_every_study_in_the_store(tmp_path, monkeypatch):
+def test_the_header_sums_the_training_time_its_sections_state(tmp_path, monkeypatch):
     import json
 
     designed(monkeypatch)
-    assert findings.total_text({}) == "no study has trained in this run store"
+    assert findings.total_text({}) == "no section states a training time"
     sweeps = tmp_path / "runs" / "sweeps"
     sweeps.mkdir(parents=True)
     for name, end in (("alpha", "00:20"), ("beta", "01:40")):  # 20 and 100 minutes
         record = {"runs": [], "started": "2026-01-01T00:00:00+00:00"}
         record["finished"] = f"2026-01-01T{end}:00+00:00"
         (sweeps / f"findings-{name}-20260101-000000-abc.json").write_text(json.dumps(record))
-    # beta's section is kept, yet its training counts: the header sums the store's studies
-    header = write(tmp_path, only=("alpha",)).split("<!--")[0]
-    assert "(120 min in all, the 2 studies' sweeps in this run store summed;" in header
+    header = write(tmp_path).split("<!--")[0]  # both_section reads both: each counts once
+    assert "(120 min in all: the training each section states, over 2 studies;" in header
+    # alpha rewritten from another run store, which holds no record of beta: beta's kept
+    # section still states its 100 minutes, the kept section of both its 20 and 100, and the
+    # header counts each training once (alpha's new one took 0 min)
+    out = tmp_path / "docs" / "findings.md"
+    console = Console(file=io.StringIO(), width=200)
+    assert findings.write(tmp_path / "elsewhere", out, 1, "smoke", console, ("alpha",))
+    header = out.read_text().split("<!--")[0]
+    assert "(120 min in all: the training each section states, over 2 studies;" in header
+    assert "--smoke --study alpha`, trained in 0 min)" in out.read_text()
+
+
+def test_stated_walls_read_each_sections_first_line():
+    line = "*Section generated on 2026-12-07 by normbench 0.6.0 (`{}`{}).*"
+    sections = [
+        "## A\n\n"
+        + line.format("normbench findings --study x --study y", ", trained in 3 min + 4 min"),
+        "## B\n\n" + line.format("normbench findings --smoke --study x", ", trained in 3 min"),
+        "## C\n\n" + line.format("normbench findings --study z", ""),  # no time: none counted
+        "## D\n\nNot computed yet.",
+    ]
+    assert findings.stated_walls(sections) == {("x", 180.0), ("y", 240.0)}
+    assert findings.total_text({("x", 180.0)}).startswith("3 min in all: the training each ")
+    assert "over 1 study;" in findings.total_text({("x", 180.0), ("x", 60.0)})
 
 
 def test_a_kept_section_is_named_with_the_command_that_rewrites_it(tmp_path, monkeypatch):
