@@ -63,26 +63,3 @@ def data_cache(tmp_path_factory):
     mp.setenv("NORMBENCH_CACHE", str(path))
     yield path
     mp.undo()
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The modules with long tests run first, those with SLURM tests (one worker runs them
-    all, in a row: their xdist_group) before those with the most slow tests, each module's
-    tests together and in their order; the fast modules come last. Two workers then share
-    the long tests early and the fast ones fill the end, where in collection order a long
-    group started late kept one worker busy while the other had nothing left. Only the order
-    changes: every test runs as it would."""
-
-    def module(item: pytest.Item) -> str:
-        return item.nodeid.split("::")[0]
-
-    weight: dict[str, int] = {}
-    first: dict[str, int] = {}
-    for index, item in enumerate(items):
-        name = module(item)
-        first.setdefault(name, index)
-        long = (
-            10 if item.get_closest_marker("slurm") else int(bool(item.get_closest_marker("slow")))
-        )
-        weight[name] = weight.get(name, 0) + long
-    items.sort(key=lambda item: (-weight[module(item)], first[module(item)]))

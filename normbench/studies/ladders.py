@@ -132,7 +132,8 @@ LADDER_LM_HISTORY = (
     "History: first generated on 2026-12-06 under 0.5, whose method fitted one curve "
     "L(C) = E + A C^-alpha per group with the floor E fixed at 0 and read every multiplier off "
     "those curves: DyT's top-rung multiplier 0.227 [0.144, 0.343], the trend shrinking (slope "
-    "-0.18 [-0.337, -0.014] per decade), labelled *Reproduced*. Issue 58's audit found that "
+    "-0.18 [-0.337, -0.014] per decade), and the rule decided the claim for its prediction. "
+    "Issue 58's audit found that "
     "floor not identified by the runs (with E held at 0 to 2 bits per byte the same rung means "
     "give slopes from -0.18 to +0.18) and LayerNorm's curve 74 times its rung means' seed "
     "variance away from them. Since 0.6 each rung's multiplier is read off the runs (a bound "
@@ -144,7 +145,8 @@ LADDER_LM_HISTORY = (
 )
 DATA_REGIME_HISTORY = (
     "History: first generated on 2026-12-06 under 0.5: LayerNorm not worse than DyT at the "
-    "largest rung, +0.433 [+0.409, +0.458], labelled *Reproduced*. 0.6's scaling method does "
+    "largest rung, +0.433 [+0.409, +0.458], and the rule decided the claim for its "
+    "prediction. 0.6's scaling method does "
     "not apply here (every rung has the same compute); what 0.6 changed for this section is "
     "the tuning, which extends an edge up to 3 steps (0.5: one), so a rung's chosen rate may "
     "differ. The claim, its prediction and its label rule are as registered; the runs above "
@@ -152,7 +154,8 @@ DATA_REGIME_HISTORY = (
 )
 LR_SCALING_HISTORY = (
     "History: first generated on 2026-12-06 under 0.5: the gap's slope +1.42 [+1.04, +1.81] "
-    "bits per byte per decade of width, growing, labelled *Reproduced*. Neither of 0.6's "
+    "bits per byte per decade of width, growing, and the rule decided the claim for its "
+    "prediction. Neither of 0.6's "
     "method changes reaches this section (nothing is tuned, and its trend is the per-seed "
     "gaps' own least-squares slope, not a compute multiplier); it was regenerated so that its "
     "runs and numbers come from the code that reports them. The claim, its prediction and its "
