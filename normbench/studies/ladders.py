@@ -21,7 +21,7 @@ from normbench.report.base import Report
 from normbench.report.labels import label
 from normbench.report.results import metric_of
 from normbench.report.scaling_plots import scaling_drawings
-from normbench.report.scaling_section import caption
+from normbench.report.scaling_section import Scaling, caption
 from normbench.store import records
 from normbench.studies import family, registry
 from normbench.studies.study import (
@@ -335,7 +335,7 @@ def fit_rows(rungs: pd.DataFrame) -> pd.DataFrame:
     return rows.assign(**{c: rows[c].astype(float).round().astype("Int64") for c in counts})
 
 
-def form_text(fit) -> str:
+def form_text(fit: Scaling) -> str:
     """The ladder's parametric form beyond the runs, why, and its lack-of-fit p."""
     if fit.table.empty:
         return "no groups"
@@ -344,14 +344,20 @@ def form_text(fit) -> str:
     return f"{form}{row['form_why']}; the ladder's lack-of-fit p {row['form_lack_of_fit_p']:.3g}"
 
 
-def counts_table(ctx: Context, study: Study) -> pd.DataFrame:
-    """Each rung's parameters under every count the dry run names, and the training tokens per
-    parameter under each (the ladder's record: normbench.sweeps.ladder_plan)."""
+def ladder_record(ctx: Context, study: Study) -> dict | None:
+    """The ladder part of the study's latest sweep record ({} without one); None when the
+    study left no record."""
     try:
         record = records.latest_record(ctx.runs, f"findings-{study.name}")
     except UsageError:
-        return pd.DataFrame()
-    ladder = record.get("ladder") or {}
+        return None
+    return record.get("ladder") or {}
+
+
+def counts_table(ctx: Context, study: Study) -> pd.DataFrame:
+    """Each rung's parameters under every count the dry run names, and the training tokens per
+    parameter under each (the ladder's record: normbench.sweeps.ladder_plan)."""
+    ladder = ladder_record(ctx, study) or {}
     rows = []
     for rung in ladder.get("rungs") or []:
         ratios = rung.get("tokens_per_param_by_count") or {}
@@ -371,11 +377,9 @@ def parameter_span(rungs: pd.DataFrame) -> str:
 
 def chosen_text(ctx: Context, study: Study) -> str:
     """What the tuning chose at each rung, from the ladder's record."""
-    try:
-        record = records.latest_record(ctx.runs, f"findings-{study.name}")
-    except UsageError:
+    ladder = ladder_record(ctx, study)
+    if ladder is None:
         return "no record"
-    ladder = record.get("ladder") or {}
     parts = []
     for rung in ladder.get("rungs") or []:
         chosen = rung.get("chosen") or {}
